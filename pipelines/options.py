@@ -1,0 +1,245 @@
+"""Command-line options of the preprocessing job, and their checks.
+
+`PreprocessOptions` is a Beam `PipelineOptions` subclass, so the same flags
+work from the command line, from a Dataflow template and from tests; every
+flag Beam knows (`--runner`, `--direct_num_workers`, ...) passes through.
+
+`resolve_config` turns the flags into a checked, immutable `PreprocessConfig`
+or raises `UsageError` with one sentence that says what to change.
+"""
+
+import dataclasses
+import hashlib
+import json
+from typing import List, Optional, Tuple
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from transforms import images
+from transforms import normalize
+from transforms import rebalance
+from transforms import split as split_lib
+
+MODALITIES = ('image',)
+PLANNED_MODALITIES = ('text', 'sensor')
+COMPRESSIONS = ('auto', 'none', 'gzip')
+DEFAULT_SPLITS = 'train=0.8,validation=0.1,test=0.1'
+SPLITS_FROM_INPUT = 'from_input'
+
+
+class UsageError(ValueError):
+  """A bad invocation: the message is one sentence for the user."""
+
+
+class PreprocessOptions(PipelineOptions):
+  """Options of `python -m pipelines.preprocess`."""
+
+  @classmethod
+  def _add_argparse_args(cls, parser):
+    add = parser.add_argument
+    add('--modality', default='image',
+        help='Kind of input: image (text and sensor are planned). '
+        'Default: image.')
+    add('--input', default=None,
+        help='Input: a folder of class folders (<input>/<label>/*.jpg), of '
+        'split folders (<input>/train/<label>/*.jpg), or a manifest file '
+        '(.csv/.tsv with path,label[,split] columns, or .jsonl). Local or '
+        'any path Beam can open (gs://...). Required.')
+    add('--output', default=None,
+        help='Output folder for the dataset. Required.')
+    add('--name', default='images',
+        help='Dataset name, used in shard file names '
+        '(<name>-<split>.tfrecord-00000-of-00004). Default: images.')
+    add('--image_size', default='224x224',
+        help='Target size WIDTHxHEIGHT, or one number for a square. '
+        'Default: 224x224.')
+    add('--resize_mode', default='fit',
+        help='fit (keep aspect ratio, pad with black), crop (keep aspect '
+        'ratio, cut the centre) or stretch. Default: fit.')
+    add('--storage', default='jpeg',
+        help='How images are stored: jpeg or png (encoded at the target '
+        'size), uint8 (raw pixels) or float32 (normalized pixels). '
+        'Default: jpeg.')
+    add('--jpeg_quality', default='90',
+        help='JPEG quality for --storage jpeg, 1-95. Default: 90.')
+    add('--color', default='rgb',
+        help='rgb (3 channels; grey, palette, CMYK, RGBA and 16-bit inputs '
+        'are converted) or grey (1 channel). Default: rgb.')
+    add('--normalization', default='zscore',
+        help='zscore (per-channel mean/std from a tf.Transform full pass '
+        'over the training split), scale (to [0, 1]) or none. Applied by '
+        'the exported transform when reading (jpeg/png/uint8 storage) or '
+        'stored (float32). Default: zscore.')
+    add('--splits', default=DEFAULT_SPLITS,
+        help='Split ratios such as train=0.8,validation=0.1,test=0.1 '
+        '(assigned by a hash of each image\'s relative path), or from_input '
+        'to take them from split folders or the manifest\'s split column. '
+        f'Default: {DEFAULT_SPLITS}.')
+    add('--rebalance', default='none',
+        help='none, oversample, undersample or weight (a per-example '
+        'weight feature instead of resampling). Default: none.')
+    add('--rebalance_splits', default='train',
+        help='Comma-separated splits to rebalance. Default: train.')
+    add('--seed', default='42',
+        help='Seed for rebalancing and shuffling. Default: 42.')
+    add('--num_shards', default='0',
+        help='Shards per split; 0 lets the runner decide. Default: 0.')
+    add('--compression', default='auto',
+        help='auto (none for jpeg/png, whose bytes do not compress; gzip for '
+        'uint8/float32), none or gzip. Default: auto.')
+    add('--max_bad_fraction', default='0.05',
+        help='Fail the job (and publish nothing) when more than this share '
+        'of the inputs is dead-lettered. Default: 0.05.')
+    add('--max_pixels', default='100000000',
+        help='Reject images with more pixels than this (decompression '
+        'bombs). Default: 100000000.')
+    add('--overwrite', default=False, action='store_true',
+        help='Replace a dataset already published in --output.')
+
+
+@dataclasses.dataclass(frozen=True)
+class PreprocessConfig:
+  """The checked settings of one preprocessing run."""
+  modality: str
+  input: str
+  output: str
+  name: str
+  image: images.ImageConfig
+  normalization: str
+  split_ratios: Tuple[Tuple[str, float], ...]
+  splits_from_input: bool
+  rebalance: str
+  rebalance_splits: Tuple[str, ...]
+  seed: int
+  num_shards: int
+  compression: str  # resolved: 'none' or 'gzip'
+  max_bad_fraction: float
+  overwrite: bool
+
+  @property
+  def split_names(self) -> List[str]:
+    if self.splits_from_input:
+      return list(split_lib.KNOWN_SPLITS)
+    return [name for name, _ in self.split_ratios]
+
+  def to_json(self) -> dict:
+    d = dataclasses.asdict(self)
+    d['split_ratios'] = [list(p) for p in self.split_ratios]
+    d['rebalance_splits'] = list(self.rebalance_splits)
+    return d
+
+  def config_hash(self) -> str:
+    """Hash of everything that decides the output's content."""
+    d = self.to_json()
+    for key in ('output', 'overwrite'):
+      d.pop(key)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+def _choice(flag: str, value: str, choices) -> str:
+  v = str(value).strip().lower()
+  if v not in choices:
+    raise UsageError(f'--{flag} must be one of {", ".join(choices)} '
+                     f'(got {value!r}).')
+  return v
+
+
+def _int(flag: str, value, low: int, high: Optional[int] = None) -> int:
+  try:
+    v = int(str(value).strip())
+  except ValueError:
+    raise UsageError(f'--{flag} must be a whole number (got {value!r}).'
+                     ) from None
+  if v < low or (high is not None and v > high):
+    bound = f'between {low} and {high}' if high is not None else f'>= {low}'
+    raise UsageError(f'--{flag} must be {bound} (got {v}).')
+  return v
+
+
+def parse_image_size(text: str) -> Tuple[int, int]:
+  """'224x160' -> (width 224, height 160); '224' -> (224, 224)."""
+  parts = str(text).lower().replace(' ', '').split('x')
+  try:
+    nums = [int(p) for p in parts]
+  except ValueError:
+    nums = []
+  if len(nums) == 1:
+    nums = nums * 2
+  if len(nums) != 2 or min(nums) < 1 or max(nums) > 8192:
+    raise UsageError(f'--image_size must be WIDTHxHEIGHT with sides from 1 '
+                     f'to 8192, such as 224x224 (got {text!r}).')
+  return nums[0], nums[1]
+
+
+def resolve_config(options: PipelineOptions) -> PreprocessConfig:
+  """Checks the flags and builds the run's configuration.
+
+  Raises:
+    UsageError: A flag is missing or has a value we cannot use.
+  """
+  o = options.view_as(PreprocessOptions)
+  modality = str(o.modality).strip().lower()
+  if modality in PLANNED_MODALITIES:
+    raise UsageError(f'--modality {modality} is not available yet; '
+                     'only image is.')
+  modality = _choice('modality', modality, MODALITIES)
+  if not o.input:
+    raise UsageError('--input is required: a folder of class folders or a '
+                     'manifest file.')
+  if not o.output:
+    raise UsageError('--output is required: the folder to write the dataset '
+                     'into.')
+  width, height = parse_image_size(o.image_size)
+  storage = _choice('storage', o.storage, images.STORAGE_FORMATS)
+  cfg = images.ImageConfig(
+      height=height, width=width,
+      resize_mode=_choice('resize_mode', o.resize_mode, images.RESIZE_MODES),
+      storage=storage,
+      color=_choice('color', o.color.replace('gray', 'grey'),
+                    images.COLOR_MODES),
+      jpeg_quality=_int('jpeg_quality', o.jpeg_quality, 1, 95),
+      max_pixels=_int('max_pixels', o.max_pixels, 1))
+  normalization = _choice('normalization', o.normalization,
+                          normalize.NORMALIZATIONS)
+  splits_text = str(o.splits).strip()
+  from_input = splits_text.lower() == SPLITS_FROM_INPUT
+  ratios: Tuple[Tuple[str, float], ...] = ()
+  if not from_input:
+    try:
+      ratios = tuple(split_lib.parse_ratios(splits_text))
+    except ValueError as e:
+      raise UsageError(f'--splits: {e}.') from None
+    if normalization == 'zscore' and dict(ratios).get('train', 0) <= 0:
+      raise UsageError('--normalization zscore needs a train split with a '
+                       'ratio above 0 to compute its statistics on.')
+  mode = _choice('rebalance', o.rebalance, rebalance.MODES)
+  rebalance_splits = tuple(s.strip() for s in str(o.rebalance_splits).split(',')
+                           if s.strip())
+  known = (split_lib.KNOWN_SPLITS if from_input else
+           tuple(n for n, _ in ratios))
+  unknown = [s for s in rebalance_splits if s not in known]
+  if unknown:
+    raise UsageError(f'--rebalance_splits names {", ".join(unknown)}, which '
+                     f'is not a split (splits: {", ".join(known)}).')
+  compression = _choice('compression', o.compression, COMPRESSIONS)
+  if compression == 'auto':
+    compression = 'none' if storage in ('jpeg', 'png') else 'gzip'
+  try:
+    max_bad = float(o.max_bad_fraction)
+  except ValueError:
+    max_bad = -1.0
+  if not 0.0 <= max_bad <= 1.0:
+    raise UsageError(f'--max_bad_fraction must be a number from 0 to 1 '
+                     f'(got {o.max_bad_fraction!r}).')
+  name = str(o.name).strip()
+  if not name or any(c in name for c in '/\\*?[]{}') or '-' in name:
+    raise UsageError(f'--name must be a plain name without "-", "/" or '
+                     f'wildcards (got {o.name!r}).')
+  return PreprocessConfig(
+      modality=modality, input=str(o.input), output=str(o.output).rstrip('/'),
+      name=name, image=cfg, normalization=normalization, split_ratios=ratios,
+      splits_from_input=from_input, rebalance=mode,
+      rebalance_splits=rebalance_splits, seed=_int('seed', o.seed, 0),
+      num_shards=_int('num_shards', o.num_shards, 0, 100000),
+      compression=compression, max_bad_fraction=max_bad,
+      overwrite=bool(o.overwrite))

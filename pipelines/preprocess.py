@@ -1,0 +1,223 @@
+"""Entry point: raw inputs -> published, sharded TFRecord dataset.
+
+    python -m pipelines.preprocess --modality image \\
+        --input ./photos --output ./dataset [options] [Beam options]
+
+Every option not listed in `pipelines/options.py` goes to Beam unchanged
+(`--runner`, `--direct_running_mode`, `--direct_num_workers`, ...). Without
+runner options the job runs on the DirectRunner with one worker thread per
+core.
+
+Exit codes: 0 published; 2 bad invocation (one sentence on stderr);
+3 data-quality gate failed (nothing published); 1 the pipeline failed.
+"""
+
+import logging
+import os
+
+# TensorFlow's C++ start-up chatter is noise for this tool's users.
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+import secrets
+import sys
+import time
+import traceback
+from typing import List, Optional
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+
+from pipelines import options as options_lib
+from pipelines.options import UsageError
+from transforms import manifest as manifest_lib
+from transforms.sources import InputError
+
+_LOG = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_PIPELINE_FAILED = 1
+EXIT_USAGE = 2
+EXIT_DATA_QUALITY = 3
+
+
+class DataQualityFailure(RuntimeError):
+  """The run finished but failed its quality gate; nothing was published."""
+
+
+def _flag_given(argv: List[str], flag: str) -> bool:
+  return any(a == flag or a.startswith(flag + '=') for a in argv)
+
+
+def unknown_flags(argv: List[str]) -> List[str]:
+  """Flags neither we nor any Beam options class declare (typos)."""
+  import argparse  # pylint: disable=import-outside-toplevel
+  parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
+  seen = set()
+  pending = [PipelineOptions]
+  while pending:
+    cls = pending.pop()
+    for sub in cls.__subclasses__():
+      if sub not in seen:
+        seen.add(sub)
+        pending.append(sub)
+        try:
+          sub._add_argparse_args(parser)  # pylint: disable=protected-access
+        except argparse.ArgumentError:
+          pass  # declared twice by two classes; either is fine
+  _, rest = parser.parse_known_args(argv)
+  return [a.split('=')[0] for a in rest if a.startswith('--')]
+
+
+def _apply_local_defaults(options: PipelineOptions, argv: List[str]) -> None:
+  """Uses every core on the DirectRunner unless told otherwise."""
+  runner = options.view_as(StandardOptions).runner
+  if runner not in (None, 'DirectRunner', 'direct'):
+    return
+  direct = options.view_as(DirectOptions)
+  if not _flag_given(argv, '--direct_num_workers'):
+    direct.direct_num_workers = os.cpu_count() or 1
+  if not _flag_given(argv, '--direct_running_mode'):
+    direct.direct_running_mode = 'multi_threading'
+
+
+def check_output(cfg) -> None:
+  """Refuses an output that holds a dataset (unless --overwrite)."""
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  if cfg.overwrite:
+    return
+  if FileSystems.exists(manifest_lib.join(cfg.output, manifest_lib.MANIFEST)):
+    raise UsageError(f'the output {cfg.output} already holds a dataset; pass '
+                     '--overwrite to replace it.')
+  try:
+    leftovers = FileSystems.match(
+        [manifest_lib.join(cfg.output, '*.tfrecord*')])[0].metadata_list
+  except Exception:  # pylint: disable=broad-except
+    leftovers = []
+  if leftovers:
+    raise UsageError(f'the output {cfg.output} holds TFRecord files but no '
+                     'manifest (from a failed run?); pass --overwrite to '
+                     'replace them.')
+
+
+def _make_staging(cfg, run_id: str) -> str:
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  staging = manifest_lib.join(cfg.output, f'.staging-{run_id}')
+  try:
+    FileSystems.mkdirs(staging)
+    probe = manifest_lib.join(staging, '.write_test')
+    with FileSystems.create(probe) as f:
+      f.write(b'ok')
+    FileSystems.delete([probe])
+  except Exception as e:  # pylint: disable=broad-except
+    raise UsageError(f'cannot write to the output {cfg.output} '
+                     f'({type(e).__name__}: {e}).') from None
+  return staging
+
+
+def run(argv: Optional[List[str]] = None) -> dict:
+  """Builds and runs the preprocessing pipeline, then returns the manifest.
+
+  Args:
+    argv: Command-line arguments (without the program name).
+
+  Returns:
+    The published manifest.
+
+  Raises:
+    UsageError, InputError: A bad invocation.
+    DataQualityFailure: The data failed the quality gate.
+    Exception: Anything the pipeline raised.
+  """
+  argv = list(sys.argv[1:] if argv is None else argv)
+  options = PipelineOptions(argv)
+  unknown = unknown_flags(argv)
+  if unknown:
+    raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
+  cfg = options_lib.resolve_config(options)
+  check_output(cfg)
+  _apply_local_defaults(options, argv)
+  run_id = time.strftime('%Y%m%dT%H%M%S') + '-' + secrets.token_hex(3)
+  run_info = {'run_id': run_id, 'started': time.time()}
+  from pipelines import image_pipeline  # pylint: disable=import-outside-toplevel
+  # Check the input before creating anything in the output.
+  from transforms import sources  # pylint: disable=import-outside-toplevel
+  sources.check_input(cfg.input, cfg.splits_from_input)
+  staging = _make_staging(cfg, run_id)
+  try:
+    pipeline = beam.Pipeline(options=options)
+    image_pipeline.build(pipeline, cfg, run_info, staging)
+  except BaseException:
+    _remove_tree(staging)
+    raise
+  try:
+    pipeline.run().wait_until_finish()
+  except Exception as e:
+    failure = manifest_lib.join(staging, manifest_lib.FAILURE)
+    from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+    if FileSystems.exists(failure):
+      raise DataQualityFailure(
+          f'{"; ".join(_read_failures(failure))}; nothing was published '
+          f'(dead letters and counts are in {staging}).') from e
+    raise
+  manifest = manifest_lib.read_manifest(cfg.output)
+  if manifest is None or manifest.get('run_id') != run_id:
+    raise RuntimeError('the pipeline finished but did not publish a manifest')
+  return manifest
+
+
+def _remove_tree(path: str) -> None:
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  try:
+    FileSystems.delete([path])
+  except Exception:  # pylint: disable=broad-except
+    _LOG.warning('could not remove %s', path)
+
+
+def _read_failures(path: str) -> List[str]:
+  import json  # pylint: disable=import-outside-toplevel
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  with FileSystems.open(path, compression_type='uncompressed') as f:
+    return json.loads(f.read().decode('utf-8')).get('failures', [])
+
+
+def summary_line(manifest: dict) -> str:
+  t = manifest['totals']
+  parts = [f'{name}: {s["records"]} records in {len(s["shards"])} shards'
+           for name, s in manifest['splits'].items()]
+  return (f'published {t["records"]} records ({"; ".join(parts)}); '
+          f'{t["dead_lettered"]} of {t["inputs"]} inputs dead-lettered; '
+          f'{manifest["timings"]["seconds"]:.1f} s')
+
+
+def configure_logging() -> None:
+  logging.basicConfig(level=logging.WARNING,
+                      format='%(asctime)s %(levelname)s %(name)s: %(message)s')
+  for name in ('pipelines', 'transforms'):
+    logging.getLogger(name).setLevel(logging.INFO)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+  """Command-line entry point; returns the exit code."""
+  configure_logging()
+  try:
+    manifest = run(argv)
+  except (UsageError, InputError) as e:
+    msg = str(e)
+    print(f'error: {msg[0].upper() + msg[1:]}' + ('' if msg.endswith('.')
+                                                  else '.'), file=sys.stderr)
+    return EXIT_USAGE
+  except DataQualityFailure as e:
+    print(f'error: data quality: {e}', file=sys.stderr)
+    return EXIT_DATA_QUALITY
+  except Exception as e:  # pylint: disable=broad-except
+    traceback.print_exc()
+    print(f'error: the pipeline failed: {type(e).__name__}: '
+          f'{str(e).splitlines()[0] if str(e) else ""}', file=sys.stderr)
+    return EXIT_PIPELINE_FAILED
+  print(summary_line(manifest))
+  return EXIT_OK
+
+
+if __name__ == '__main__':
+  sys.exit(main())

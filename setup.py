@@ -1,0 +1,35 @@
+"""Packaging for the TFRecord preprocessing pipelines.
+
+The same file is what Beam ships to remote workers: pass it as
+``--setup_file ./setup.py`` when submitting to Dataflow or a portable runner.
+Only what the workers need at run time is in ``install_requires``; test tools
+are in the ``test`` extra.
+"""
+
+import setuptools
+
+setuptools.setup(
+    name='tfrecord-pipelines',
+    version='0.1.0',
+    description=('Apache Beam pipelines that turn image folders into sharded, '
+                 'validated TFRecord datasets.'),
+    python_requires='>=3.10,<3.13',
+    packages=setuptools.find_packages(include=['pipelines', 'pipelines.*',
+                                               'transforms', 'transforms.*']),
+    install_requires=[
+        'apache-beam[gcp]>=2.77,<2.78',
+        'tensorflow>=2.21,<2.22',
+        'tensorflow-transform>=1.21,<1.22',
+        'pillow>=11,<14',
+        'numpy>=1.26',
+    ],
+    extras_require={
+        'test': ['pytest>=8'],
+    },
+    entry_points={
+        'console_scripts': [
+            'tfrecord-preprocess=pipelines.preprocess:main',
+            'tfrecord-validate=pipelines.validate:main',
+        ],
+    },
+)

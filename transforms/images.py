@@ -1,0 +1,340 @@
+"""Per-image work: decode, orient, convert, resize, encode. No Beam in here.
+
+Everything here is a plain function of bytes and options, so the pipeline's
+DoFn, the benchmark's single-process baseline and the tests all call the same
+code.
+
+Example:
+
+    >>> cfg = ImageConfig(height=224, width=224)
+    >>> out = process_image(open('cat.jpg', 'rb').read(), cfg)
+    >>> out.data[:2], out.original_height, out.channel_sum
+"""
+
+import dataclasses
+import io
+from typing import Sequence, Tuple
+
+import numpy as np
+from PIL import Image
+from PIL import ImageOps
+from PIL import UnidentifiedImageError
+
+# We enforce our own, configurable pixel limit (ImageConfig.max_pixels) on
+# every image before it is decoded, and report it as a dead letter. Pillow's
+# global check would otherwise warn or raise with its own fixed limit.
+Image.MAX_IMAGE_PIXELS = None
+
+RESIZE_MODES = ('fit', 'crop', 'stretch')
+STORAGE_FORMATS = ('jpeg', 'png', 'uint8', 'float32')
+COLOR_MODES = ('rgb', 'grey')
+IMAGE_EXTENSIONS = ('.jpg', '.jpeg', '.jpe', '.png', '.gif', '.bmp', '.webp')
+
+_EXIF_ORIENTATION = 0x0112
+# EXIF orientations that swap width and height.
+_TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
+_SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')
+
+
+class BadImageError(ValueError):
+  """An input that cannot become an example; carries the stage and reason."""
+
+  def __init__(self, stage: str, reason: str):
+    super().__init__(reason)
+    self.stage = stage
+    self.reason = reason
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageConfig:
+  """How every image is turned into its stored form.
+
+  Attributes:
+    height: Target height in pixels.
+    width: Target width in pixels.
+    resize_mode: 'fit' (scale to fit, pad the rest with black), 'crop'
+      (scale to cover, cut the centre) or 'stretch' (ignore aspect ratio).
+    storage: 'jpeg' or 'png' (encoded at the target size), 'uint8' (raw
+      pixel bytes) or 'float32' (pixels, normalized in the pipeline).
+    color: 'rgb' (3 channels) or 'grey' (1 channel).
+    jpeg_quality: Quality of the stored JPEG (1-95).
+    max_pixels: Images with more pixels than this are rejected before
+      decoding (decompression bombs).
+    draft: Use the JPEG decoder's reduced-size (DCT-scaled) decoding when the
+      image is at least twice the size it is resized to.
+  """
+  height: int = 224
+  width: int = 224
+  resize_mode: str = 'fit'
+  storage: str = 'jpeg'
+  color: str = 'rgb'
+  jpeg_quality: int = 90
+  max_pixels: int = 100_000_000
+  draft: bool = True
+
+  @property
+  def channels(self) -> int:
+    return 1 if self.color == 'grey' else 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessedImage:
+  """One image in its stored form, with what the statistics need.
+
+  Attributes:
+    data: The stored bytes (encoded image, or raw uint8 pixels in HWC order);
+      for 'float32' storage the raw uint8 pixels too (the pipeline turns
+      them into floats after normalization statistics are known).
+    original_height: Height of the input after EXIF orientation.
+    original_width: Width of the input after EXIF orientation.
+    channel_sum: Per channel, the sum of the stored pixel values (0-255).
+    channel_sum_squares: Per channel, the sum of squared pixel values.
+    pixel_count: Pixels per channel (height * width of the stored image).
+  """
+  data: bytes
+  original_height: int
+  original_width: int
+  channel_sum: Tuple[float, ...]
+  channel_sum_squares: Tuple[float, ...]
+  pixel_count: int
+
+
+def is_image_path(path: str) -> bool:
+  """True when the file name has one of the image extensions we read."""
+  return path.lower().endswith(IMAGE_EXTENSIONS)
+
+
+def _open(data: bytes) -> Image.Image:
+  if not data:
+    raise BadImageError('decode', 'empty file (0 bytes)')
+  try:
+    return Image.open(io.BytesIO(data))
+  except UnidentifiedImageError:
+    raise BadImageError(
+        'decode', 'not a readable image (format not recognised)') from None
+  except (OSError, ValueError, SyntaxError) as e:
+    raise BadImageError('decode', f'cannot open image: {e}') from None
+
+
+def _orientation(img: Image.Image) -> int:
+  try:
+    return int(img.getexif().get(_EXIF_ORIENTATION, 1))
+  except Exception:  # pylint: disable=broad-except
+    # A malformed EXIF block must not cost us the image; treat as upright.
+    return 1
+
+
+def _scale_for(mode: str, src_w: int, src_h: int, dst_w: int,
+               dst_h: int) -> Tuple[float, float]:
+  """Scale factors (x, y) from the source to the resized content."""
+  sx, sy = dst_w / src_w, dst_h / src_h
+  if mode == 'fit':
+    s = min(sx, sy)
+    return s, s
+  if mode == 'crop':
+    s = max(sx, sy)
+    return s, s
+  return sx, sy
+
+
+def _draft(img: Image.Image, cfg: ImageConfig, orientation: int) -> None:
+  """Asks the JPEG decoder for a DCT-scaled decode no smaller than needed.
+
+  libjpeg can decode at 1/2, 1/4 or 1/8 size for little more than the cost of
+  reading the file. Pillow picks the largest such reduction that still leaves
+  the decoded image at least as large as the size requested, so the final
+  (antialiased) resize always scales down from more pixels than it keeps.
+  """
+  if img.format != 'JPEG':
+    return
+  w, h = img.size
+  if orientation in _TRANSPOSED_ORIENTATIONS:
+    dst_w, dst_h = cfg.height, cfg.width  # in the file's own orientation
+  else:
+    dst_w, dst_h = cfg.width, cfg.height
+  sx, sy = _scale_for(cfg.resize_mode, w, h, dst_w, dst_h)
+  # For 'crop' only the centre is kept, but at the covering scale, so the
+  # whole image needs the same scale as the kept part.
+  need = (max(1, int(np.ceil(w * sx))), max(1, int(np.ceil(h * sy))))
+  if need[0] * 2 > w or need[1] * 2 > h:
+    return  # no reduction possible
+  mode = 'L' if cfg.color == 'grey' and img.mode == 'RGB' else img.mode
+  img.draft(mode, need)
+
+
+def _to_8bit(img: Image.Image, color: str) -> Image.Image:
+  """Converts any Pillow mode to 8-bit 'RGB' or 'L'."""
+  target = 'L' if color == 'grey' else 'RGB'
+  if img.mode in _SIXTEEN_BIT_MODES:
+    arr = np.asarray(img, dtype=np.uint32)
+    arr = (arr // 257).clip(0, 255).astype(np.uint8)
+    img = Image.fromarray(arr, mode='L')
+  elif img.mode == 'F':
+    arr = np.nan_to_num(np.asarray(img, dtype=np.float32)).clip(0, 255)
+    img = Image.fromarray(arr.astype(np.uint8), mode='L')
+  elif img.mode == 'P' and 'transparency' in img.info:
+    img = img.convert('RGBA')
+  if img.mode != target:
+    img = img.convert(target)
+  return img
+
+
+def _resize(img: Image.Image, cfg: ImageConfig) -> Image.Image:
+  w, h = img.size
+  dst = (cfg.width, cfg.height)
+  resample = Image.Resampling.BILINEAR  # antialiased when scaling down
+  if cfg.resize_mode == 'stretch':
+    return img.resize(dst, resample) if img.size != dst else img
+  if cfg.resize_mode == 'crop':
+    s = max(cfg.width / w, cfg.height / h)
+    box_w, box_h = cfg.width / s, cfg.height / s
+    left, top = (w - box_w) / 2, (h - box_h) / 2
+    return img.resize(dst, resample, box=(left, top, left + box_w,
+                                          top + box_h))
+  # fit: scale to fit inside, pad the rest with black, content centred.
+  s = min(cfg.width / w, cfg.height / h)
+  new = (max(1, min(cfg.width, round(w * s))),
+         max(1, min(cfg.height, round(h * s))))
+  content = img.resize(new, resample) if new != img.size else img
+  if new == dst:
+    return content
+  canvas = Image.new(img.mode, dst, 0)
+  canvas.paste(content, ((cfg.width - new[0]) // 2, (cfg.height - new[1]) // 2))
+  return canvas
+
+
+def _channel_sums(img: Image.Image) -> Tuple[Tuple[float, ...],
+                                              Tuple[float, ...], int]:
+  """Exact per-channel sums and sums of squares from the histogram."""
+  hist = np.asarray(img.histogram(), dtype=np.float64).reshape(-1, 256)
+  values = np.arange(256, dtype=np.float64)
+  sums = hist @ values
+  squares = hist @ (values * values)
+  return (tuple(float(v) for v in sums), tuple(float(v) for v in squares),
+          img.size[0] * img.size[1])
+
+
+def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
+                                                              int, int]:
+  """Decodes image bytes and resizes them to the configured size.
+
+  Args:
+    data: The file's bytes (JPEG, PNG, GIF, BMP or WebP).
+    cfg: The image options.
+
+  Returns:
+    The resized 8-bit image ('RGB' or 'L'), and the original height and
+    width after EXIF orientation.
+
+  Raises:
+    BadImageError: The bytes are empty, not an image, truncated, corrupt, or
+      over the pixel limit.
+  """
+  img = _open(data)
+  w, h = img.size
+  if w * h > cfg.max_pixels:
+    raise BadImageError(
+        'decode', f'image of {w}x{h} = {w * h} pixels is over the limit of '
+        f'{cfg.max_pixels} pixels (possible decompression bomb)')
+  if w <= 0 or h <= 0:
+    raise BadImageError('decode', f'image has no pixels ({w}x{h})')
+  orientation = _orientation(img)
+  try:
+    if cfg.draft:
+      _draft(img, cfg, orientation)
+    img.load()
+    if orientation != 1:
+      img = ImageOps.exif_transpose(img)
+    img = _to_8bit(img, cfg.color)
+  except BadImageError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    # Pillow reports truncated and corrupt data with OSError, SyntaxError,
+    # ValueError and, for some formats, other types; all mean the same here.
+    raise BadImageError('decode', f'corrupt or truncated image data: '
+                        f'{type(e).__name__}: {e}') from None
+  if orientation in _TRANSPOSED_ORIENTATIONS:
+    w, h = h, w
+  return _resize(img, cfg), h, w
+
+
+def encode(img: Image.Image, cfg: ImageConfig) -> bytes:
+  """The stored bytes of a resized image (see ImageConfig.storage)."""
+  if cfg.storage == 'jpeg':
+    buf = io.BytesIO()
+    img.save(buf, format='JPEG', quality=cfg.jpeg_quality)
+    return buf.getvalue()
+  if cfg.storage == 'png':
+    buf = io.BytesIO()
+    img.save(buf, format='PNG', compress_level=3)
+    return buf.getvalue()
+  return img.tobytes()  # uint8 and float32: raw HWC pixels
+
+
+def process_image(data: bytes, cfg: ImageConfig) -> ProcessedImage:
+  """Decode, orient, convert, resize and encode one image.
+
+  This is the whole per-image cost of the pipeline, and the function the
+  benchmark's single-process baseline calls.
+
+  Args:
+    data: The file's bytes.
+    cfg: The image options.
+
+  Returns:
+    The stored form and the per-channel sums for normalization statistics.
+
+  Raises:
+    BadImageError: The input cannot become an example.
+  """
+  img, orig_h, orig_w = decode_and_resize(data, cfg)
+  sums, squares, count = _channel_sums(img)
+  return ProcessedImage(
+      data=encode(img, cfg), original_height=orig_h, original_width=orig_w,
+      channel_sum=sums, channel_sum_squares=squares, pixel_count=count)
+
+
+def decode_stored(data: bytes, storage: str, height: int, width: int,
+                  channels: int) -> np.ndarray:
+  """Decodes a stored image back to a uint8 HWC array (for validation).
+
+  Args:
+    data: The stored bytes.
+    storage: 'jpeg', 'png' or 'uint8'.
+    height: Expected height.
+    width: Expected width.
+    channels: Expected channels.
+
+  Returns:
+    A uint8 array of shape (height, width, channels).
+
+  Raises:
+    ValueError: The bytes do not decode to the expected shape.
+  """
+  if storage == 'uint8':
+    expected = height * width * channels
+    if len(data) != expected:
+      raise ValueError(f'raw image has {len(data)} bytes, expected {expected}')
+    return np.frombuffer(data, np.uint8).reshape(height, width, channels)
+  try:
+    with Image.open(io.BytesIO(data)) as img:
+      img.load()
+      arr = np.asarray(img)
+  except Exception as e:  # pylint: disable=broad-except
+    raise ValueError(f'stored {storage} image does not decode: {e}') from None
+  if arr.ndim == 2:
+    arr = arr[:, :, None]
+  if arr.shape != (height, width, channels):
+    raise ValueError(f'stored image has shape {arr.shape}, expected '
+                     f'{(height, width, channels)}')
+  return arr
+
+
+def zscore_from_sums(sums: Sequence[float], squares: Sequence[float],
+                     count: float) -> Tuple[np.ndarray, np.ndarray]:
+  """Per-channel mean and std (of pixels scaled to [0, 1]) from sums."""
+  sums = np.asarray(sums, np.float64) / 255.0
+  squares = np.asarray(squares, np.float64) / (255.0 * 255.0)
+  mean = sums / count
+  var = np.maximum(squares / count - mean * mean, 0.0)
+  return mean, np.sqrt(var)

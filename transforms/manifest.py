@@ -1,0 +1,318 @@
+"""The manifest, the quality gate, and publishing a finished dataset.
+
+A run writes everything into a staging folder inside the output
+(`<output>/.staging-<run id>/`). Only when every shard, the transform and the
+dead letters are written does `FinalizeDataset` (the pipeline's last step)
+check the counts, move the files into `<output>/` and write `manifest.json`
+last. Readers and the validation pipeline only accept a folder with a
+manifest, so a failed or killed run never leaves a dataset that looks
+complete, and shards of two runs are never mixed: publishing first removes
+every file of the previous dataset.
+"""
+
+import datetime
+import importlib.metadata
+import json
+import logging
+import platform
+import posixpath
+import time
+from typing import Dict, List, Optional
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms import sinks
+
+_LOG = logging.getLogger(__name__)
+
+MANIFEST = 'manifest.json'
+FAILURE = 'FAILED.json'
+FORMAT_VERSION = 1
+TRANSFORM_DIRS = ('transform_fn', 'transformed_metadata')
+DEAD_LETTER_PREFIX = 'dead_letter'
+_VERSIONED = ('apache-beam', 'tensorflow', 'tensorflow-transform', 'tfx-bsl',
+              'pillow', 'numpy', 'pyarrow')
+
+
+class DataQualityError(RuntimeError):
+  """The run's data failed a gate (too many bad inputs, an empty split)."""
+
+
+def library_versions() -> Dict[str, str]:
+  versions = {'python': platform.python_version()}
+  for name in _VERSIONED:
+    try:
+      versions[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      versions[name] = None
+  return versions
+
+
+def join(*parts: str) -> str:
+  return FileSystems.join(*parts) if '://' in parts[0] else posixpath.join(
+      *parts)
+
+
+def read_manifest(output: str) -> Optional[dict]:
+  """The published manifest of `output`, or None when there is none."""
+  path = join(output, MANIFEST)
+  if not FileSystems.exists(path):
+    return None
+  with FileSystems.open(path, compression_type='uncompressed') as f:
+    return json.loads(f.read().decode('utf-8'))
+
+
+def _write_json(path: str, data: dict) -> None:
+  """Writes JSON atomically where the file system allows it."""
+  payload = json.dumps(data, indent=2, sort_keys=False,
+                       ensure_ascii=False).encode('utf-8')
+  tmp = path + '.tmp'
+  with FileSystems.create(tmp, compression_type='uncompressed') as f:
+    f.write(payload)
+  if FileSystems.exists(path):
+    FileSystems.delete([path])
+  FileSystems.rename([tmp], [path])
+
+
+def _delete_matching(patterns: List[str]) -> None:
+  paths = []
+  for result in FileSystems.match(patterns):
+    paths.extend(m.path for m in result.metadata_list)
+  if paths:
+    FileSystems.delete(paths)
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.io.gfile
+
+
+def remove_dataset(output: str) -> None:
+  """Removes a published dataset: the manifest first, then its files."""
+  manifest = join(output, MANIFEST)
+  if FileSystems.exists(manifest):
+    FileSystems.delete([manifest])
+  _delete_matching([join(output, '*.tfrecord*'),
+                    join(output, DEAD_LETTER_PREFIX + '*'),
+                    join(output, 'validation_report*')])
+  gfile = _gfile()
+  for d in TRANSFORM_DIRS:
+    path = join(output, d)
+    if gfile.exists(path):
+      gfile.rmtree(path)
+
+
+def publish(staging: str, output: str, files: List[str],
+            manifest: dict) -> None:
+  """Moves a finished run from staging into `output`; the manifest last.
+
+  Args:
+    staging: The run's staging folder.
+    output: The dataset folder.
+    files: File names (relative to staging) to move.
+    manifest: The manifest to write.
+  """
+  remove_dataset(output)
+  sources = [join(staging, f) for f in files]
+  present = [s for s in sources if FileSystems.exists(s)]
+  targets = [join(output, posixpath.relpath(s, staging)) for s in present]
+  if present:
+    FileSystems.rename(present, targets)
+  gfile = _gfile()
+  for d in TRANSFORM_DIRS:
+    src = join(staging, d)
+    if gfile.exists(src):
+      gfile.rename(src, join(output, d), overwrite=True)
+  _write_json(join(output, MANIFEST), manifest)
+  if gfile.exists(staging):
+    gfile.rmtree(staging)
+
+
+def bad_fraction(dead: int, inputs: int) -> float:
+  return dead / inputs if inputs else 0.0
+
+
+def _counts_by_split(pairs) -> Dict[str, Dict[str, int]]:
+  out: Dict[str, Dict[str, int]] = {}
+  for (split, label), n in pairs:
+    out.setdefault(split, {})[label] = out.get(split, {}).get(label, 0) + n
+  return out
+
+
+def build_manifest(cfg, run: dict, labels: List[str], inputs: Dict[str, int],
+                   dead: Dict[str, int], before, after, shards, fingerprints,
+                   channel_stats: dict, skipped: int, dead_files: List[str],
+                   feature_spec: dict) -> dict:
+  """Assembles the manifest from the pipeline's side outputs.
+
+  Args:
+    cfg: The PreprocessConfig.
+    run: {'run_id', 'started' (epoch seconds)}.
+    labels: Label names; a label's id is its index.
+    inputs: Inputs listed per split ('' for lines that had no split).
+    dead: Dead letters per split ('' for those without one).
+    before: [((split, label), count)] before rebalancing.
+    after: [((split, label), count)] as written.
+    shards: [(split, shard summary)].
+    fingerprints: [(split, {'fingerprint', 'records'})].
+    channel_stats: ChannelStatsFn output over the training split.
+    skipped: Files listed but not images.
+    dead_files: Dead-letter file paths.
+    feature_spec: The stored features (schema.feature_spec).
+
+  Returns:
+    The manifest dict.
+  """
+  before_c = _counts_by_split(before)
+  after_c = _counts_by_split(after)
+  fps = dict(fingerprints)
+  splits = {}
+  for split in cfg.split_names:
+    split_shards = sorted(
+        ({'file': posixpath.basename(s['path']), 'records': s['records'],
+          'bytes': s['bytes'], 'sha256': s['sha256']}
+         for sp, s in shards if sp == split), key=lambda s: s['file'])
+    examples = sum(before_c.get(split, {}).values())
+    fp = fps.get(split, {'fingerprint': format(0, '032x'), 'records': 0})
+    splits[split] = {
+        'inputs': inputs.get(split, 0),
+        'dead_lettered': dead.get(split, 0),
+        'examples': examples,
+        'rebalance': cfg.rebalance if split in cfg.rebalance_splits else
+                     'none',
+        'records': sum(s['records'] for s in split_shards),
+        'class_counts_before_rebalance': dict(sorted(
+            before_c.get(split, {}).items())),
+        'class_counts': dict(sorted(after_c.get(split, {}).items())),
+        'fingerprint': fp['fingerprint'],
+        'shards': split_shards,
+    }
+  total_inputs = sum(inputs.values())
+  total_dead = sum(dead.values())
+  finished = time.time()
+  image = cfg.image
+  return {
+      'format_version': FORMAT_VERSION,
+      'modality': cfg.modality,
+      'name': cfg.name,
+      'run_id': run['run_id'],
+      'created': datetime.datetime.fromtimestamp(
+          finished, datetime.timezone.utc).isoformat(timespec='seconds'),
+      'labels': labels,
+      'feature_spec': feature_spec,
+      'image': {
+          'height': image.height, 'width': image.width,
+          'channels': image.channels, 'storage': image.storage,
+          'resize_mode': image.resize_mode, 'color': image.color,
+      },
+      'compression': cfg.compression,
+      'normalization': {
+          'method': cfg.normalization,
+          # Where the exported transform is applied: by the reader at
+          # training time, or already in the stored records.
+          'applied': 'stored' if image.storage == 'float32' else 'at_read',
+          'statistics_split': 'train',
+          'mean': channel_stats.get('mean'),
+          'std': channel_stats.get('std'),
+          'images_analyzed': channel_stats.get('count', 0),
+      },
+      'transform_dir': '.',
+      'splits': splits,
+      'totals': {
+          'inputs': total_inputs,
+          'examples': sum(s['examples'] for s in splits.values()),
+          'dead_lettered': total_dead,
+          'records': sum(s['records'] for s in splits.values()),
+          'skipped_files': skipped,
+          'bad_fraction': bad_fraction(total_dead, total_inputs),
+      },
+      'fingerprint': sinks.combine_fingerprints(
+          s['fingerprint'] for s in splits.values()),
+      'dead_letter': {
+          'files': sorted(posixpath.basename(p) for p in dead_files),
+          'count': total_dead,
+      },
+      'config': cfg.to_json(),
+      'config_hash': cfg.config_hash(),
+      'versions': library_versions(),
+      'timings': {
+          'started': datetime.datetime.fromtimestamp(
+              run['started'], datetime.timezone.utc).isoformat(
+                  timespec='seconds'),
+          'finished': datetime.datetime.fromtimestamp(
+              finished, datetime.timezone.utc).isoformat(timespec='seconds'),
+          'seconds': round(finished - run['started'], 3),
+      },
+  }
+
+
+def quality_failures(cfg, manifest: dict) -> List[str]:
+  """Reasons the run must not be published (empty when it may be)."""
+  problems = []
+  totals = manifest['totals']
+  if totals['bad_fraction'] > cfg.max_bad_fraction:
+    problems.append(
+        f'{totals["dead_lettered"]} of {totals["inputs"]} inputs '
+        f'({totals["bad_fraction"]:.1%}) were dead-lettered, more than '
+        f'--max_bad_fraction {cfg.max_bad_fraction:g} allows')
+  if totals['records'] == 0:
+    problems.append('no example could be written')
+  elif (cfg.normalization == 'zscore' and
+        not manifest['normalization']['images_analyzed']):
+    problems.append('the train split has no examples to compute the '
+                    'normalization statistics on')
+  return problems
+
+
+class FinalizeDataset(beam.PTransform):
+  """Checks the run, then publishes it; runs once, after everything else.
+
+  All inputs arrive as side inputs, so this step starts only when every
+  shard, the transform and the dead letters are written.
+  """
+
+  def __init__(self, cfg, run: dict, staging: str, feature_spec: dict,
+               **side_inputs):
+    super().__init__()
+    self._cfg, self._run, self._staging = cfg, run, staging
+    self._spec = feature_spec
+    self._side = side_inputs
+
+  def expand(self, pbegin):
+    cfg, run, staging, spec = self._cfg, self._run, self._staging, self._spec
+
+    def finalize(_, labels, inputs, dead, before, after, shards, fingerprints,
+                 channel_stats, skipped, dead_files, transform_done):
+      del transform_done  # only orders this step after the transform write
+      manifest = build_manifest(
+          cfg, run, labels, dict(inputs), dict(dead), before, after, shards,
+          fingerprints, channel_stats, sum(skipped), dead_files, spec)
+      problems = quality_failures(cfg, manifest)
+      if problems:
+        manifest['failures'] = problems
+        _write_json(join(staging, FAILURE), manifest)
+        raise DataQualityError('; '.join(problems))
+      files = [posixpath.basename(s['path']) for _, s in shards]
+      files += [posixpath.basename(p) for p in dead_files]
+      publish(staging, cfg.output, files, manifest)
+      _LOG.info('published %d records to %s', manifest['totals']['records'],
+                cfg.output)
+      return manifest['totals']
+
+    s = self._side
+    return (pbegin
+            | 'Once' >> beam.Create([None])
+            | 'CheckAndPublish' >> beam.Map(
+                finalize,
+                labels=beam.pvalue.AsSingleton(s['labels']),
+                inputs=beam.pvalue.AsList(s['inputs']),
+                dead=beam.pvalue.AsList(s['dead']),
+                before=beam.pvalue.AsList(s['before']),
+                after=beam.pvalue.AsList(s['after']),
+                shards=beam.pvalue.AsList(s['shards']),
+                fingerprints=beam.pvalue.AsList(s['fingerprints']),
+                channel_stats=beam.pvalue.AsSingleton(s['channel_stats']),
+                skipped=beam.pvalue.AsList(s['skipped']),
+                dead_files=beam.pvalue.AsList(s['dead_files']),
+                transform_done=beam.pvalue.AsList(s['transform_done'])))

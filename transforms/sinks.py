@@ -1,0 +1,164 @@
+"""Serialize, shuffle, write and summarize the examples of one split.
+
+- `to_example_bytes`: a pipeline example -> serialized tf.train.Example
+  (deterministic: map keys sorted), so equal inputs give equal bytes.
+- `ShuffleExamples`: a seeded, memory-bounded shuffle. Each record gets a
+  hash in [0, 1); records are grouped into buckets of about `bucket_size`
+  by that hash and each bucket is emitted in hash order. Every bucket is a
+  uniform sample of the split, so wherever the runner puts bucket
+  boundaries and shard boundaries, no shard holds one class and no stretch
+  of a shard is ordered by input path.
+- `WriteSplit`: WriteToTFRecord with TFDS-style names
+  (`<name>-<split>.tfrecord-00000-of-00004`), then one summary per shard
+  (records, bytes, SHA-256) read back from the written files.
+- `FingerprintFn`: an order-independent fingerprint of a split's records
+  (the sum of their SHA-256 digests modulo 2**128), equal on every runner
+  and for every shard count.
+"""
+
+import hashlib
+import math
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+
+from transforms import schema
+from transforms import tfrecord_files
+from transforms.split import unit_hash
+
+_MOD = 1 << 128
+
+
+def record_digest(record: bytes) -> int:
+  return int.from_bytes(hashlib.sha256(record).digest()[:16], 'big')
+
+
+def combine_fingerprints(values) -> str:
+  return format(sum(int(v, 16) for v in values) % _MOD, '032x')
+
+
+class FingerprintFn(beam.CombineFn):
+  """Order-independent fingerprint and count of serialized records."""
+
+  def create_accumulator(self):
+    return (0, 0)
+
+  def add_input(self, acc, record):
+    return ((acc[0] + record_digest(record)) % _MOD, acc[1] + 1)
+
+  def merge_accumulators(self, accs):
+    total, count = 0, 0
+    for t, c in accs:
+      total, count = (total + t) % _MOD, count + c
+    return (total, count)
+
+  def extract_output(self, acc):
+    return {'fingerprint': format(acc[0], '032x'), 'records': acc[1]}
+
+
+def to_example_bytes(example: dict, label_ids: dict) -> bytes:
+  """Serializes a pipeline example as a tf.train.Example.
+
+  Args:
+    example: The pipeline's example dict (see transforms.decode).
+    label_ids: {label name: id}.
+
+  Returns:
+    Deterministically serialized tf.train.Example bytes.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  train = tf.train
+
+  def b(v):
+    return train.Feature(bytes_list=train.BytesList(value=[v]))
+
+  def i(v):
+    return train.Feature(int64_list=train.Int64List(value=[int(v)]))
+
+  image = example[schema.IMAGE]
+  if isinstance(image, bytes):
+    image_feature = b(image)
+  else:
+    image_feature = train.Feature(float_list=train.FloatList(
+        value=image.reshape(-1)))
+  features = {
+      schema.IMAGE: image_feature,
+      schema.LABEL: i(label_ids[example[schema.LABEL_TEXT]]),
+      schema.LABEL_TEXT: b(example[schema.LABEL_TEXT].encode('utf-8')),
+      schema.ID: b(example[schema.ID].encode('utf-8')),
+      schema.ORIGINAL_HEIGHT: i(example[schema.ORIGINAL_HEIGHT]),
+      schema.ORIGINAL_WIDTH: i(example[schema.ORIGINAL_WIDTH]),
+  }
+  if schema.WEIGHT in example:
+    features[schema.WEIGHT] = train.Feature(float_list=train.FloatList(
+        value=[example[schema.WEIGHT]]))
+  return train.Example(features=train.Features(
+      feature=features)).SerializeToString(deterministic=True)
+
+
+class ShuffleExamples(beam.PTransform):
+  """Seeded, memory-bounded shuffle of (shuffle_key, record) pairs.
+
+  Input: (key string, record bytes); the key must be unique per record
+  (example id plus copy index). Output: record bytes.
+  """
+
+  def __init__(self, seed: int, bucket_size: int = 512):
+    super().__init__()
+    self._seed = str(seed)
+    self._bucket_size = bucket_size
+
+  def expand(self, keyed):
+    seed, bucket_size = self._seed, self._bucket_size
+    count = keyed | 'CountRecords' >> beam.combiners.Count.Globally()
+
+    def to_bucket(item, n):
+      key, record = item
+      u = unit_hash('shuffle', seed, key)
+      buckets = max(1, math.ceil(n / bucket_size))
+      return min(int(u * buckets), buckets - 1), (u, record)
+
+    def emit(item):
+      _, values = item
+      for _, record in sorted(values, key=lambda v: v[0]):
+        yield record
+
+    return (keyed
+            | 'AssignBucket' >> beam.Map(
+                to_bucket, n=beam.pvalue.AsSingleton(count))
+            # -> (bucket, (u, record))
+            | 'GroupBuckets' >> beam.GroupByKey()
+            | 'EmitInHashOrder' >> beam.FlatMap(emit))
+
+
+def shard_prefix(output_dir: str, name: str, split: str) -> str:
+  return f'{output_dir.rstrip("/")}/{name}-{split}.tfrecord'
+
+
+class WriteSplit(beam.PTransform):
+  """Writes one split's records and summarizes every shard written.
+
+  Output: one dict per shard, {'path', 'records', 'bytes', 'sha256'}.
+  """
+
+  def __init__(self, output_dir: str, name: str, split: str, num_shards: int,
+               compressed: bool):
+    super().__init__()
+    self._prefix = shard_prefix(output_dir, name, split)
+    self._num_shards = num_shards
+    self._compressed = compressed
+
+  def expand(self, records):
+    compressed = self._compressed
+    written = records | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
+        self._prefix,
+        file_name_suffix='.gz' if compressed else '',
+        num_shards=self._num_shards,
+        shard_name_template='-SSSSS-of-NNNNN',
+        compression_type=(CompressionTypes.GZIP if compressed else
+                          CompressionTypes.UNCOMPRESSED))
+    # -> shard path per written file
+    return (written
+            | 'SpreadShards' >> beam.Reshuffle()
+            | 'SummarizeShard' >> beam.Map(
+                tfrecord_files.shard_summary, compressed=compressed))

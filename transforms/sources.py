@@ -1,0 +1,375 @@
+"""Finding the input images: class folders, split folders or a manifest file.
+
+Two layers:
+
+- plain functions that turn one path (or one manifest line) into an
+  `InputRef` (path, stable id, label, split) or say why they cannot;
+- `ListImageInputs`, a PTransform that lists the inputs inside the pipeline
+  (`fileio.MatchFiles`, `ReadFromText`), so that millions of files on `gs://`
+  never pass through the launching machine.
+
+`check_input` runs on the launching machine before the pipeline is built and
+turns an unusable input into one plain sentence.
+"""
+
+import csv
+import dataclasses
+import io
+import json
+import posixpath
+from typing import List, Optional, Sequence, Tuple
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystems import FileSystems
+
+from transforms import images
+from transforms import split as split_lib
+
+MANIFEST_EXTENSIONS = ('.csv', '.tsv', '.jsonl', '.json')
+SKIPPED = 'skipped'
+DEAD = 'dead'
+
+
+class InputError(ValueError):
+  """The input cannot be used at all (a bad invocation, not a bad record)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InputRef:
+  """One input image before it is read.
+
+  Attributes:
+    path: Where to read it (any path Beam's FileSystems opens).
+    example_id: Stable id: the path relative to the input root (folders) or
+      as written in the manifest file.
+    label: Class name.
+    split: Split name.
+  """
+  path: str
+  example_id: str
+  label: str
+  split: str
+
+
+def dead_letter(input_path: str, stage: str, reason: str,
+                split: Optional[str] = None) -> dict:
+  """A dead-letter record: what failed, where, and why."""
+  return {'input': input_path, 'stage': stage, 'reason': reason,
+          'split': split}
+
+
+def is_manifest(path: str) -> bool:
+  return path.lower().endswith(MANIFEST_EXTENSIONS)
+
+
+def _exists(path: str) -> bool:
+  try:
+    return FileSystems.exists(path)
+  except BeamIOError:
+    return False
+
+
+def _match(pattern: str, limit: Optional[int] = None) -> List[str]:
+  try:
+    result = FileSystems.match([pattern], [limit] if limit else None)[0]
+  except BeamIOError:
+    return []
+  return [m.path for m in result.metadata_list]
+
+
+def _strip_slash(path: str) -> str:
+  return path.rstrip('/') if len(path) > 1 else path
+
+
+def relative_parts(root: str, path: str) -> List[str]:
+  """Path components of `path` below `root` (works for local and gs://)."""
+  root = _strip_slash(root).replace('\\', '/')
+  path = path.replace('\\', '/')
+  rest = path[len(root):].lstrip('/') if path.startswith(root) else path
+  return [p for p in rest.split('/') if p]
+
+
+def ref_from_path(root: str, path: str, splits_from_input: bool,
+                  ratios: Sequence[Tuple[str, float]]):
+  """Turns a listed file into an InputRef, or a skip/dead-letter reason.
+
+  Args:
+    root: The input root folder.
+    path: A file under it.
+    splits_from_input: Whether the first folder level names the split.
+    ratios: Split ratios, used when the split is not from the input.
+
+  Returns:
+    (InputRef or None, skip reason or None, dead-letter reason or None).
+  """
+  parts = relative_parts(root, path)
+  depth = 3 if splits_from_input else 2
+  if not images.is_image_path(path):
+    return None, 'file extension is not an image extension', None
+  if len(parts) != depth:
+    return None, f'not at depth {depth} below the input folder', None
+  example_id = '/'.join(parts)
+  label = parts[-2]
+  if splits_from_input:
+    try:
+      split = split_lib.canonical_split(parts[0])
+    except ValueError as e:
+      return None, None, str(e)
+  else:
+    split = split_lib.assign_split(example_id, list(ratios))
+  return InputRef(path, example_id, label, split), None, None
+
+
+@dataclasses.dataclass(frozen=True)
+class ManifestFormat:
+  """How to read a manifest file's lines: kind and column positions."""
+  kind: str  # 'csv', 'tsv' or 'jsonl'
+  path_column: str = 'path'
+  label_column: str = 'label'
+  split_column: str = 'split'
+  path_index: int = 0
+  label_index: int = 1
+  split_index: Optional[int] = None
+
+
+def _manifest_kind(path: str) -> str:
+  lower = path.lower()
+  if lower.endswith('.tsv'):
+    return 'tsv'
+  if lower.endswith('.csv'):
+    return 'csv'
+  return 'jsonl'
+
+
+def _read_first_line(path: str) -> str:
+  with FileSystems.open(path) as f:
+    head = f.read(1 << 16)
+  text = head.decode('utf-8-sig', errors='replace')
+  return text.splitlines()[0] if text.strip() else ''
+
+
+def manifest_format(path: str, splits_from_input: bool) -> ManifestFormat:
+  """Reads a manifest's header and finds the columns.
+
+  Raises:
+    InputError: Empty file or missing columns, in one sentence.
+  """
+  kind = _manifest_kind(path)
+  first = _read_first_line(path)
+  if not first.strip():
+    raise InputError(f'the manifest file {path} is empty')
+  if kind == 'jsonl':
+    try:
+      record = json.loads(first)
+    except json.JSONDecodeError:
+      raise InputError(f'the first line of {path} is not a JSON object, '
+                       'expected one JSON object per line') from None
+    if not isinstance(record, dict) or 'path' not in record or (
+        'label' not in record):
+      raise InputError(f'the JSON lines of {path} need "path" and "label" '
+                       'keys')
+    if splits_from_input and 'split' not in record:
+      raise InputError(f'--splits from_input needs a "split" key in {path}')
+    return ManifestFormat(kind='jsonl')
+  delimiter = '\t' if kind == 'tsv' else ','
+  header = [c.strip().lower() for c in next(csv.reader([first],
+                                                      delimiter=delimiter))]
+  missing = [c for c in ('path', 'label') if c not in header]
+  if missing:
+    raise InputError(f'the manifest {path} has no {" or ".join(missing)} '
+                     f'column in its header (found: {", ".join(header)})')
+  if splits_from_input and 'split' not in header:
+    raise InputError(f'--splits from_input needs a split column in {path}')
+  return ManifestFormat(
+      kind=kind, path_index=header.index('path'),
+      label_index=header.index('label'),
+      split_index=header.index('split') if 'split' in header else None)
+
+
+def resolve_manifest_path(manifest_path: str, path: str) -> str:
+  """A path from a manifest line, relative to the manifest's folder."""
+  if '://' in path or path.startswith('/'):
+    return path
+  base = posixpath.dirname(manifest_path.replace('\\', '/'))
+  return FileSystems.join(base, path) if base else path
+
+
+def ref_from_manifest_line(line: str, fmt: ManifestFormat,
+                           manifest_path: str, splits_from_input: bool,
+                           ratios: Sequence[Tuple[str, float]]):
+  """Parses one manifest line into an InputRef.
+
+  Returns:
+    (InputRef or None, dead-letter reason or None).
+  """
+  if not line.strip():
+    return None, None
+  split = None
+  if fmt.kind == 'jsonl':
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      return None, f'manifest line is not valid JSON: {e}'
+    if not isinstance(record, dict):
+      return None, 'manifest line is not a JSON object'
+    path, label = record.get('path'), record.get('label')
+    split = record.get('split')
+  else:
+    delimiter = '\t' if fmt.kind == 'tsv' else ','
+    try:
+      row = next(csv.reader(io.StringIO(line), delimiter=delimiter))
+    except (csv.Error, StopIteration) as e:
+      return None, f'manifest line is not valid {fmt.kind.upper()}: {e}'
+    get = lambda i: row[i] if i is not None and i < len(row) else None  # pylint: disable=unnecessary-lambda-assignment
+    path, label = get(fmt.path_index), get(fmt.label_index)
+    split = get(fmt.split_index)
+  if not path or not str(path).strip():
+    return None, 'manifest line has no path'
+  if label is None or not str(label).strip():
+    return None, f'manifest line for {path} has no label'
+  path, label = str(path).strip(), str(label).strip()
+  if splits_from_input:
+    if split is None or not str(split).strip():
+      return None, f'manifest line for {path} has no split'
+    try:
+      split = split_lib.canonical_split(str(split))
+    except ValueError as e:
+      return None, str(e)
+  else:
+    split = split_lib.assign_split(path, list(ratios))
+  return InputRef(resolve_manifest_path(manifest_path, path), path, label,
+                  split), None
+
+
+def check_input(path: str, splits_from_input: bool) -> Optional[
+    ManifestFormat]:
+  """Checks on the launching machine that the input can be used at all.
+
+  Lists at most a few thousand names, so it stays quick on `gs://`.
+
+  Args:
+    path: The --input value: a folder or a manifest file.
+    splits_from_input: Whether splits come from folders or a column.
+
+  Returns:
+    The manifest format for a manifest file, None for a folder.
+
+  Raises:
+    InputError: With one sentence saying what is wrong.
+  """
+  if is_manifest(path):
+    if not _exists(path):
+      raise InputError(f'the input manifest {path} does not exist')
+    return manifest_format(path, splits_from_input)
+  root = _strip_slash(path)
+  top = _match(FileSystems.join(root, '*'), limit=5000)
+  if not top:
+    if _exists(root) and not _match(root):
+      raise InputError(f'the input folder {root} is empty')
+    if not _exists(root):
+      raise InputError(f'the input path {root} does not exist')
+  if splits_from_input:
+    pattern = FileSystems.join(root, '*', '*', '*')
+    hint = f'{root}/train/<label>/image.jpg'
+  else:
+    pattern = FileSystems.join(root, '*', '*')
+    hint = f'{root}/<label>/image.jpg'
+  found = [p for p in _match(pattern, limit=5000) if images.is_image_path(p)]
+  if not found:
+    if not top:
+      raise InputError(f'the input folder {root} is empty')
+    raise InputError(f'no labels found in {root}: put images in one folder '
+                     f'per class, for example {hint}')
+  if splits_from_input:
+    for p in found:
+      first = relative_parts(root, p)[0]
+      try:
+        split_lib.canonical_split(first)
+      except ValueError:
+        raise InputError(
+            f'--splits from_input expects split folders train, validation '
+            f'and test in {root}, found {first!r}') from None
+  return None
+
+
+def _split_pairs(ratios):
+  return tuple((name, float(r)) for name, r in ratios)
+
+
+class ListImageInputs(beam.PTransform):
+  """Lists the input images inside the pipeline.
+
+  Output tags:
+    main: InputRef per image.
+    'dead': dead-letter dicts (bad manifest lines, unknown split folders).
+    'skipped': paths that are not images (other extensions, wrong depth).
+  """
+
+  def __init__(self, input_path: str, splits_from_input: bool,
+               ratios: Sequence[Tuple[str, float]],
+               manifest: Optional[ManifestFormat]):
+    super().__init__()
+    self._input = input_path
+    self._from_input = splits_from_input
+    self._ratios = _split_pairs(ratios)
+    self._manifest = manifest
+
+  def expand(self, pbegin):
+    if self._manifest is not None:
+      lines = pbegin | 'ReadManifestLines' >> beam.io.ReadFromText(
+          self._input,
+          skip_header_lines=0 if self._manifest.kind == 'jsonl' else 1)
+      # -> str per line
+      return lines | 'ParseManifestLines' >> beam.ParDo(
+          _ParseManifestLine(self._input, self._manifest, self._from_input,
+                             self._ratios)).with_outputs(
+                                 DEAD, SKIPPED, main='refs')
+    root = _strip_slash(self._input)
+    depth = ('*', '*', '*') if self._from_input else ('*', '*')
+    pattern = FileSystems.join(root, *depth)
+    return (pbegin
+            | 'MatchImageFiles' >> fileio.MatchFiles(
+                pattern, empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
+            # -> FileMetadata per file
+            | 'PathsToInputRefs' >> beam.ParDo(
+                _PathToRef(root, self._from_input, self._ratios)).with_outputs(
+                    DEAD, SKIPPED, main='refs'))
+
+
+class _PathToRef(beam.DoFn):
+
+  def __init__(self, root, from_input, ratios):
+    self._root, self._from_input, self._ratios = root, from_input, ratios
+    self._skipped = beam.metrics.Metrics.counter('inputs', 'files_skipped')
+
+  def process(self, metadata):
+    ref, skip, dead = ref_from_path(self._root, metadata.path,
+                                    self._from_input, self._ratios)
+    if ref is not None:
+      yield ref
+    elif dead is not None:
+      yield beam.pvalue.TaggedOutput(DEAD, dead_letter(metadata.path, 'list',
+                                                       dead))
+    else:
+      self._skipped.inc()
+      yield beam.pvalue.TaggedOutput(SKIPPED, {'input': metadata.path,
+                                               'reason': skip})
+
+
+class _ParseManifestLine(beam.DoFn):
+
+  def __init__(self, manifest_path, fmt, from_input, ratios):
+    self._path, self._fmt = manifest_path, fmt
+    self._from_input, self._ratios = from_input, ratios
+
+  def process(self, line):
+    ref, reason = ref_from_manifest_line(line, self._fmt, self._path,
+                                         self._from_input, self._ratios)
+    if ref is not None:
+      yield ref
+    elif reason is not None:
+      yield beam.pvalue.TaggedOutput(
+          DEAD, dead_letter(f'{self._path}: {line[:200]}', 'read_manifest',
+                            reason))
