@@ -1,0 +1,182 @@
+"""Reading a published dataset in a training job.
+
+    from pipelines.reader import load_dataset
+
+    train = load_dataset('gs://bucket/dataset', 'train', batch_size=64)
+    for batch in train.take(1):
+        batch['image']   # float32 [64, 224, 224, 3], normalized as analyzed
+        batch['label']   # int64 [64]
+
+    model.fit(load_dataset(out, 'train', 64, as_supervised=True), ...)
+
+The reader parses records with the manifest's feature spec and applies the
+exported tf.Transform graph (`transform_fn/`) to the stored image, so
+training normalizes exactly as the analysis did. Shards are interleaved with
+at most `max_open_files` open at once, and batches are prefetched.
+"""
+
+from typing import Optional
+
+from transforms import manifest as manifest_lib
+from transforms import schema
+
+
+class DatasetError(ValueError):
+  """The folder is not a published dataset, or the split does not exist."""
+
+
+def load_manifest(output: str) -> dict:
+  """The manifest of a published dataset.
+
+  Raises:
+    DatasetError: No manifest (not a dataset, or an unfinished run), or a
+      manifest that does not parse.
+  """
+  try:
+    manifest = manifest_lib.read_manifest(output)
+  except ValueError as e:
+    raise DatasetError(f'the manifest of {output} does not parse: {e}'
+                       ) from None
+  if manifest is None:
+    raise DatasetError(f'{output} is not a published dataset (it has no '
+                       f'{manifest_lib.MANIFEST}; an unfinished run never '
+                       'writes one)')
+  return manifest
+
+
+def shard_paths(output: str, manifest: dict, split: str):
+  if split not in manifest['splits']:
+    raise DatasetError(f'split {split!r} is not in the dataset (splits: '
+                       f'{", ".join(manifest["splits"])})')
+  return [manifest_lib.join(output, s['file'])
+          for s in manifest['splits'][split]['shards']]
+
+
+def load_dataset(output: str, split: str, batch_size: int = 32,
+                 shuffle: bool = True, shuffle_buffer: int = 1024,
+                 seed: Optional[int] = None, max_open_files: int = 16,
+                 as_supervised: bool = False, repeat: bool = False,
+                 drop_remainder: bool = False, apply_transform: bool = True):
+  """A batched `tf.data.Dataset` of one split.
+
+  Args:
+    output: The dataset folder (local or gs://).
+    split: 'train', 'validation', 'test' (or another split in the manifest).
+    batch_size: Examples per batch.
+    shuffle: Shuffle shard order and examples (buffer of `shuffle_buffer`).
+    shuffle_buffer: Examples held for shuffling.
+    seed: Shuffle seed (None: different every epoch).
+    max_open_files: Shards read at the same time (bounds open files).
+    as_supervised: Yield (image, label) tuples instead of feature dicts.
+    repeat: Repeat forever.
+    drop_remainder: Drop a last batch smaller than batch_size.
+    apply_transform: Apply the exported tf.Transform normalization (the
+      stored image is returned as stored when False).
+
+  Returns:
+    A tf.data.Dataset of dicts with the manifest's features ('image' decoded
+    to [batch, height, width, channels] and normalized), or of
+    (image, label) tuples.
+
+  Raises:
+    DatasetError: Not a dataset, or an unknown split.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  manifest = load_manifest(output)
+  files = shard_paths(output, manifest, split)
+  image = manifest['image']
+  h, w, c = image['height'], image['width'], image['channels']
+  spec = schema.to_tf_feature_spec(manifest['feature_spec'])
+  compression = 'GZIP' if manifest.get('compression') == 'gzip' else ''
+  transform_at_read = (manifest['normalization']['applied'] == 'at_read')
+
+  ds = tf.data.Dataset.from_tensor_slices(tf.constant(files, tf.string))
+  if shuffle:
+    ds = ds.shuffle(max(1, len(files)), seed=seed,
+                    reshuffle_each_iteration=True)
+  ds = ds.interleave(
+      lambda f: tf.data.TFRecordDataset(f, compression_type=compression),
+      cycle_length=max(1, min(max_open_files, len(files))), block_length=1,
+      num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+  if shuffle:
+    ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+  if repeat:
+    ds = ds.repeat()
+  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+  ds = ds.map(lambda records: tf.io.parse_example(records, spec),
+              num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+  if apply_transform and transform_at_read:
+    import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+    layer = tft.TFTransformOutput(output).transform_features_layer()
+
+    def transform(features):
+      out = dict(features)
+      out[schema.IMAGE] = tf.ensure_shape(
+          layer({schema.IMAGE: features[schema.IMAGE]})[schema.IMAGE],
+          [None, h, w, c])
+      return out
+
+    ds = ds.map(transform, num_parallel_calls=tf.data.AUTOTUNE,
+                deterministic=not shuffle)
+  if as_supervised:
+    ds = ds.map(lambda f: (f[schema.IMAGE], f[schema.LABEL]))
+  return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def check_transform(output: str, manifest: dict) -> dict:
+  """Feeds the exported transform two flat images and checks what it does.
+
+  A black and a white image go through the transform; their outputs must
+  have the stored shape, and for 'zscore' they recover the mean and std the
+  manifest records ((0 - mean) / std and (1 - mean) / std).
+
+  Returns:
+    {'ok': bool, 'detail': str}.
+  """
+  import io  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  img = manifest['image']
+  h, w, c = img['height'], img['width'], img['channels']
+  stored = 'uint8' if img['storage'] == 'float32' else img['storage']
+  norm = manifest['normalization']
+  inputs = []
+  for value in (0, 255):
+    arr = np.full((h, w, c), value, np.uint8)
+    if stored == 'uint8':
+      inputs.append(arr.tobytes())
+    else:
+      buf = io.BytesIO()
+      pil = Image.fromarray(arr[:, :, 0] if c == 1 else arr)
+      pil.save(buf, format='JPEG' if stored == 'jpeg' else 'PNG', quality=95)
+      inputs.append(buf.getvalue())
+  try:
+    layer = tft.TFTransformOutput(output).transform_features_layer()
+    out = layer({schema.IMAGE: tf.constant(inputs)})[schema.IMAGE].numpy()
+  except Exception as e:  # pylint: disable=broad-except
+    return {'ok': False, 'detail': f'the transform does not load or run: '
+                                   f'{type(e).__name__}: {e}'}
+  if out.shape != (2, h, w, c):
+    return {'ok': False, 'detail': f'transform output shape {out.shape}, '
+                                   f'expected {(2, h, w, c)}'}
+  black = out[0].reshape(-1, c).mean(axis=0).astype(np.float64)
+  white = out[1].reshape(-1, c).mean(axis=0).astype(np.float64)
+  method = norm['method']
+  if method == 'zscore':
+    std = 1.0 / (white - black)
+    mean = -black * std
+    diff = max(np.max(np.abs(mean - norm['mean'])),
+               np.max(np.abs(std - norm['std'])))
+    return {'ok': bool(diff < 1e-3),
+            'detail': f'transform normalizes with mean '
+                      f'{np.round(mean, 4).tolist()} std '
+                      f'{np.round(std, 4).tolist()}; largest difference from '
+                      f'the manifest {diff:.2e}'}
+  expected = (0.0, 1.0) if method == 'scale' else (0.0, 255.0)
+  ok = (np.allclose(black, expected[0], atol=1e-3) and
+        np.allclose(white, expected[1], atol=1e-3))
+  return {'ok': bool(ok), 'detail': f'black -> {black.round(4).tolist()}, '
+                                    f'white -> {white.round(4).tolist()} '
+                                    f'({method}, expected {expected})'}

@@ -1,0 +1,292 @@
+"""Checks of a published dataset: per record, per shard, per split.
+
+`check_shard` reads one shard and checks every record in it; the validation
+pipeline runs it on every shard in parallel and `build_report` compares the
+totals with the manifest. Nothing here trusts the manifest's numbers: counts,
+checksums, fingerprints and class counts are all recomputed from the files.
+"""
+
+import hashlib
+import math
+import posixpath
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from transforms import images
+from transforms import normalize
+from transforms import schema
+from transforms import sinks
+from transforms import tfrecord_files
+
+# Per shard, at most this many record-level problems are kept verbatim.
+MAX_ERRORS_PER_SHARD = 20
+# Tolerance between the manifest's normalization statistics and the ones
+# recomputed from the stored (JPEG-compressed) training images.
+STATS_TOLERANCE = 0.02
+
+
+class _HashingReader:
+  """File-like wrapper that hashes every byte read through it."""
+
+  def __init__(self, raw):
+    self._raw = raw
+    self.digest = hashlib.sha256()
+
+  def read(self, n=-1):
+    data = self._raw.read(n)
+    self.digest.update(data)
+    return data
+
+  def drain(self):
+    while self.read(1 << 20):
+      pass
+
+  def close(self):
+    self._raw.close()
+
+
+def _feature_values(feature, dtype: str):
+  kind = feature.WhichOneof('kind')
+  expected = {'string': 'bytes_list', 'int64': 'int64_list',
+              'float32': 'float_list'}[dtype]
+  if kind != expected:
+    raise ValueError(f'is {kind or "empty"}, expected {expected}')
+  return getattr(feature, kind).value
+
+
+def check_record(record: bytes, manifest: dict) -> Dict:
+  """Parses one record against the manifest and checks its values.
+
+  Args:
+    record: Serialized tf.train.Example.
+    manifest: The dataset's manifest.
+
+  Returns:
+    {'label': str, 'channel_sum', 'channel_sum_squares', 'pixels'} for the
+    aggregates.
+
+  Raises:
+    ValueError: The record is wrong; the message says how.
+  """
+  from tensorflow.core.example import example_pb2  # pylint: disable=import-outside-toplevel
+  example = example_pb2.Example()
+  try:
+    example.ParseFromString(record)
+  except Exception as e:  # pylint: disable=broad-except
+    raise ValueError(f'not a tf.train.Example: {e}') from None
+  feats = example.features.feature
+  spec = manifest['feature_spec']
+  missing = sorted(set(spec) - set(feats))
+  extra = sorted(set(feats) - set(spec))
+  if missing or extra:
+    raise ValueError(f'features differ from the spec (missing: {missing}, '
+                     f'unexpected: {extra})')
+  values = {}
+  for key, entry in spec.items():
+    try:
+      vals = _feature_values(feats[key], entry['dtype'])
+    except ValueError as e:
+      raise ValueError(f'feature {key!r} {e}') from None
+    size = int(np.prod(entry['shape'])) if entry['shape'] else 1
+    if len(vals) != size:
+      raise ValueError(f'feature {key!r} has {len(vals)} values, expected '
+                       f'{size}')
+    values[key] = vals
+  labels = manifest['labels']
+  label_id = values[schema.LABEL][0]
+  if not 0 <= label_id < len(labels):
+    raise ValueError(f'label id {label_id} is not one of the '
+                     f'{len(labels)} labels')
+  label_text = values[schema.LABEL_TEXT][0].decode('utf-8', 'replace')
+  if labels[label_id] != label_text:
+    raise ValueError(f'label id {label_id} is {labels[label_id]!r} but '
+                     f'label_text is {label_text!r}')
+  if schema.WEIGHT in values:
+    w = values[schema.WEIGHT][0]
+    if not (math.isfinite(w) and w > 0):
+      raise ValueError(f'weight {w} is not a positive finite number')
+  img = manifest['image']
+  h, w, c = img['height'], img['width'], img['channels']
+  norm = manifest['normalization']
+  out = {'label': label_text, 'channel_sum': None,
+         'channel_sum_squares': None, 'pixels': 0}
+  if img['storage'] == 'float32':
+    arr = np.asarray(values[schema.IMAGE], np.float32)
+    if not np.all(np.isfinite(arr)):
+      raise ValueError('image has NaN or infinite values')
+    low, high = normalize.plausible_range(norm['method'], norm)
+    if arr.min() < low or arr.max() > high:
+      raise ValueError(f'image values [{arr.min():.3f}, {arr.max():.3f}] '
+                       f'are outside the plausible range [{low:.3f}, '
+                       f'{high:.3f}] for {norm["method"]} normalization')
+    return out
+  arr = images.decode_stored(values[schema.IMAGE][0], img['storage'], h, w, c)
+  flat = arr.reshape(-1, c).astype(np.float64)
+  out['channel_sum'] = flat.sum(axis=0).tolist()
+  out['channel_sum_squares'] = (flat * flat).sum(axis=0).tolist()
+  out['pixels'] = h * w
+  return out
+
+
+def check_shard(shard: dict, output: str, manifest: dict) -> dict:
+  """Reads one shard and checks its bytes and every record in it.
+
+  Args:
+    shard: {'split', 'file', 'records', 'sha256'} from the manifest.
+    output: The dataset folder.
+    manifest: The manifest.
+
+  Returns:
+    A shard result: counts, class counts, fingerprint, pixel sums and the
+    problems found (each naming the file).
+  """
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  path = posixpath.join(output, shard['file']) if '://' not in output else (
+      FileSystems.join(output, shard['file']))
+  result = {'split': shard['split'], 'file': shard['file'], 'records': 0,
+            'bad_records': 0, 'shard_errors': [], 'record_errors': [],
+            'class_counts': {},
+            'fingerprint': 0, 'channel_sum': None,
+            'channel_sum_squares': None, 'pixels': 0, 'sha256': None,
+            'readable': True}
+  if not FileSystems.exists(path):
+    result['readable'] = False
+    result['shard_errors'].append(f'{shard["file"]}: file is missing')
+    return result
+  compressed = manifest.get('compression') == 'gzip'
+  raw = FileSystems.open(path, compression_type='uncompressed')
+  hashing = _HashingReader(raw)
+  stream = hashing
+  if compressed:
+    import gzip  # pylint: disable=import-outside-toplevel
+    stream = gzip.GzipFile(fileobj=hashing, mode='rb')
+  try:
+    for record in tfrecord_files.iter_records(stream, verify=True):
+      result['records'] += 1
+      result['fingerprint'] = (result['fingerprint'] +
+                               sinks.record_digest(record)) % (1 << 128)
+      try:
+        info = check_record(record, manifest)
+      except ValueError as e:
+        result['bad_records'] += 1
+        if len(result['record_errors']) < MAX_ERRORS_PER_SHARD:
+          result['record_errors'].append(
+              f'{shard["file"]}: record {result["records"] - 1}: {e}')
+        continue
+      counts = result['class_counts']
+      counts[info['label']] = counts.get(info['label'], 0) + 1
+      if info['pixels']:
+        for key in ('channel_sum', 'channel_sum_squares'):
+          prev = result[key]
+          result[key] = info[key] if prev is None else [
+              a + b for a, b in zip(prev, info[key])]
+        result['pixels'] += info['pixels']
+    hashing.drain()
+  except (tfrecord_files.CorruptRecordError, EOFError, OSError) as e:
+    result['readable'] = False
+    result['shard_errors'].append(f'{shard["file"]}: corrupt or truncated after '
+                            f'{result["records"]} records: {e}')
+  finally:
+    hashing.close()
+  result['sha256'] = hashing.digest.hexdigest()
+  if result['readable'] and result['sha256'] != shard['sha256']:
+    result['shard_errors'].append(f'{shard["file"]}: checksum does not match the '
+                            'manifest (the file was changed after writing)')
+  if result['readable'] and result['records'] != shard['records']:
+    result['shard_errors'].append(f'{shard["file"]}: has {result["records"]} '
+                            f'records, the manifest says {shard["records"]}')
+  result['fingerprint'] = format(result['fingerprint'], '032x')
+  return result
+
+
+def _check(checks: List[dict], name: str, ok: bool, detail: str) -> None:
+  checks.append({'check': name, 'status': 'pass' if ok else 'fail',
+                 'detail': detail})
+
+
+def build_report(manifest: dict, results: List[dict],
+                 extra_files: Optional[List[str]] = None,
+                 transform_check: Optional[dict] = None) -> dict:
+  """Compares recomputed totals with the manifest.
+
+  Args:
+    manifest: The manifest.
+    results: check_shard results of every shard in the manifest.
+    extra_files: Shard-like files in the folder the manifest does not list.
+    transform_check: Result of checking the exported transform, if run.
+
+  Returns:
+    The machine-readable report: {'verdict', 'checks', 'splits', ...}.
+  """
+  checks: List[dict] = []
+  by_split: Dict[str, List[dict]] = {}
+  for r in results:
+    by_split.setdefault(r['split'], []).append(r)
+  split_reports = {}
+  for split, info in manifest['splits'].items():
+    rs = by_split.get(split, [])
+    records = sum(r['records'] for r in rs)
+    bad = sum(r['bad_records'] for r in rs)
+    counts: Dict[str, int] = {}
+    for r in rs:
+      for k, v in r['class_counts'].items():
+        counts[k] = counts.get(k, 0) + v
+    fp = sinks.combine_fingerprints(r['fingerprint'] for r in rs)
+    split_reports[split] = {'records': records, 'bad_records': bad,
+                            'class_counts': dict(sorted(counts.items())),
+                            'fingerprint': fp, 'shards': len(rs)}
+    _check(checks, f'{split}: record count', records == info['records'],
+           f'{records} records read, manifest says {info["records"]}')
+    _check(checks, f'{split}: records parse and match the spec', bad == 0,
+           f'{bad} of {records} records failed the record checks')
+    _check(checks, f'{split}: class counts',
+           counts == info['class_counts'],
+           f'read {dict(sorted(counts.items()))}, manifest says '
+           f'{info["class_counts"]}')
+    _check(checks, f'{split}: fingerprint', fp == info['fingerprint'],
+           f'recomputed {fp}, manifest says {info["fingerprint"]}')
+  shard_errors = [e for r in results for e in r['shard_errors']]
+  _check(checks, 'shards readable, complete and unchanged', not shard_errors,
+         '; '.join(shard_errors) if shard_errors else
+         f'{len(results)} shards read, checksums and counts match')
+  record_errors = [e for r in results for e in r['record_errors']]
+  if extra_files is not None:
+    _check(checks, 'no unlisted shard files', not extra_files,
+           ('files not in the manifest: ' + ', '.join(extra_files))
+           if extra_files else 'every shard file is in the manifest')
+  total_inputs = manifest['totals']['inputs']
+  totals = manifest['totals']
+  arithmetic_ok = all(
+      s['inputs'] == s['examples'] + s['dead_lettered']
+      for s in manifest['splits'].values()) and (
+          totals['inputs'] == totals['examples'] + totals['dead_lettered'])
+  _check(checks, 'inputs = examples + dead letters', arithmetic_ok,
+         f'{total_inputs} inputs, {manifest["totals"]["examples"]} examples, '
+         f'{manifest["totals"]["dead_lettered"]} dead-lettered')
+  norm = manifest['normalization']
+  train = [r for r in by_split.get('train', []) if r['pixels']]
+  train_info = manifest['splits'].get('train', {})
+  if (norm['method'] == 'zscore' and norm.get('mean') and train and
+      train_info.get('rebalance') in ('none', 'weight')):
+    pixels = sum(r['pixels'] for r in train)
+    sums = np.sum([r['channel_sum'] for r in train], axis=0)
+    squares = np.sum([r['channel_sum_squares'] for r in train], axis=0)
+    mean, std = images.zscore_from_sums(sums, squares, pixels)
+    diff = max(np.max(np.abs(mean - norm['mean'])),
+               np.max(np.abs(std - norm['std'])))
+    _check(checks, 'normalization statistics reproduce', diff <=
+           STATS_TOLERANCE,
+           f'mean {np.round(mean, 4).tolist()} std {np.round(std, 4).tolist()} '
+           f'recomputed from the stored train images; largest difference '
+           f'from the manifest {diff:.4f} (tolerance {STATS_TOLERANCE})')
+  if transform_check is not None:
+    _check(checks, 'exported transform', transform_check['ok'],
+           transform_check['detail'])
+  verdict = 'pass' if all(c['status'] == 'pass' for c in checks) else 'fail'
+  return {'verdict': verdict, 'dataset': manifest.get('name'),
+          'run_id': manifest.get('run_id'), 'checks': checks,
+          'splits': split_reports, 'record_errors': record_errors[:200],
+          'shards': [{k: r[k] for k in ('split', 'file', 'records',
+                                        'bad_records', 'readable', 'sha256')}
+                     for r in results]}
