@@ -69,7 +69,7 @@ class Rebalance(beam.PTransform):
         resample, counts=beam.pvalue.AsList(counts))
 
 
-def _from_transformed(row: dict, split: str) -> dict:
+def _from_transformed(row, split):
   """A tf.Transform output row back into the pipeline's example dict."""
   return {
       schema.ID: row[schema.ID].decode('utf-8'),

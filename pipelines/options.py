@@ -195,7 +195,7 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
       height=height, width=width,
       resize_mode=_choice('resize_mode', o.resize_mode, images.RESIZE_MODES),
       storage=storage,
-      color=_choice('color', o.color.replace('gray', 'grey'),
+      color=_choice('color', str(o.color).lower().replace('gray', 'grey'),
                     images.COLOR_MODES),
       jpeg_quality=_int('jpeg_quality', o.jpeg_quality, 1, 95),
       max_pixels=_int('max_pixels', o.max_pixels, 1))
@@ -213,12 +213,14 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
       raise UsageError('--normalization zscore needs a train split with a '
                        'ratio above 0 to compute its statistics on.')
   mode = _choice('rebalance', o.rebalance, rebalance.MODES)
-  rebalance_splits = tuple(s.strip() for s in str(o.rebalance_splits).split(',')
-                           if s.strip())
   known = (split_lib.KNOWN_SPLITS if from_input else
            tuple(n for n, _ in ratios))
+  rebalance_splits = tuple(
+      split_lib.SPLIT_ALIASES.get(s.strip().lower(), s.strip())
+      if s.strip() not in known else s.strip()
+      for s in str(o.rebalance_splits).split(',') if s.strip())
   unknown = [s for s in rebalance_splits if s not in known]
-  if unknown:
+  if unknown and mode != 'none':
     raise UsageError(f'--rebalance_splits names {", ".join(unknown)}, which '
                      f'is not a split (splits: {", ".join(known)}).')
   compression = _choice('compression', o.compression, COMPRESSIONS)

@@ -108,12 +108,21 @@ def _open(data: bytes) -> Image.Image:
   if not data:
     raise BadImageError('decode', 'empty file (0 bytes)')
   try:
-    return Image.open(io.BytesIO(data))
+    img = Image.open(io.BytesIO(data))
   except UnidentifiedImageError:
     raise BadImageError(
         'decode', 'not a readable image (format not recognised)') from None
   except (OSError, ValueError, SyntaxError) as e:
     raise BadImageError('decode', f'cannot open image: {e}') from None
+  if img.format == 'PNG':
+    # Pillow's PNG decoder stops once it has the pixels and checks no chunk
+    # CRC, so damaged image data can decode to garbage; verify() checks them.
+    try:
+      Image.open(io.BytesIO(data)).verify()
+    except Exception as e:  # pylint: disable=broad-except
+      raise BadImageError('decode', f'corrupt or truncated image data: '
+                          f'{type(e).__name__}: {e}') from None
+  return img
 
 
 def _orientation(img: Image.Image) -> int:
@@ -238,11 +247,19 @@ def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
         f'{cfg.max_pixels} pixels (possible decompression bomb)')
   if w <= 0 or h <= 0:
     raise BadImageError('decode', f'image has no pixels ({w}x{h})')
-  orientation = _orientation(img)
+  orientation = 1
   try:
-    if cfg.draft:
-      _draft(img, cfg, orientation)
+    if img.format == 'JPEG':
+      # EXIF sits before the pixels in a JPEG: read it without decoding, so
+      # the reduced-size decode can take the rotation into account.
+      orientation = _orientation(img)
+      if cfg.draft:
+        _draft(img, cfg, orientation)
     img.load()
+    if img.format != 'JPEG':
+      # Other formats may keep EXIF after the pixel data; read it only after
+      # a successful decode, so a decoding error is never swallowed here.
+      orientation = _orientation(img)
     if orientation != 1:
       img = ImageOps.exif_transpose(img)
     img = _to_8bit(img, cfg.color)

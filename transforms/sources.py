@@ -264,34 +264,43 @@ def check_input(path: str, splits_from_input: bool) -> Optional[
       raise InputError(f'the input manifest {path} does not exist')
     return manifest_format(path, splits_from_input)
   root = _strip_slash(path)
-  top = _match(FileSystems.join(root, '*'), limit=5000)
-  if not top:
-    if _exists(root) and not _match(root):
-      raise InputError(f'the input folder {root} is empty')
-    if not _exists(root):
-      raise InputError(f'the input path {root} does not exist')
-  if splits_from_input:
-    pattern = FileSystems.join(root, '*', '*', '*')
-    hint = f'{root}/train/<label>/image.jpg'
-  else:
-    pattern = FileSystems.join(root, '*', '*')
-    hint = f'{root}/<label>/image.jpg'
-  found = [p for p in _match(pattern, limit=5000) if images.is_image_path(p)]
-  if not found:
-    if not top:
-      raise InputError(f'the input folder {root} is empty')
+  if not _exists(root):
+    raise InputError(f'the input path {root} does not exist')
+  layout = f'{root}/<label>/image.jpg'
+  split_layout = f'{root}/train/<label>/image.jpg'
+
+  def images_at(depth):
+    pattern = FileSystems.join(root, *(['*'] * depth))
+    return [p for p in _match(pattern, limit=5000) if images.is_image_path(p)]
+
+  found = images_at(3 if splits_from_input else 2)
+  if found:
+    if splits_from_input:
+      for p in found:
+        first = relative_parts(root, p)[0]
+        try:
+          split_lib.canonical_split(first)
+        except ValueError:
+          raise InputError(
+              f'--splits from_input expects split folders train, validation '
+              f'and test in {root}, found {first!r}') from None
+    return None
+  if splits_from_input and images_at(2):
+    raise InputError(f'--splits from_input expects split folders such as '
+                     f'{split_layout}, but {root} holds class folders')
+  if not splits_from_input and images_at(3):
+    raise InputError(f'{root} holds images two folders deep, as in '
+                     f'{split_layout}; pass --splits from_input to use those '
+                     'split folders')
+  if images_at(1):
     raise InputError(f'no labels found in {root}: put images in one folder '
-                     f'per class, for example {hint}')
-  if splits_from_input:
-    for p in found:
-      first = relative_parts(root, p)[0]
-      try:
-        split_lib.canonical_split(first)
-      except ValueError:
-        raise InputError(
-            f'--splits from_input expects split folders train, validation '
-            f'and test in {root}, found {first!r}') from None
-  return None
+                     f'per class, for example '
+                     f'{split_layout if splits_from_input else layout}')
+  if not any(_match(FileSystems.join(root, *(['*'] * d)), limit=1)
+             for d in (1, 2, 3)):
+    raise InputError(f'the input folder {root} is empty')
+  raise InputError(f'no image files ({", ".join(images.IMAGE_EXTENSIONS)}) '
+                   f'found in {root}; expected {layout}')
 
 
 def _split_pairs(ratios):

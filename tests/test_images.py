@@ -1,0 +1,602 @@
+"""Unit tests for transforms/images.py (pure functions, generated images only)."""
+
+import io
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+from PIL import JpegImagePlugin
+from PIL import features
+
+from transforms import images
+
+RED = (255, 0, 0)
+GREEN = (0, 255, 0)
+BLUE = (0, 0, 255)
+YELLOW = (255, 255, 0)
+EXIF_ORIENTATION = 0x0112
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _image_bytes(img: Image.Image, fmt: str, **save_kwargs) -> bytes:
+  buf = io.BytesIO()
+  img.save(buf, format=fmt, **save_kwargs)
+  return buf.getvalue()
+
+
+def _solid(width, height, color, mode='RGB') -> Image.Image:
+  return Image.new(mode, (width, height), color)
+
+
+def _left_right(width, height, left=RED, right=BLUE) -> np.ndarray:
+  arr = np.zeros((height, width, 3), np.uint8)
+  arr[:, :width // 2] = left
+  arr[:, width // 2:] = right
+  return arr
+
+
+def _quadrants(width, height) -> np.ndarray:
+  """Top-left red, top-right green, bottom-left blue, bottom-right yellow."""
+  arr = np.zeros((height, width, 3), np.uint8)
+  h2, w2 = height // 2, width // 2
+  arr[:h2, :w2] = RED
+  arr[:h2, w2:] = GREEN
+  arr[h2:, :w2] = BLUE
+  arr[h2:, w2:] = YELLOW
+  return arr
+
+
+def _smooth_photo(width=640, height=480) -> np.ndarray:
+  """A smooth, photo-like RGB image (low-frequency sinusoids)."""
+  yy, xx = np.mgrid[0:height, 0:width].astype(np.float64)
+  arr = np.stack([
+      127 + 100 * np.sin(xx / 37) * np.cos(yy / 53),
+      127 + 90 * np.cos((xx + yy) / 61),
+      127 + 80 * np.sin(yy / 29 + xx / 97),
+  ], axis=-1)
+  return np.clip(arr, 0, 255).astype(np.uint8)
+
+
+def _with_exif_orientation(arr: np.ndarray, orientation: int) -> bytes:
+  img = Image.fromarray(arr)
+  exif = img.getexif()
+  exif[EXIF_ORIENTATION] = orientation
+  return _image_bytes(img, 'JPEG', quality=95, exif=exif.tobytes())
+
+
+def _process_raw(data: bytes, **cfg_kwargs):
+  """process_image with uint8 storage; returns (ProcessedImage, HWC array)."""
+  cfg = images.ImageConfig(storage='uint8', **cfg_kwargs)
+  out = images.process_image(data, cfg)
+  arr = images.decode_stored(out.data, 'uint8', cfg.height, cfg.width,
+                             cfg.channels)
+  return out, arr
+
+
+def _mean_color(arr: np.ndarray) -> np.ndarray:
+  return arr.reshape(-1, arr.shape[-1]).astype(np.float64).mean(axis=0)
+
+
+def _assert_color(region: np.ndarray, color, tol=12.0):
+  np.testing.assert_allclose(_mean_color(region), color, atol=tol)
+
+
+# ------------------------------------------------------------ resize modes
+
+
+@pytest.mark.parametrize('mode', images.RESIZE_MODES)
+@pytest.mark.parametrize('src_size', [(640, 480), (480, 640), (8, 6), (5, 17)],
+                         ids=['landscape', 'portrait', 'small-landscape',
+                              'small-portrait'])
+@pytest.mark.parametrize('dst_size', [(224, 224), (300, 100), (96, 160)],
+                         ids=['square', 'wide', 'tall'])
+def test_output_shape_for_every_mode(mode, src_size, dst_size):
+  data = _image_bytes(_solid(*src_size, (200, 100, 50)), 'PNG')
+  dst_w, dst_h = dst_size
+  out, arr = _process_raw(data, width=dst_w, height=dst_h, resize_mode=mode)
+  assert arr.shape == (dst_h, dst_w, 3)
+  assert out.pixel_count == dst_w * dst_h
+  assert (out.original_width, out.original_height) == src_size
+
+
+@pytest.mark.parametrize('src_size', [(640, 480), (8, 6)],
+                         ids=['landscape', 'upscaled-small'])
+def test_fit_landscape_pads_top_and_bottom_with_black(src_size):
+  data = _image_bytes(_solid(*src_size, (255, 255, 255)), 'PNG')
+  _, arr = _process_raw(data, width=224, height=224, resize_mode='fit')
+  # 4:3 into 224x224 -> 224x168 content, 28 black rows above and below.
+  assert (arr[:28] == 0).all()
+  assert (arr[196:] == 0).all()
+  assert (arr[28:196] == 255).all()
+
+
+@pytest.mark.parametrize('src_size', [(480, 640), (6, 8)],
+                         ids=['portrait', 'upscaled-small'])
+def test_fit_portrait_pads_left_and_right_with_black(src_size):
+  data = _image_bytes(_solid(*src_size, (255, 255, 255)), 'PNG')
+  _, arr = _process_raw(data, width=224, height=224, resize_mode='fit')
+  assert (arr[:, :28] == 0).all()
+  assert (arr[:, 196:] == 0).all()
+  assert (arr[:, 28:196] == 255).all()
+
+
+@pytest.mark.parametrize('src_size,dst_size', [
+    ((640, 480), (300, 100)),
+    ((480, 640), (100, 300)),
+    ((1000, 10), (224, 224)),
+    ((37, 91), (200, 120)),
+])
+def test_fit_content_is_centred_and_keeps_aspect_ratio(src_size, dst_size):
+  data = _image_bytes(_solid(*src_size, (255, 255, 255)), 'PNG')
+  dst_w, dst_h = dst_size
+  _, arr = _process_raw(data, width=dst_w, height=dst_h, resize_mode='fit')
+  rows = np.flatnonzero(arr.any(axis=(1, 2)))
+  cols = np.flatnonzero(arr.any(axis=(0, 2)))
+  top, bottom = rows[0], dst_h - 1 - rows[-1]
+  left, right = cols[0], dst_w - 1 - cols[-1]
+  assert abs(top - bottom) <= 1 and abs(left - right) <= 1
+  # One side fills the target exactly.
+  assert top + bottom == 0 or left + right == 0
+  src_w, src_h = src_size
+  scale = min(dst_w / src_w, dst_h / src_h)
+  assert abs(cols.size - src_w * scale) <= 1
+  assert abs(rows.size - src_h * scale) <= 1
+  # Everything inside the content box is the image, nothing outside.
+  assert (arr[rows[0]:rows[-1] + 1, cols[0]:cols[-1] + 1] == 255).all()
+
+
+def test_crop_landscape_cuts_left_and_right():
+  arr = np.zeros((480, 640, 3), np.uint8)
+  arr[:] = GREEN
+  arr[:, :80] = RED  # the crop keeps columns 80..560
+  arr[:, 560:] = BLUE
+  data = _image_bytes(Image.fromarray(arr), 'PNG')
+  _, out = _process_raw(data, width=224, height=224, resize_mode='crop')
+  # Inside (away from the filter's reach at the very edge) only green.
+  assert (out[:, 1:-1] == GREEN).all()
+  # The edge columns are still mostly green (no padding, no side strips).
+  assert (out[:, [0, -1], 1] > 200).all()
+
+
+def test_crop_portrait_cuts_top_and_bottom():
+  arr = np.zeros((640, 480, 3), np.uint8)
+  arr[:] = GREEN
+  arr[:80] = RED
+  arr[560:] = BLUE
+  data = _image_bytes(Image.fromarray(arr), 'PNG')
+  _, out = _process_raw(data, width=224, height=224, resize_mode='crop')
+  assert (out[1:-1] == GREEN).all()
+  assert (out[[0, -1], :, 1] > 200).all()
+
+
+def test_crop_upscales_small_input_without_padding():
+  data = _image_bytes(_solid(5, 17, (255, 255, 255)), 'PNG')
+  _, out = _process_raw(data, width=224, height=224, resize_mode='crop')
+  assert (out == 255).all()
+
+
+@pytest.mark.parametrize('src_size', [(640, 480), (480, 640), (6, 4)])
+def test_stretch_fills_target_and_keeps_layout(src_size):
+  data = _image_bytes(Image.fromarray(_left_right(*src_size)), 'PNG')
+  _, out = _process_raw(data, width=200, height=100, resize_mode='stretch')
+  assert out.shape == (100, 200, 3)
+  assert not (out == 0).all(axis=-1).any()  # no black padding anywhere
+  # Away from the (interpolated) boundary in the middle.
+  _assert_color(out[:, :70], RED, tol=1)
+  _assert_color(out[:, 130:], BLUE, tol=1)
+
+
+# ----------------------------------------------------------- input formats
+
+
+def _format_case(fmt):
+  arr = _quadrants(40, 30)
+  kwargs = {}
+  if fmt == 'JPEG':
+    kwargs = {'quality': 95}
+  if fmt == 'WEBP':
+    kwargs = {'lossless': True}
+  return arr, _image_bytes(Image.fromarray(arr), fmt, **kwargs)
+
+
+@pytest.mark.parametrize('fmt,tol', [
+    ('JPEG', 8.0),
+    ('PNG', 0),
+    ('GIF', 0),
+    ('BMP', 0),
+    pytest.param('WEBP', 0, marks=pytest.mark.skipif(
+        not features.check('webp'), reason='Pillow built without WebP')),
+])
+def test_every_input_format_decodes_to_its_pixels(fmt, tol):
+  arr, data = _format_case(fmt)
+  out, got = _process_raw(data, width=40, height=30)
+  assert (out.original_width, out.original_height) == (40, 30)
+  if tol == 0:
+    np.testing.assert_array_equal(got, arr)
+  else:
+    # Compare the quadrants' interiors (JPEG blurs the edges between them).
+    for ys, xs in [(slice(2, 13), slice(2, 18)), (slice(2, 13), slice(22, 38)),
+                   (slice(17, 28), slice(2, 18)),
+                   (slice(17, 28), slice(22, 38))]:
+      _assert_color(got[ys, xs], _mean_color(arr[ys, xs]), tol=tol)
+
+
+def test_animated_gif_uses_first_frame():
+  first = _solid(20, 20, RED)
+  second = _solid(20, 20, GREEN)
+  data = _image_bytes(first, 'GIF', save_all=True, append_images=[second],
+                      duration=100, loop=0)
+  assert Image.open(io.BytesIO(data)).n_frames == 2
+  _, got = _process_raw(data, width=20, height=20)
+  assert (got == RED).all()
+
+
+# ------------------------------------------------------------- pixel modes
+
+
+def test_greyscale_input_becomes_three_equal_channels():
+  grey = np.tile(np.arange(0, 256, 8, dtype=np.uint8), (10, 1))  # 32 wide
+  data = _image_bytes(Image.fromarray(grey, 'L'), 'PNG')
+  _, got = _process_raw(data, width=32, height=10)
+  assert got.shape == (10, 32, 3)
+  for c in range(3):
+    np.testing.assert_array_equal(got[:, :, c], grey)
+
+
+def test_rgba_input_drops_alpha():
+  data = _image_bytes(_solid(16, 12, (200, 100, 50, 128), mode='RGBA'), 'PNG')
+  assert Image.open(io.BytesIO(data)).mode == 'RGBA'
+  _, got = _process_raw(data, width=16, height=12)
+  assert got.shape == (12, 16, 3)
+  assert (got == (200, 100, 50)).all()
+
+
+def _palette_image(with_transparency: bool) -> bytes:
+  idx = np.ones((20, 20), np.uint8)
+  idx[:10] = 0
+  img = Image.fromarray(idx, 'P')
+  img.putpalette([10, 20, 30, 200, 100, 50] + [0] * (256 * 3 - 6))
+  kwargs = {'transparency': 0} if with_transparency else {}
+  return _image_bytes(img, 'PNG', **kwargs)
+
+
+@pytest.mark.parametrize('with_transparency', [False, True])
+def test_palette_input(with_transparency):
+  data = _palette_image(with_transparency)
+  opened = Image.open(io.BytesIO(data))
+  assert opened.mode == 'P'
+  assert ('transparency' in opened.info) == with_transparency
+  _, got = _process_raw(data, width=20, height=20)
+  assert got.shape == (20, 20, 3)
+  assert (got[10:] == (200, 100, 50)).all()  # opaque palette entry
+  if not with_transparency:
+    assert (got[:10] == (10, 20, 30)).all()
+
+
+def test_cmyk_jpeg_is_converted_to_rgb():
+  data = _image_bytes(_solid(32, 32, (0, 255, 255, 0), mode='CMYK'), 'JPEG',
+                      quality=95)
+  assert Image.open(io.BytesIO(data)).mode == 'CMYK'
+  _, got = _process_raw(data, width=32, height=32)
+  assert got.shape == (32, 32, 3)
+  _assert_color(got, RED, tol=3)
+
+
+@pytest.mark.parametrize('value,expected', [
+    (65535, 255), (32896, 128), (0, 0), (257 * 77, 77)])
+def test_sixteen_bit_greyscale_png_is_scaled_by_257(value, expected):
+  data = _image_bytes(Image.fromarray(np.full((10, 12), value, np.uint16)),
+                      'PNG')
+  assert Image.open(io.BytesIO(data)).mode.startswith('I')
+  _, got = _process_raw(data, width=12, height=10)
+  assert got.shape == (10, 12, 3)
+  assert (got == expected).all()
+  _, grey = _process_raw(data, width=12, height=10, color='grey')
+  assert grey.shape == (10, 12, 1)
+  assert (grey == expected).all()
+
+
+def test_sixteen_bit_gradient_keeps_its_order():
+  ramp = (np.arange(64, dtype=np.uint32) * 1040).astype(np.uint16)
+  data = _image_bytes(Image.fromarray(np.tile(ramp, (4, 1))), 'PNG')
+  _, got = _process_raw(data, width=64, height=4, color='grey')
+  np.testing.assert_array_equal(got[0, :, 0], ramp // 257)
+
+
+@pytest.mark.parametrize('storage', ['jpeg', 'png', 'uint8'])
+def test_grey_color_gives_one_channel(storage):
+  data = _image_bytes(Image.fromarray(_smooth_photo(64, 48)), 'PNG')
+  cfg = images.ImageConfig(height=24, width=32, color='grey', storage=storage)
+  assert cfg.channels == 1
+  out = images.process_image(data, cfg)
+  arr = images.decode_stored(out.data, storage, 24, 32, 1)
+  assert arr.shape == (24, 32, 1)
+  assert len(out.channel_sum) == 1 and len(out.channel_sum_squares) == 1
+
+
+# ------------------------------------------------------------------ EXIF
+
+
+def test_exif_orientation_6_rotates_clockwise_and_swaps_original_size():
+  # 80 wide, 60 high: left half red, right half blue. Orientation 6 means
+  # "rotate 90 degrees clockwise to display": left goes to the top.
+  data = _with_exif_orientation(_left_right(80, 60), 6)
+  out, got = _process_raw(data, width=60, height=80, resize_mode='stretch')
+  assert (out.original_height, out.original_width) == (80, 60)
+  _assert_color(got[:36], RED)
+  _assert_color(got[44:], BLUE)
+
+
+@pytest.mark.parametrize('orientation,expected', [
+    (1, lambda a: a),
+    (3, lambda a: np.rot90(a, 2)),
+    (6, lambda a: np.rot90(a, -1)),
+    (8, lambda a: np.rot90(a, 1)),
+])
+def test_exif_orientation_matches_numpy_rotation(orientation, expected):
+  src = _quadrants(80, 60)
+  want = expected(src)
+  data = _with_exif_orientation(src, orientation)
+  h, w = want.shape[:2]
+  out, got = _process_raw(data, width=w, height=h, resize_mode='stretch')
+  assert (out.original_height, out.original_width) == (h, w)
+  h2, w2 = h // 2, w // 2
+  for ys, xs in [(slice(3, h2 - 3), slice(3, w2 - 3)),
+                 (slice(3, h2 - 3), slice(w2 + 3, w - 3)),
+                 (slice(h2 + 3, h - 3), slice(3, w2 - 3)),
+                 (slice(h2 + 3, h - 3), slice(w2 + 3, w - 3))]:
+    _assert_color(got[ys, xs], _mean_color(want[ys, xs]))
+
+
+def test_exif_orientation_6_with_draft_decode():
+  # Large enough for the DCT-scaled decode; rotated content must still match.
+  src = _left_right(640, 480)
+  data = _with_exif_orientation(src, 6)
+  out, got = _process_raw(data, width=96, height=128, resize_mode='stretch')
+  assert (out.original_height, out.original_width) == (640, 480)
+  _assert_color(got[:60], RED)
+  _assert_color(got[68:], BLUE)
+
+
+# ------------------------------------------------------------------ draft
+
+
+@pytest.fixture
+def draft_calls(monkeypatch):
+  """Records the sizes passed to the JPEG decoder's draft()."""
+  calls = []
+  original = JpegImagePlugin.JpegImageFile.draft
+
+  def spy(self, mode, size):
+    calls.append((mode, size))
+    return original(self, mode, size)
+
+  monkeypatch.setattr(JpegImagePlugin.JpegImageFile, 'draft', spy)
+  return calls
+
+
+@pytest.mark.parametrize('mode', images.RESIZE_MODES)
+@pytest.mark.parametrize('color', images.COLOR_MODES)
+def test_draft_decode_is_close_to_full_decode(draft_calls, mode, color):
+  data = _image_bytes(Image.fromarray(_smooth_photo(640, 480)), 'JPEG',
+                      quality=92)
+  kwargs = dict(width=224, height=224, resize_mode=mode, color=color)
+  _, drafted = _process_raw(data, **kwargs)
+  assert draft_calls, 'the draft (DCT-scaled) path was not taken'
+  del draft_calls[:]
+  _, full = _process_raw(data, draft=False, **kwargs)
+  assert not draft_calls, 'ImageConfig(draft=False) still used draft()'
+  assert drafted.shape == full.shape
+  mad = np.abs(drafted.astype(np.int32) - full.astype(np.int32)).mean()
+  assert mad < 3.0
+
+
+def test_draft_not_used_when_no_reduction_is_possible(draft_calls):
+  data = _image_bytes(Image.fromarray(_smooth_photo(300, 200)), 'JPEG',
+                      quality=92)
+  _, with_draft = _process_raw(data, width=224, height=224)
+  _, without = _process_raw(data, width=224, height=224, draft=False)
+  np.testing.assert_array_equal(with_draft, without)
+
+
+# --------------------------------------------------------- storage / sums
+
+
+@pytest.mark.parametrize('storage', ['jpeg', 'png', 'uint8'])
+@pytest.mark.parametrize('color', images.COLOR_MODES)
+def test_storage_round_trip(storage, color):
+  data = _image_bytes(Image.fromarray(_smooth_photo(160, 120)), 'PNG')
+  cfg = images.ImageConfig(height=48, width=64, storage=storage, color=color)
+  resized, _, _ = images.decode_and_resize(data, cfg)
+  want = np.asarray(resized)
+  if want.ndim == 2:
+    want = want[:, :, None]
+  out = images.process_image(data, cfg)
+  got = images.decode_stored(out.data, storage, 48, 64, cfg.channels)
+  assert got.dtype == np.uint8
+  assert got.shape == (48, 64, cfg.channels)
+  if storage == 'jpeg':
+    assert out.data[:2] == b'\xff\xd8'
+    assert np.abs(got.astype(int) - want.astype(int)).mean() < 3
+  else:
+    np.testing.assert_array_equal(got, want)
+  if storage == 'png':
+    assert out.data[:8] == b'\x89PNG\r\n\x1a\n'
+  if storage == 'uint8':
+    assert len(out.data) == 48 * 64 * cfg.channels
+
+
+def test_decode_stored_rejects_wrong_shapes():
+  cfg = images.ImageConfig(height=10, width=20, storage='png')
+  out = images.process_image(
+      _image_bytes(_solid(20, 10, (1, 2, 3)), 'PNG'), cfg)
+  with pytest.raises(ValueError, match='shape'):
+    images.decode_stored(out.data, 'png', 20, 10, 3)
+  with pytest.raises(ValueError, match='expected'):
+    images.decode_stored(b'\x00' * 599, 'uint8', 10, 20, 3)
+  with pytest.raises(ValueError, match='does not decode'):
+    images.decode_stored(b'not an image', 'jpeg', 10, 20, 3)
+
+
+@pytest.mark.parametrize('storage', ['jpeg', 'uint8'])
+@pytest.mark.parametrize('color', images.COLOR_MODES)
+@pytest.mark.parametrize('mode', images.RESIZE_MODES)
+def test_channel_sums_are_exact(storage, color, mode):
+  rng = np.random.default_rng(7)
+  src = rng.integers(0, 256, (90, 70, 3), dtype=np.uint8)
+  data = _image_bytes(Image.fromarray(src), 'PNG')
+  cfg = images.ImageConfig(height=50, width=60, storage=storage, color=color,
+                           resize_mode=mode)
+  resized, _, _ = images.decode_and_resize(data, cfg)
+  arr = np.asarray(resized, dtype=np.int64)
+  if arr.ndim == 2:
+    arr = arr[:, :, None]
+  out = images.process_image(data, cfg)
+  assert out.pixel_count == 50 * 60
+  assert list(out.channel_sum) == arr.sum(axis=(0, 1)).tolist()
+  assert list(out.channel_sum_squares) == (arr * arr).sum(axis=(0, 1)).tolist()
+
+
+def test_zscore_from_sums_matches_numpy():
+  rng = np.random.default_rng(3)
+  arr = rng.integers(0, 256, (30, 40, 3)).astype(np.float64)
+  sums = arr.sum(axis=(0, 1))
+  squares = (arr * arr).sum(axis=(0, 1))
+  mean, std = images.zscore_from_sums(sums, squares, 30 * 40)
+  np.testing.assert_allclose(mean, (arr / 255).mean(axis=(0, 1)), rtol=1e-9)
+  np.testing.assert_allclose(std, (arr / 255).std(axis=(0, 1)), rtol=1e-9)
+
+
+def test_zscore_from_sums_constant_channel_has_zero_std():
+  count = 1000
+  mean, std = images.zscore_from_sums([200.0 * count, 0.0],
+                                      [200.0 * 200.0 * count, 0.0], count)
+  np.testing.assert_allclose(mean, [200 / 255, 0.0])
+  assert np.isfinite(std).all()
+  np.testing.assert_allclose(std, [0.0, 0.0], atol=1e-6)
+
+
+def test_zscore_from_processed_image():
+  data = _image_bytes(Image.fromarray(_smooth_photo(64, 48)), 'PNG')
+  out, arr = _process_raw(data, width=64, height=48)
+  mean, std = images.zscore_from_sums(out.channel_sum,
+                                      out.channel_sum_squares,
+                                      out.pixel_count)
+  np.testing.assert_allclose(mean, (arr / 255).mean(axis=(0, 1)), rtol=1e-9)
+  np.testing.assert_allclose(std, (arr / 255).std(axis=(0, 1)), rtol=1e-9)
+
+
+# ------------------------------------------------------------ bad inputs
+
+
+def _assert_bad(data, match, cfg=None):
+  with pytest.raises(images.BadImageError, match=match) as info:
+    images.process_image(data, cfg or images.ImageConfig())
+  assert info.value.stage == 'decode'
+  assert info.value.reason == str(info.value)
+  assert isinstance(info.value, ValueError)
+  return info.value
+
+
+def test_zero_bytes_is_bad():
+  _assert_bad(b'', r'empty file \(0 bytes\)')
+
+
+def test_text_file_is_bad():
+  _assert_bad(b'label,path\ncat,cat/1.jpg\n',
+              'not a readable image.*format not recognised')
+
+
+def test_truncated_jpeg_is_bad():
+  data = _image_bytes(Image.fromarray(_smooth_photo(320, 240)), 'JPEG',
+                      quality=90)
+  _assert_bad(data[:len(data) // 2], 'truncated')
+  _assert_bad(data[:len(data) // 2], 'truncated',
+              images.ImageConfig(draft=False))
+
+
+def _corrupt_png() -> bytes:
+  rng = np.random.default_rng(0)
+  data = bytearray(_image_bytes(
+      Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)),
+      'PNG'))
+  start = bytes(data).index(b'IDAT') + 4
+  (length,) = struct.unpack('>I', bytes(data[start - 8:start - 4]))
+  middle = start + length // 2
+  for i in range(middle, middle + 16):
+    data[i] ^= 0xFF
+  return bytes(data)
+
+
+def test_corrupt_png_fixture_is_really_corrupt():
+  with pytest.raises(OSError):
+    Image.open(io.BytesIO(_corrupt_png())).load()
+
+
+def test_corrupt_png_is_bad():
+  _assert_bad(_corrupt_png(), 'corrupt')
+
+
+def _corrupt_png_with_valid_crc() -> bytes:
+  """Damaged IDAT data whose chunk CRC was recomputed (so verify() passes)."""
+  data = bytearray(_corrupt_png())
+  start = bytes(data).index(b'IDAT')
+  (length,) = struct.unpack('>I', bytes(data[start - 4:start]))
+  end = start + 4 + length
+  data[end:end + 4] = struct.pack(
+      '>I', zlib.crc32(bytes(data[start:end])) & 0xFFFFFFFF)
+  return bytes(data)
+
+
+def test_corrupt_png_with_valid_crc_fixture_is_really_corrupt():
+  data = _corrupt_png_with_valid_crc()
+  Image.open(io.BytesIO(data)).verify()  # chunk CRCs are fine
+  with pytest.raises(OSError):
+    Image.open(io.BytesIO(data)).load()  # but the pixel data is not
+
+
+def test_corrupt_png_with_valid_crc_is_bad():
+  _assert_bad(_corrupt_png_with_valid_crc(), 'corrupt')
+
+
+def test_truncated_png_is_bad():
+  data = _image_bytes(Image.fromarray(_smooth_photo(64, 48)), 'PNG')
+  _assert_bad(data[:len(data) // 2], 'truncated')
+
+
+def test_over_pixel_limit_is_bad_and_names_the_limit():
+  data = _image_bytes(_solid(40, 25, RED), 'PNG')  # 1000 pixels
+  err = _assert_bad(data, 'limit', images.ImageConfig(max_pixels=999))
+  assert '999' in err.reason
+  assert '40x25' in err.reason
+  # Exactly at the limit is fine.
+  images.process_image(data, images.ImageConfig(max_pixels=1000))
+
+
+def _png_header_only(width, height) -> bytes:
+  """A PNG that claims width x height pixels but has almost no data."""
+
+  def chunk(kind, payload):
+    return (struct.pack('>I', len(payload)) + kind + payload +
+            struct.pack('>I', zlib.crc32(kind + payload) & 0xFFFFFFFF))
+
+  ihdr = struct.pack('>IIBBBBB', width, height, 8, 0, 0, 0, 0)
+  return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', ihdr) +
+          chunk(b'IDAT', zlib.compress(b'\x00' * 16)) + chunk(b'IEND', b''))
+
+
+def test_pixel_limit_is_checked_before_decoding():
+  # 100000 x 100000 would need 10 GB to decode; it must be refused first.
+  err = _assert_bad(_png_header_only(100_000, 100_000), 'limit')
+  assert str(images.ImageConfig().max_pixels) in err.reason
+
+
+def test_is_image_path():
+  assert images.is_image_path('a/b/C.JPG')
+  assert images.is_image_path('x.webp')
+  assert not images.is_image_path('notes.txt')
+  assert not images.is_image_path('image.jpg.tmp')

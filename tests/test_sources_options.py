@@ -1,0 +1,460 @@
+"""Unit tests for transforms/sources.py (pure functions, check_input on tmp
+folders) and pipelines/options.py (resolve_config). No pipeline runs."""
+
+import json
+import os
+import re
+
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines import options
+from transforms import sources
+from transforms import split
+
+RATIOS = split.parse_ratios('train=0.8,validation=0.1,test=0.1')
+
+
+# ------------------------------------------------------------ relative_parts
+
+
+@pytest.mark.parametrize('root,path,want', [
+    ('/data/in', '/data/in/cat/1.jpg', ['cat', '1.jpg']),
+    ('/data/in/', '/data/in/cat/1.jpg', ['cat', '1.jpg']),
+    ('/data/in', '/data/in/train/cat/1.jpg', ['train', 'cat', '1.jpg']),
+    ('gs://bucket/in', 'gs://bucket/in/dog/a.png', ['dog', 'a.png']),
+    ('gs://bucket/in/', 'gs://bucket/in/dog/a.png', ['dog', 'a.png']),
+    ('gs://bucket', 'gs://bucket/val/dog/a.png', ['val', 'dog', 'a.png']),
+    ('C:\\data\\in', 'C:\\data\\in\\cat\\1.jpg', ['cat', '1.jpg']),
+    ('/data/in', '/data/in/chat noir/é 1.jpg', ['chat noir', 'é 1.jpg']),
+    ('/data/in', '/data/in//cat//1.jpg', ['cat', '1.jpg']),
+])
+def test_relative_parts(root, path, want):
+  assert sources.relative_parts(root, path) == want
+
+
+# -------------------------------------------------------------- ref_from_path
+
+
+@pytest.mark.parametrize('root', ['/data/in', '/data/in/', 'gs://b/in'])
+def test_ref_from_path_class_folders(root):
+  base = root.rstrip('/')
+  ref, skip, dead = sources.ref_from_path(root, f'{base}/cat/001.JPG', False,
+                                          RATIOS)
+  assert skip is None and dead is None
+  assert ref.path == f'{base}/cat/001.JPG'
+  assert ref.example_id == 'cat/001.JPG'
+  assert ref.label == 'cat'
+  assert ref.split == split.assign_split('cat/001.JPG', RATIOS)
+
+
+def test_ref_from_path_id_does_not_depend_on_the_root():
+  local, _, _ = sources.ref_from_path('/tmp/a', '/tmp/a/dog/x.png', False,
+                                      RATIOS)
+  remote, _, _ = sources.ref_from_path('gs://b/c', 'gs://b/c/dog/x.png',
+                                       False, RATIOS)
+  assert local.example_id == remote.example_id == 'dog/x.png'
+  assert local.split == remote.split
+
+
+@pytest.mark.parametrize('label', ['chat noir', 'café', '猫', 'a b  c',
+                                   "o'brien"])
+def test_ref_from_path_unicode_and_spaces_in_labels(label):
+  ref, skip, dead = sources.ref_from_path(
+      'gs://b/in', f'gs://b/in/{label}/photo 1.jpeg', False, RATIOS)
+  assert (skip, dead) == (None, None)
+  assert ref.label == label
+  assert ref.example_id == f'{label}/photo 1.jpeg'
+
+
+def test_ref_from_path_split_folders():
+  ref, skip, dead = sources.ref_from_path('/in', '/in/val/cat/1.png', True,
+                                          RATIOS)
+  assert (skip, dead) == (None, None)
+  assert (ref.label, ref.split, ref.example_id) == ('cat', 'validation',
+                                                    'val/cat/1.png')
+  ref, _, _ = sources.ref_from_path('/in', '/in/Training/dog/1.png', True,
+                                    RATIOS)
+  assert (ref.label, ref.split) == ('dog', 'train')
+
+
+def test_ref_from_path_unknown_split_folder_is_dead_lettered():
+  ref, skip, dead = sources.ref_from_path('/in', '/in/holdout/cat/1.jpg',
+                                          True, RATIOS)
+  assert ref is None and skip is None
+  assert 'unknown split' in dead and 'holdout' in dead
+
+
+@pytest.mark.parametrize('path,from_input,why', [
+    ('/in/cat/notes.txt', False, 'not an image extension'),
+    ('/in/cat/.DS_Store', False, 'not an image extension'),
+    ('/in/top.jpg', False, 'not at depth 2'),
+    ('/in/a/b/c.jpg', False, 'not at depth 2'),
+    ('/in/cat/1.jpg', True, 'not at depth 3'),
+    ('/in/train/a/b/1.jpg', True, 'not at depth 3'),
+])
+def test_ref_from_path_skips(path, from_input, why):
+  ref, skip, dead = sources.ref_from_path('/in', path, from_input, RATIOS)
+  assert ref is None and dead is None
+  assert why in skip
+
+
+# ------------------------------------------------------- manifest lines
+
+
+CSV = sources.ManifestFormat(kind='csv')
+TSV = sources.ManifestFormat(kind='tsv')
+JSONL = sources.ManifestFormat(kind='jsonl')
+CSV_WITH_SPLIT = sources.ManifestFormat(kind='csv', path_index=1,
+                                        label_index=2, split_index=0)
+
+
+@pytest.mark.parametrize('fmt,line', [
+    (CSV, 'imgs/a 1.jpg,chat noir'),
+    (CSV, '"imgs/a 1.jpg","chat noir"'),
+    (TSV, 'imgs/a 1.jpg\tchat noir'),
+    (JSONL, json.dumps({'path': 'imgs/a 1.jpg', 'label': 'chat noir'})),
+    (JSONL, json.dumps({'label': 'chat noir', 'path': 'imgs/a 1.jpg',
+                        'extra': 1}, ensure_ascii=False)),
+])
+def test_manifest_line_relative_path_resolved_against_manifest_folder(
+    fmt, line):
+  manifest = f'/data/lists/manifest.{fmt.kind}'
+  ref, reason = sources.ref_from_manifest_line(line, fmt, manifest, False,
+                                               RATIOS)
+  assert reason is None
+  assert ref.path == '/data/lists/imgs/a 1.jpg'
+  assert ref.example_id == 'imgs/a 1.jpg'
+  assert ref.label == 'chat noir'
+  assert ref.split == split.assign_split('imgs/a 1.jpg', RATIOS)
+
+
+def test_manifest_line_gs_manifest_and_absolute_paths():
+  ref, _ = sources.ref_from_manifest_line(
+      'x/é.png,cat', CSV, 'gs://bucket/lists/m.csv', False, RATIOS)
+  assert ref.path == 'gs://bucket/lists/x/é.png'
+  for path in ['gs://other/y.jpg', '/abs/y.jpg']:
+    ref, _ = sources.ref_from_manifest_line(
+        json.dumps({'path': path, 'label': 'dog'}), JSONL,
+        'gs://bucket/lists/m.jsonl', False, RATIOS)
+    assert ref.path == path and ref.example_id == path
+  # A manifest in the current folder leaves relative paths alone.
+  ref, _ = sources.ref_from_manifest_line('y.jpg,dog', CSV, 'm.csv', False,
+                                          RATIOS)
+  assert ref.path == 'y.jpg'
+
+
+def test_manifest_line_split_column():
+  manifest = '/m/list.csv'
+  ref, reason = sources.ref_from_manifest_line('val,a.jpg,cat',
+                                               CSV_WITH_SPLIT, manifest,
+                                               True, RATIOS)
+  assert reason is None and ref.split == 'validation'
+  ref, reason = sources.ref_from_manifest_line(
+      json.dumps({'path': 'a.jpg', 'label': 'cat', 'split': 'Test'}), JSONL,
+      manifest, True, RATIOS)
+  assert reason is None and ref.split == 'test'
+  # Without --splits from_input the column is ignored and the hash decides.
+  ref, _ = sources.ref_from_manifest_line('test,a.jpg,cat', CSV_WITH_SPLIT,
+                                          manifest, False, RATIOS)
+  assert ref.split == split.assign_split('a.jpg', RATIOS)
+
+
+@pytest.mark.parametrize('fmt,line,from_input,match', [
+    (CSV, ',cat', False, 'has no path'),
+    (CSV, '  ,cat', False, 'has no path'),
+    (CSV, 'a.jpg', False, 'a.jpg has no label'),
+    (CSV, 'a.jpg,', False, 'a.jpg has no label'),
+    (CSV, 'a.jpg,  ', False, 'a.jpg has no label'),
+    (TSV, 'a.jpg', False, 'a.jpg has no label'),
+    (TSV, '\tcat', False, 'has no path'),
+    (JSONL, '{"label": "cat"}', False, 'has no path'),
+    (JSONL, '{"path": "a.jpg"}', False, 'a.jpg has no label'),
+    (JSONL, '{"path": "a.jpg", "label": null}', False, 'has no label'),
+    (JSONL, '{"path": "a.jpg", "label": ""}', False, 'has no label'),
+    (JSONL, '{"path": "a.jpg", "label": "cat"', False, 'not valid JSON'),
+    (JSONL, 'path,label', False, 'not valid JSON'),
+    (JSONL, '["a.jpg", "cat"]', False, 'not a JSON object'),
+    (CSV_WITH_SPLIT, ',a.jpg,cat', True, 'a.jpg has no split'),
+    (CSV_WITH_SPLIT, 'holdout,a.jpg,cat', True, "unknown split 'holdout'"),
+    (JSONL, '{"path": "a.jpg", "label": "cat"}', True, 'has no split'),
+])
+def test_manifest_line_dead_letters(fmt, line, from_input, match):
+  ref, reason = sources.ref_from_manifest_line(line, fmt, '/m/list.x',
+                                               from_input, RATIOS)
+  assert ref is None
+  assert reason is not None and match in reason
+
+
+@pytest.mark.parametrize('fmt', [CSV, TSV, JSONL])
+def test_manifest_blank_line_is_ignored(fmt):
+  assert sources.ref_from_manifest_line('   ', fmt, '/m/l', False,
+                                        RATIOS) == (None, None)
+
+
+def test_manifest_numeric_json_label_becomes_text():
+  ref, _ = sources.ref_from_manifest_line('{"path": "a.jpg", "label": 3}',
+                                          JSONL, '/m/l.jsonl', False, RATIOS)
+  assert ref.label == '3'
+
+
+# -------------------------------------------------------------- check_input
+
+
+def _touch(root, *parts):
+  path = os.path.join(str(root), *parts)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, 'wb') as f:
+    f.write(b'\xff\xd8')  # listing never reads the bytes
+  return path
+
+
+def test_check_input_missing_path(tmp_path):
+  missing = str(tmp_path / 'nope')
+  with pytest.raises(sources.InputError, match='does not exist') as info:
+    sources.check_input(missing, False)
+  assert missing in str(info.value)
+
+
+def test_check_input_empty_folder(tmp_path):
+  with pytest.raises(sources.InputError, match='is empty'):
+    sources.check_input(str(tmp_path), False)
+
+
+def test_check_input_files_without_class_folders(tmp_path):
+  _touch(tmp_path, 'a.jpg')
+  _touch(tmp_path, 'b.png')
+  with pytest.raises(sources.InputError, match='no labels found') as info:
+    sources.check_input(str(tmp_path), False)
+  message = str(info.value)
+  assert '<label>/image.jpg' in message
+  assert '\n' not in message
+
+
+@pytest.mark.parametrize('trailing_slash', [False, True])
+def test_check_input_class_folders(tmp_path, trailing_slash):
+  _touch(tmp_path, 'cat', '1.jpg')
+  _touch(tmp_path, 'chat noir é', '2.png')
+  root = str(tmp_path) + ('/' if trailing_slash else '')
+  assert sources.check_input(root, False) is None
+
+
+def test_check_input_split_folders_from_input(tmp_path):
+  _touch(tmp_path, 'train', 'cat', '1.jpg')
+  _touch(tmp_path, 'val', 'cat', '2.jpg')
+  _touch(tmp_path, 'test', 'dog', '3.jpg')
+  assert sources.check_input(str(tmp_path), True) is None
+
+
+def test_check_input_unknown_split_folder_from_input(tmp_path):
+  _touch(tmp_path, 'train', 'cat', '1.jpg')
+  _touch(tmp_path, 'holdout', 'cat', '2.jpg')
+  with pytest.raises(sources.InputError, match="found 'holdout'"):
+    sources.check_input(str(tmp_path), True)
+
+
+def test_check_input_from_input_with_files_but_no_split_folders(tmp_path):
+  _touch(tmp_path, 'a.jpg')
+  with pytest.raises(sources.InputError, match='no labels found') as info:
+    sources.check_input(str(tmp_path), True)
+  assert 'train/<label>/image.jpg' in str(info.value)
+
+
+def _write(path, text):
+  path.write_text(text, encoding='utf-8')
+  return str(path)
+
+
+def test_check_input_manifests(tmp_path):
+  fmt = sources.check_input(
+      _write(tmp_path / 'm.csv', 'label,path\ncat,a.jpg\n'), False)
+  assert (fmt.kind, fmt.path_index, fmt.label_index, fmt.split_index) == (
+      'csv', 1, 0, None)
+  fmt = sources.check_input(
+      _write(tmp_path / 'm.tsv', 'path\tlabel\tsplit\na.jpg\tcat\ttrain\n'),
+      True)
+  assert (fmt.kind, fmt.split_index) == ('tsv', 2)
+  fmt = sources.check_input(
+      _write(tmp_path / 'm.jsonl', '{"path": "a.jpg", "label": "cat"}\n'),
+      False)
+  assert fmt.kind == 'jsonl'
+
+
+@pytest.mark.parametrize('name,text,from_input,match', [
+    ('missing.csv', None, False, 'does not exist'),
+    ('empty.csv', '', False, 'is empty'),
+    ('nolabel.csv', 'path,class\na.jpg,cat\n', False, 'no label column'),
+    ('nosplit.csv', 'path,label\na.jpg,cat\n', True, 'needs a split column'),
+    ('bad.jsonl', 'not json\n', False, 'not a JSON object'),
+    ('keys.jsonl', '{"path": "a.jpg"}\n', False, '"path" and "label"'),
+    ('nosplit.jsonl', '{"path": "a.jpg", "label": "c"}\n', True,
+     'needs a "split" key'),
+])
+def test_check_input_bad_manifests(tmp_path, name, text, from_input, match):
+  path = tmp_path / name
+  if text is not None:
+    _write(path, text)
+  with pytest.raises(sources.InputError, match=match):
+    sources.check_input(str(path), from_input)
+
+
+# ------------------------------------------------------------ options
+
+
+def _resolve(*flags, input_path='/data/in', output='/data/out'):
+  args = []
+  if input_path is not None:
+    args += ['--input', input_path]
+  if output is not None:
+    args += ['--output', output]
+  return options.resolve_config(PipelineOptions(args + list(flags)))
+
+
+def _assert_one_sentence(message):
+  assert message.endswith('.'), message
+  assert '\n' not in message
+  assert not re.search(r'[.!?]\s+[A-Z]', message), message
+
+
+def test_defaults():
+  cfg = _resolve()
+  assert cfg.modality == 'image'
+  assert (cfg.input, cfg.output, cfg.name) == ('/data/in', '/data/out',
+                                               'images')
+  assert (cfg.image.width, cfg.image.height) == (224, 224)
+  assert cfg.image.resize_mode == 'fit'
+  assert cfg.image.storage == 'jpeg'
+  assert cfg.image.color == 'rgb'
+  assert cfg.image.jpeg_quality == 90
+  assert cfg.image.max_pixels == 100_000_000
+  assert cfg.normalization == 'zscore'
+  assert cfg.split_ratios == (('train', 0.8), ('validation', 0.1),
+                              ('test', 0.1))
+  assert cfg.splits_from_input is False
+  assert cfg.split_names == ['train', 'validation', 'test']
+  assert cfg.rebalance == 'none'
+  assert cfg.rebalance_splits == ('train',)
+  assert cfg.seed == 42
+  assert cfg.num_shards == 0
+  assert cfg.compression == 'none'
+  assert cfg.max_bad_fraction == 0.05
+  assert cfg.overwrite is False
+
+
+@pytest.mark.parametrize('storage,want', [
+    ('jpeg', 'none'), ('png', 'none'), ('uint8', 'gzip'),
+    ('float32', 'gzip')])
+def test_auto_compression(storage, want):
+  assert _resolve('--storage', storage).compression == want
+
+
+def test_explicit_compression_wins():
+  assert _resolve('--storage', 'uint8', '--compression', 'none'
+                  ).compression == 'none'
+  assert _resolve('--compression', 'gzip').compression == 'gzip'
+
+
+def test_non_default_values():
+  cfg = _resolve('--image_size', '320x200', '--resize_mode', 'crop',
+                 '--color', 'gray', '--storage', 'PNG', '--splits',
+                 'train=0.9,test=0.1', '--rebalance', 'oversample',
+                 '--rebalance_splits', 'train,test', '--seed', '7',
+                 '--num_shards', '16', '--max_bad_fraction', '0',
+                 '--overwrite', '--name', 'pets',
+                 output='gs://bucket/out/')
+  assert (cfg.image.width, cfg.image.height) == (320, 200)
+  assert cfg.image.resize_mode == 'crop'
+  assert cfg.image.color == 'grey' and cfg.image.channels == 1
+  assert cfg.image.storage == 'png'
+  assert cfg.split_ratios == (('train', 0.9), ('test', 0.1))
+  assert cfg.rebalance == 'oversample'
+  assert cfg.rebalance_splits == ('train', 'test')
+  assert (cfg.seed, cfg.num_shards, cfg.max_bad_fraction) == (7, 16, 0.0)
+  assert cfg.overwrite is True
+  assert cfg.output == 'gs://bucket/out'
+  assert cfg.name == 'pets'
+
+
+def test_square_image_size_and_splits_from_input():
+  cfg = _resolve('--image_size', '96', '--splits', 'from_input',
+                 '--rebalance_splits', 'validation')
+  assert (cfg.image.width, cfg.image.height) == (96, 96)
+  assert cfg.splits_from_input is True
+  assert cfg.split_ratios == ()
+  assert cfg.split_names == ['train', 'validation', 'test']
+  assert cfg.rebalance_splits == ('validation',)
+
+
+def test_config_hash_ignores_output_and_overwrite():
+  a = _resolve(output='/a')
+  b = _resolve('--overwrite', output='/b')
+  c = _resolve('--seed', '1', output='/a')
+  assert a.config_hash() == b.config_hash()
+  assert a.config_hash() != c.config_hash()
+
+
+@pytest.mark.parametrize('flags,match', [
+    (['--storage', 'tiff'], r"--storage must be one of jpeg, png, uint8, "
+     r"float32 \(got 'tiff'\)"),
+    (['--image_size', '0x10'], '--image_size must be WIDTHxHEIGHT'),
+    (['--image_size', 'abc'], '--image_size must be WIDTHxHEIGHT'),
+    (['--image_size', '224x224x3'], '--image_size must be WIDTHxHEIGHT'),
+    (['--image_size', '9000x10'], 'sides from 1 to 8192'),
+    (['--image_size', '-5'], '--image_size must be WIDTHxHEIGHT'),
+    (['--splits', 'train=0.5,validation=0.1,test=0.1'],
+     '--splits: split ratios add up to 0.7, not 1'),
+    (['--splits', 'train:0.8,test:0.2'], '--splits: .*not of the form'),
+    (['--splits', 'train=0.8;test=0.2'], '--splits: .*is not a number'),
+    (['--splits', 'train=0.5,train=0.5'], 'given twice'),
+    (['--splits', 'train=1.5,test=-0.5'], 'between 0 and 1'),
+    (['--modality', 'audio'], r"--modality must be one of image \(got "
+     r"'audio'\)"),
+    (['--modality', 'text'], '--modality text is not available yet'),
+    (['--modality', 'sensor'], '--modality sensor is not available yet'),
+    (['--splits', 'validation=0.5,test=0.5'],
+     '--normalization zscore needs a train split'),
+    (['--splits', 'train=0,validation=0.5,test=0.5'],
+     '--normalization zscore needs a train split'),
+    (['--max_bad_fraction', '1.5'], '--max_bad_fraction must be a number '
+     'from 0 to 1'),
+    (['--max_bad_fraction', '-0.1'], '--max_bad_fraction'),
+    (['--max_bad_fraction', 'lots'], '--max_bad_fraction'),
+    (['--max_bad_fraction', 'nan'], '--max_bad_fraction'),
+    (['--rebalance', 'oversample', '--rebalance_splits', 'holdout'],
+     '--rebalance_splits names holdout, which is not a split'),
+    (['--rebalance', 'weight', '--rebalance_splits', 'train,holdout'],
+     'names holdout'),
+    (['--splits', 'train=0.5,test=0.5', '--rebalance', 'undersample',
+      '--rebalance_splits', 'validation'], 'names validation'),
+    (['--rebalance', 'smote'], '--rebalance must be one of'),
+    (['--resize_mode', 'pad'], '--resize_mode must be one of fit, crop, '
+     'stretch'),
+    (['--color', 'cmyk'], '--color must be one of rgb, grey'),
+    (['--normalization', 'minmax'], '--normalization must be one of'),
+    (['--compression', 'zip'], '--compression must be one of'),
+    (['--jpeg_quality', '100'], '--jpeg_quality must be between 1 and 95'),
+    (['--jpeg_quality', 'high'], '--jpeg_quality must be a whole number'),
+    (['--num_shards', '-1'], '--num_shards'),
+    (['--seed', 'x'], '--seed must be a whole number'),
+    (['--max_pixels', '0'], '--max_pixels must be >= 1'),
+    (['--name', 'my-data'], '--name must be a plain name'),
+    (['--name', 'a/b'], '--name must be a plain name'),
+])
+def test_bad_values_raise_usage_error(flags, match):
+  with pytest.raises(options.UsageError, match=match) as info:
+    _resolve(*flags)
+  _assert_one_sentence(str(info.value))
+
+
+def test_missing_input_and_output():
+  with pytest.raises(options.UsageError, match='--input is required') as info:
+    _resolve(input_path=None)
+  _assert_one_sentence(str(info.value))
+  with pytest.raises(options.UsageError,
+                     match='--output is required') as info:
+    _resolve(output=None)
+  _assert_one_sentence(str(info.value))
+
+
+def test_usage_error_is_a_value_error():
+  assert issubclass(options.UsageError, ValueError)
