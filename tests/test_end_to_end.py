@@ -176,11 +176,13 @@ def test_rerun_refuses_then_overwrite_replaces_atomically(tree, dataset,
                                                           tmp_path, capsys):
   root = tree[0]
   out = tmp_path / 'again'
-  first = preprocess.run(_args(root, out, '--num_shards', '3'))
+  first = preprocess.run(_args(root, out, '--num_shards', '3',
+                               '--normalization', 'none'))
   assert preprocess.main(_args(root, out)) == preprocess.EXIT_USAGE
   err = capsys.readouterr().err.strip()
   assert err.count('\n') == 0 and 'already holds a dataset' in err
-  second = preprocess.run(_args(root, out, '--overwrite', '--num_shards', '2'))
+  second = preprocess.run(_args(root, out, '--overwrite', '--num_shards', '2',
+                                '--normalization', 'none'))
   assert second['fingerprint'] == first['fingerprint']
   shards = sorted(p.name for p in out.glob('*.tfrecord*'))
   listed = sorted(s['file'] for sp in second['splits'].values()
@@ -188,6 +190,10 @@ def test_rerun_refuses_then_overwrite_replaces_atomically(tree, dataset,
   assert shards == listed  # nothing left from the 3-shard run
   assert all(name.endswith('-of-00002') for name in shards)
   assert not list(out.glob('.staging-*'))
+  assert validate.main(['--output', str(out)]) == 0
+  batch = next(iter(reader.load_dataset(str(out), 'train', batch_size=4)))
+  assert batch['image'].dtype.name == 'float32'
+  assert float(batch['image'].numpy().max()) > 1.0  # unnormalized 0-255
 
 
 def test_bad_fraction_gate_fails_and_publishes_nothing(tree, tmp_path,

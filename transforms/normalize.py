@@ -2,7 +2,8 @@
 
 The `preprocessing_fn` built here decodes the stored image and normalizes it:
 
-- 'none': the decoded uint8 image, unchanged;
+- 'none': the decoded pixels as float32 in [0, 255] (tf.Transform outputs
+  cannot be uint8);
 - 'scale': float32 pixels divided by 255;
 - 'zscore': float32 (pixel / 255 - mean) / std per channel, where mean and std
   are tf.Transform analyzers (`tft.mean`) over the training split.
@@ -19,8 +20,6 @@ applies it itself (`tft_beam.TransformDataset`) and stores the result.
 """
 
 import math
-from typing import Dict, List
-
 import apache_beam as beam
 import numpy as np
 
@@ -82,7 +81,8 @@ def make_preprocessing_fn(stored_format: str, height: int, width: int,
                                                  tf.uint8))
       image = tf.ensure_shape(image, [None, height, width, channels])
     if normalization == 'none':
-      out = image
+      # tf.Transform outputs must be string, int64 or float32.
+      out = tf.cast(image, tf.float32)
     else:
       out = tf.cast(image, tf.float32) / 255.0
       if normalization == 'zscore':
@@ -147,27 +147,6 @@ class ChannelStatsFn(beam.CombineFn):
     std = np.sqrt(np.maximum(sq / n - mean * mean, MIN_STD**2))
     return {'count': int(n), 'mean': [float(v) for v in mean],
             'std': [float(v) for v in std]}
-
-
-def normalize_array(image: np.ndarray, normalization: str,
-                    stats: Dict[str, List[float]]) -> np.ndarray:
-  """NumPy twin of the transform (for validation and tests).
-
-  Args:
-    image: uint8 HWC array.
-    normalization: One of NORMALIZATIONS.
-    stats: {'mean': [...], 'std': [...]} (used by 'zscore').
-
-  Returns:
-    The array as the transform outputs it.
-  """
-  if normalization == 'none':
-    return image
-  x = image.astype(np.float32) / 255.0
-  if normalization == 'zscore':
-    x = (x - np.asarray(stats['mean'], np.float32)) / np.asarray(
-        stats['std'], np.float32)
-  return x
 
 
 def plausible_range(normalization: str, stats) -> tuple:

@@ -16,7 +16,6 @@ place); the price is that counts after resampling are equal in expectation,
 not to the example. The manifest records the counts actually written.
 """
 
-import math
 from typing import Dict
 
 from transforms.split import unit_hash
@@ -62,6 +61,3 @@ def expected_after(mode: str, counts: Dict[str, int]) -> Dict[str, float]:
       counts.values())
   return {k: float(target) if v else 0.0 for k, v in counts.items()}
 
-
-def is_finite_weight(w: float) -> bool:
-  return math.isfinite(w) and w > 0

@@ -7,7 +7,7 @@ per process.
 """
 
 import hashlib
-from typing import Dict, List, Tuple
+from typing import List, Tuple
 
 # Split names accepted from split folders or a manifest's split column.
 SPLIT_ALIASES = {
@@ -89,6 +89,3 @@ def canonical_split(name: str) -> str:
                      f'{", ".join(KNOWN_SPLITS)})')
   return SPLIT_ALIASES[key]
 
-
-def ratio_dict(ratios: List[Tuple[str, float]]) -> Dict[str, float]:
-  return dict(ratios)

@@ -1,0 +1,117 @@
+"""Bad invocations stop at once with one plain sentence and exit code 2."""
+
+import os
+
+import pytest
+
+import imagegen
+from pipelines import preprocess
+from pipelines import validate
+
+
+@pytest.fixture(scope='module')
+def images_dir(tmp_path_factory):
+  root = tmp_path_factory.mktemp('imgs')
+  imagegen.write_good_images(str(root))
+  return root
+
+
+def _run(capsys, argv, code=preprocess.EXIT_USAGE, main=preprocess.main):
+  assert main(argv) == code
+  err = capsys.readouterr().err.strip()
+  assert err.count('\n') == 0, err  # one sentence, no traceback
+  assert 'Traceback' not in err
+  return err.lower()
+
+
+@pytest.mark.parametrize('extra,expected', [
+    (['--storage', 'tiff'], '--storage must be one of jpeg, png, uint8, '
+     'float32'),
+    (['--resize_mode', 'zoom'], '--resize_mode must be one of'),
+    (['--normalization', 'l2'], '--normalization must be one of'),
+    (['--rebalance', 'smote'], '--rebalance must be one of'),
+    (['--compression', 'zstd'], '--compression must be one of'),
+    (['--splits', 'train=0.8,test=0.1'], 'add up to 0.9, not 1'),
+    (['--splits', 'train'], 'not of the form name=ratio'),
+    (['--splits', 'train=0.8;test=0.2'], 'is not a number'),
+    (['--image_size', 'big'], '--image_size must be WIDTHxHEIGHT'),
+    (['--num_shards', '-1'], '--num_shards must be between'),
+    (['--max_bad_fraction', '2'], '--max_bad_fraction must be a number'),
+    (['--modality', 'text'], 'not available yet'),
+    (['--modality', 'audio'], '--modality must be one of'),
+    (['--storag', 'jpeg'], 'unknown option --storag'),
+])
+def test_bad_option_values(images_dir, tmp_path, capsys, extra, expected):
+  out = tmp_path / 'out'
+  err = _run(capsys, ['--input', str(images_dir), '--output', str(out)] +
+             extra)
+  assert expected.lower() in err
+  assert not out.exists()  # nothing created for a bad invocation
+
+
+def test_missing_input(tmp_path, capsys):
+  err = _run(capsys, ['--input', str(tmp_path / 'nope'), '--output',
+                      str(tmp_path / 'out')])
+  assert 'does not exist' in err
+
+
+def test_missing_required_flags(tmp_path, capsys):
+  assert '--input is required' in _run(capsys, ['--output', str(tmp_path)])
+  assert '--output is required' in _run(capsys, ['--input', str(tmp_path)])
+
+
+def test_empty_input(tmp_path, capsys):
+  (tmp_path / 'empty').mkdir()
+  err = _run(capsys, ['--input', str(tmp_path / 'empty'), '--output',
+                      str(tmp_path / 'out')])
+  assert 'is empty' in err
+
+
+def test_no_labels(tmp_path, capsys):
+  flat = tmp_path / 'flat'
+  flat.mkdir()
+  (flat / 'a.jpg').write_bytes(imagegen.jpeg_bytes(
+      __import__('PIL.Image', fromlist=['Image']).new('RGB', (8, 8))))
+  err = _run(capsys, ['--input', str(flat), '--output', str(tmp_path / 'o')])
+  assert 'no labels found' in err
+
+
+def test_empty_manifest_and_missing_columns(tmp_path, capsys):
+  (tmp_path / 'empty.csv').write_text('')
+  err = _run(capsys, ['--input', str(tmp_path / 'empty.csv'), '--output',
+                      str(tmp_path / 'o')])
+  assert 'is empty' in err
+  (tmp_path / 'cols.csv').write_text('file,class\na.jpg,cat\n')
+  err = _run(capsys, ['--input', str(tmp_path / 'cols.csv'), '--output',
+                      str(tmp_path / 'o')])
+  assert 'no path or label column' in err
+
+
+def test_output_holding_leftover_shards(images_dir, tmp_path, capsys):
+  out = tmp_path / 'out'
+  out.mkdir()
+  (out / 'images-train.tfrecord-00000-of-00001').write_bytes(b'')
+  err = _run(capsys, ['--input', str(images_dir), '--output', str(out)])
+  assert 'no manifest' in err and '--overwrite' in err
+
+
+def test_unwritable_output(images_dir, tmp_path, capsys):
+  blocker = tmp_path / 'file'
+  blocker.write_text('x')
+  err = _run(capsys, ['--input', str(images_dir), '--output',
+                      str(blocker / 'out')])
+  assert 'cannot write to the output' in err
+
+
+def test_validate_bad_invocations(tmp_path, capsys):
+  err = _run(capsys, ['--output', str(tmp_path / 'nope')],
+             main=validate.main)
+  assert 'does not exist' in err
+  err = _run(capsys, ['--output', str(tmp_path)], code=validate.EXIT_UNSOUND,
+             main=validate.main)
+  assert 'not a published dataset' in err
+  (tmp_path / 'manifest.json').write_text('{not json')
+  err = _run(capsys, ['--output', str(tmp_path)], code=validate.EXIT_UNSOUND,
+             main=validate.main)
+  assert 'does not parse' in err
+  os.remove(tmp_path / 'manifest.json')

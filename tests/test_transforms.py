@@ -1,0 +1,184 @@
+"""Transform tests: each composite transform in a TestPipeline, and the
+tf.Transform preprocessing_fn through a real analyze-and-transform run."""
+
+import os
+
+import apache_beam as beam
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that
+from apache_beam.testing.util import equal_to
+import numpy as np
+import pytest
+
+import imagegen
+from pipelines.image_pipeline import Rebalance
+from transforms import decode
+from transforms import images
+from transforms import normalize
+from transforms import schema
+from transforms import sinks
+from transforms import sources
+from transforms import tfrecord_files
+
+
+def test_list_and_decode_images(tmp_path):
+  good = imagegen.write_good_images(str(tmp_path))
+  bad = imagegen.write_bad_images(str(tmp_path))
+  ratios = (('train', 0.5), ('test', 0.5))
+  cfg = images.ImageConfig(height=32, width=48, max_pixels=1_000_000)
+  with TestPipeline() as p:
+    listed = p | sources.ListImageInputs(str(tmp_path), False, ratios, None)
+    decoded = listed.refs | decode.DecodeImages(cfg)
+    assert_that(listed[sources.SKIPPED]
+                | 'SkippedName' >> beam.Map(
+                    lambda s: os.path.basename(s['input'])),
+                equal_to(['README.txt']), label='Skipped')
+    assert_that(decoded.examples
+                | beam.Map(lambda e: e[schema.LABEL_TEXT])
+                | beam.combiners.Count.PerElement(),
+                equal_to(list(good.items())), label='Labels')
+    assert_that(decoded[sources.DEAD]
+                | beam.Map(lambda d: (os.path.basename(d['input']),
+                                      d['stage'])),
+                equal_to([(name, 'decode') for name in bad]), label='Dead')
+
+    def check_example(examples):
+      for e in examples:
+        img = images.decode_stored(e[schema.IMAGE], 'jpeg', 32, 48, 3)
+        assert img.shape == (32, 48, 3)
+        assert e['split'] in ('train', 'test')
+        assert len(e[schema.CHANNEL_MEAN]) == 3
+        assert all(0 <= m <= 1 for m in e[schema.CHANNEL_MEAN])
+    assert_that(decoded.examples, check_example, label='Shapes')
+
+
+def test_shuffle_keeps_every_record_and_mixes_the_written_order(tmp_path):
+  keyed = [(f'id{i}#0', f'rec{i:04d}'.encode()) for i in range(2000)]
+  orders = []
+  for run in range(2):
+    prefix = str(tmp_path / f'run{run}')
+    with TestPipeline() as p:
+      shuffled = (p | beam.Create(keyed, reshuffle=False)
+                  | sinks.ShuffleExamples(seed=7, bucket_size=100))
+      assert_that(shuffled, equal_to([r for _, r in keyed]))
+      _ = shuffled | beam.io.WriteToTFRecord(prefix, num_shards=1)
+    [path] = tmp_path.glob(f'run{run}-*')
+    with open(path, 'rb') as f:
+      orders.append([int(r[3:]) for r in tfrecord_files.iter_records(f)])
+  order = orders[0]
+  assert sorted(order) == list(range(2000))
+  # Input order (grouped by id, as folder listings are) is broken up.
+  ascending = sum(1 for a, b in zip(order, order[1:]) if a < b)
+  assert 700 < ascending < 1300
+  # The first tenth written holds records from all over the input.
+  assert max(order[:200]) - min(order[:200]) > 1500
+
+
+def test_fingerprint_does_not_depend_on_order_or_sharding():
+  records = [f'r{i}'.encode() for i in range(100)] + [b'r1']  # a duplicate
+  expected = format(sum(sinks.record_digest(r) for r in records) % (1 << 128),
+                    '032x')
+  with TestPipeline() as p:
+    fp = (p | beam.Create(list(reversed(records)))
+          | beam.CombineGlobally(sinks.FingerprintFn()))
+    assert_that(fp, equal_to([{'fingerprint': expected, 'records': 101}]))
+  # A duplicate changes the fingerprint (a sum, not an XOR).
+  without = format(sum(sinks.record_digest(r) for r in records[:-1]) %
+                   (1 << 128), '032x')
+  assert without != expected
+
+
+def test_rebalance_oversample_and_weight():
+  examples = ([{schema.ID: f'a{i}', schema.LABEL_TEXT: 'a'} for i in range(40)]
+              + [{schema.ID: f'b{i}', schema.LABEL_TEXT: 'b'}
+                 for i in range(10)])
+  counts = [('a', 40), ('b', 10)]
+  with TestPipeline() as p:
+    ex = p | 'Ex' >> beam.Create(examples)
+    cnt = p | 'Counts' >> beam.Create(counts)
+    over = (ex, cnt) | 'Over' >> Rebalance('oversample', 3, False)
+    assert_that(over | 'OverLabel' >> beam.Map(lambda kv: kv[1][
+        schema.LABEL_TEXT]) | 'OverCount' >> beam.combiners.Count.PerElement(),
+                equal_to([('a', 40), ('b', 40)]), label='Oversampled')
+    assert_that(over | 'Keys' >> beam.Map(lambda kv: kv[0])
+                | 'DistinctKeys' >> beam.Distinct()
+                | 'NKeys' >> beam.combiners.Count.Globally(),
+                equal_to([80]), label='UniqueKeys')
+    weighted = (ex, cnt) | 'Weight' >> Rebalance('weight', 3, True)
+    assert_that(weighted
+                | 'W' >> beam.Map(lambda kv: (kv[1][schema.LABEL_TEXT],
+                                              kv[1][schema.WEIGHT]))
+                | 'SumW' >> beam.CombinePerKey(sum),
+                equal_to([('a', 25.0), ('b', 25.0)]), label='Weights')
+
+
+def test_preprocessing_fn_zscore_uses_full_pass_statistics(tmp_path):
+  import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
+  from tensorflow_transform.tf_metadata import dataset_metadata  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(0)
+  h, w, c = 4, 5, 3
+  pixels = [rng.integers(0, 256, (h, w, c), dtype=np.uint8) for _ in range(6)]
+  rows = []
+  for i, px in enumerate(pixels):
+    flat = px.reshape(-1, c).astype(np.float64) / 255.0
+    rows.append({
+        schema.IMAGE: px.tobytes(),
+        schema.CHANNEL_MEAN: flat.mean(axis=0).astype(np.float32),
+        schema.CHANNEL_MEAN_SQUARES: (flat**2).mean(axis=0).astype(
+            np.float32),
+        schema.ID: f'id{i}'.encode(), schema.LABEL_TEXT: b'x',
+        schema.ORIGINAL_HEIGHT: h, schema.ORIGINAL_WIDTH: w,
+    })
+  everything = np.stack(pixels).reshape(-1, c).astype(np.float64) / 255.0
+  mean, std = everything.mean(axis=0), everything.std(axis=0)
+  metadata = dataset_metadata.DatasetMetadata.from_feature_spec(
+      normalize.raw_feature_spec(c))
+  fn = normalize.make_preprocessing_fn('uint8', h, w, c, 'zscore')
+  def check(results):
+    assert len(results) == len(rows)
+    by_id = {r[schema.ID]: r for r in results}
+    for i, px in enumerate(pixels):
+      got = np.asarray(by_id[f'id{i}'.encode()][schema.IMAGE])
+      want = (px.astype(np.float64) / 255.0 - mean) / std
+      assert got.shape == (h, w, c)
+      np.testing.assert_allclose(got, want, atol=1e-4)
+      assert by_id[f'id{i}'.encode()][schema.LABEL_TEXT] == b'x'
+
+  with TestPipeline() as p:
+    with tft_beam.Context(temp_dir=str(tmp_path)):
+      data = p | beam.Create(rows)
+      (out, _), _ = ((data, metadata)
+                     | tft_beam.AnalyzeAndTransformDataset(fn))
+      assert_that(out, check)
+
+
+@pytest.mark.parametrize('method,low,high', [('scale', 0.0, 1.0),
+                                             ('none', 0, 255)])
+def test_preprocessing_fn_scale_and_none_decode_jpeg(tmp_path, method, low,
+                                                     high):
+  import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
+  from tensorflow_transform.tf_metadata import dataset_metadata  # pylint: disable=import-outside-toplevel
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  arr = np.zeros((8, 8, 3), np.uint8)
+  arr[:, 4:] = 255
+  row = {schema.IMAGE: imagegen.jpeg_bytes(Image.fromarray(arr), quality=95),
+         schema.CHANNEL_MEAN: np.full(3, 0.5, np.float32),
+         schema.CHANNEL_MEAN_SQUARES: np.full(3, 0.5, np.float32),
+         schema.ID: b'i', schema.LABEL_TEXT: b'x',
+         schema.ORIGINAL_HEIGHT: 8, schema.ORIGINAL_WIDTH: 8}
+  metadata = dataset_metadata.DatasetMetadata.from_feature_spec(
+      normalize.raw_feature_spec(3))
+  fn = normalize.make_preprocessing_fn('jpeg', 8, 8, 3, method)
+  def check(results):
+    [result] = results
+    img = np.asarray(result[schema.IMAGE])
+    assert img.shape == (8, 8, 3)
+    assert img.dtype == np.float32
+    assert abs(float(img[:, :2].mean()) - low) < 0.02 * (high - low)
+    assert abs(float(img[:, -2:].mean()) - high) < 0.02 * (high - low)
+
+  with TestPipeline() as p:
+    with tft_beam.Context(temp_dir=str(tmp_path)):
+      (out, _), _ = ((p | beam.Create([row]), metadata)
+                     | tft_beam.AnalyzeAndTransformDataset(fn))
+      assert_that(out, check)
