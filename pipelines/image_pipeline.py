@@ -1,11 +1,19 @@
 """Assembles the image preprocessing pipeline from the transforms.
 
-    ListImageInputs -> DecodeImages --(bad)--> dead letter
+    ListImageInputs --(bad lines)--> dead letter
+      -> PlanCopies (rebalancing decided per input, from listed class counts)
+      -> SeededShuffle of the input references (small elements only)
+      -> DecodeImages --(bad)--> dead letter
       -> Partition by split
-      -> per split: count classes -> [float32: TransformDataset]
-                    -> Rebalance -> Serialize -> Shuffle -> WriteSplit
+      -> per split: [float32: TransformDataset] -> Serialize -> WriteSplit
       train split: tf.Transform AnalyzeDataset -> WriteTransformFn
       -> FinalizeDataset (quality gate, publish, manifest last)
+
+Only input references are ever grouped (to shuffle them); decoded images
+flow from the decoder to the shard writer without being collected anywhere,
+so memory does not grow with the dataset. Because the references are
+shuffled before decoding, every shard receives examples in a seeded random
+order, whatever the runner does with bundles.
 """
 
 import json
@@ -39,34 +47,42 @@ class _SortedLabels(beam.CombineFn):
     return sorted(acc)
 
 
-class Rebalance(beam.PTransform):
-  """Resamples (or weights) one split's examples by class.
+class PlanCopies(beam.PTransform):
+  """Decides, per input, how many copies rebalancing writes.
 
-  Output: (shuffle key, example) with the key unique per written copy.
+  Input: InputRef. Output: (shuffle key, (InputRef, copy index, write,
+  weight)). Every input is decoded at least once (copy 0), so bad inputs are
+  dead-lettered and counted even when undersampling drops them; copy 0 of a
+  dropped input has write=False. Class counts are those of the listed
+  inputs of each split.
   """
 
-  def __init__(self, mode: str, seed: int, with_weight_feature: bool):
+  def __init__(self, cfg, with_weight_feature: bool):
     super().__init__()
-    self._mode, self._seed = mode, seed
+    self._mode, self._seed = cfg.rebalance, cfg.seed
+    self._splits = set(cfg.rebalance_splits)
     self._with_weight = with_weight_feature
 
-  def expand(self, examples_and_counts):
-    examples, counts = examples_and_counts
-    mode, seed, with_weight = self._mode, self._seed, self._with_weight
+  def expand(self, refs_and_counts):
+    refs, counts = refs_and_counts
+    mode, seed, splits = self._mode, self._seed, self._splits
+    with_weight = self._with_weight
 
-    def resample(example, counts):
-      counts = dict(counts)
-      n = rebalance_lib.copies(mode, example[schema.ID],
-                               example[schema.LABEL_TEXT], counts, seed)
+    def plan(ref, counts):
+      split_mode = mode if ref.split in splits else 'none'
+      per_class = {label: n for (split, label), n in counts
+                   if split == ref.split}
+      n = rebalance_lib.copies(split_mode, ref.example_id, ref.label,
+                               per_class, seed)
+      weight = None
       if with_weight:
-        weight = (rebalance_lib.class_weight(example[schema.LABEL_TEXT], counts)
-                  if mode == 'weight' else 1.0)
-        example = dict(example, **{schema.WEIGHT: weight})
-      for k in range(n):
-        yield f'{example[schema.ID]}#{k}', example
+        weight = (rebalance_lib.class_weight(ref.label, per_class)
+                  if split_mode == 'weight' else 1.0)
+      for k in range(max(n, 1)):
+        yield f'{ref.example_id}#{k}', (ref, k, k < n, weight)
 
-    return examples | 'Resample' >> beam.FlatMap(
-        resample, counts=beam.pvalue.AsList(counts))
+    return refs | 'PlanCopy' >> beam.FlatMap(
+        plan, counts=beam.pvalue.AsList(counts))
 
 
 def _from_transformed(row, split):
@@ -78,6 +94,8 @@ def _from_transformed(row, split):
       schema.IMAGE: np.asarray(row[schema.IMAGE], np.float32),
       schema.ORIGINAL_HEIGHT: int(row[schema.ORIGINAL_HEIGHT]),
       schema.ORIGINAL_WIDTH: int(row[schema.ORIGINAL_WIDTH]),
+      **({schema.WEIGHT: float(row[schema.WEIGHT])}
+         if schema.WEIGHT in row else {}),
   }
 
 
@@ -107,10 +125,21 @@ def build(pipeline, cfg, run: dict, staging: str) -> None:
   labels = (refs
             | 'LabelOf' >> beam.Map(lambda r: r.label)
             | 'SortedLabels' >> beam.CombineGlobally(_SortedLabels()))
+  label_ids = labels | 'LabelIds' >> beam.Map(
+      lambda names: {n: i for i, n in enumerate(names)})
   inputs_per_split = (refs
                       | 'SplitOfInput' >> beam.Map(lambda r: (r.split, 1))
                       | 'CountInputsPerSplit' >> beam.CombinePerKey(sum))
-  decoded = refs | 'DecodeImages' >> DecodeImages(image)
+  listed_classes = (refs
+                    | 'SplitAndLabel' >> beam.Map(
+                        lambda r: ((r.split, r.label), 1))
+                    | 'CountListedClasses' >> beam.CombinePerKey(sum))
+  # -> ((split, label), listed inputs)
+  tasks = ((refs, listed_classes)
+           | 'PlanCopies' >> PlanCopies(cfg, with_weight)
+           | 'ShuffleInputs' >> sinks.SeededShuffle(cfg.seed))
+  # -> (InputRef, copy index, write, weight), in seeded random order
+  decoded = tasks | 'DecodeImages' >> DecodeImages(image)
   # -> decoded.examples: example dicts; decoded.dead: dead letters
 
   dead = ((listed[sources.DEAD], decoded[sources.DEAD])
@@ -132,76 +161,69 @@ def build(pipeline, cfg, run: dict, staging: str) -> None:
   skipped = (listed[sources.SKIPPED]
              | 'CountSkipped' >> beam.combiners.Count.Globally())
 
-  examples = decoded.examples
-  by_split = examples | 'PartitionBySplit' >> beam.Partition(
+  by_split = decoded.examples | 'PartitionBySplit' >> beam.Partition(
       lambda ex, n: split_names.index(ex['split']), len(split_names))
 
-  # tf.Transform: analyze the training split only.
-  train_examples = by_split[split_names.index('train')] if (
-      'train' in split_names) else None
+  # tf.Transform: analyze the training split only (each input once).
   stored_format = 'uint8' if image.storage == 'float32' else image.storage
   preprocessing_fn = normalize.make_preprocessing_fn(
       stored_format, image.height, image.width, image.channels,
       cfg.normalization)
   raw_metadata = dataset_metadata.DatasetMetadata.from_feature_spec(
-      normalize.raw_feature_spec(image.channels))
+      normalize.raw_feature_spec(image.channels, with_weight))
   with tft_beam.Context(temp_dir=manifest_lib.join(staging, 'tft_tmp'),
                         force_tf_compat_v1=False):
-    analysis_input = (train_examples if train_examples is not None else
-                      pipeline | 'NoTrainSplit' >> beam.Create([]))
-    tft_rows = analysis_input | 'ToTransformInput' >> beam.Map(
-        normalize.tft_input)
+    if 'train' in split_names:
+      train_examples = (by_split[split_names.index('train')]
+                        | 'FirstCopies[train]' >> beam.Filter(
+                            lambda ex: ex['copy'] == 0))
+    else:
+      train_examples = pipeline | 'NoTrainSplit' >> beam.Create([])
+    # The analyzers read only the per-image statistics, so the image bytes
+    # are left out of the analysis input.
+    tft_rows = train_examples | 'ToAnalysisInput' >> beam.Map(
+        normalize.tft_input, with_image=False)
     transform_fn = ((tft_rows, raw_metadata)
                     | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
                         preprocessing_fn))
     transform_done = transform_fn | 'WriteTransformFn' >> (
         tft_beam.WriteTransformFn(staging))
-    channel_stats = analysis_input | 'ChannelStats' >> beam.CombineGlobally(
+    channel_stats = train_examples | 'ChannelStats' >> beam.CombineGlobally(
         normalize.ChannelStatsFn())
 
-    label_ids = labels | 'LabelIds' >> beam.Map(
-        lambda names: {n: i for i, n in enumerate(names)})
     before_all, after_all, shards_all, fps_all = [], [], [], []
     for index, split in enumerate(split_names):
       part = by_split[index]
-      counts = (part
-                | f'LabelOf[{split}]' >> beam.Map(
-                    lambda ex: ex[schema.LABEL_TEXT])
-                | f'CountClasses[{split}]' >> beam.combiners.Count.PerElement())
-      # -> (label, count)
-      before_all.append(counts | f'TagBefore[{split}]' >> beam.Map(
-          lambda kv, s=split: ((s, kv[0]), kv[1])))
+      before_all.append(
+          part
+          | f'FirstCopyLabel[{split}]' >> beam.FlatMap(
+              lambda ex, s=split: [(s, ex[schema.LABEL_TEXT])]
+              if ex['copy'] == 0 else [])
+          | f'CountBefore[{split}]' >> beam.combiners.Count.PerElement())
+      # -> ((split, label), examples)
+      written = part | f'Written[{split}]' >> beam.Filter(lambda ex: ex['write'])
       if image.storage == 'float32':
-        rows = part | f'ToTransformInput[{split}]' >> beam.Map(
+        rows = written | f'ToTransformInput[{split}]' >> beam.Map(
             normalize.tft_input)
         transformed = ((rows, raw_metadata), transform_fn) | (
             f'TransformDataset[{split}]' >> tft_beam.TransformDataset())
-        part = transformed[0] | f'FromTransformOutput[{split}]' >> beam.Map(
-            _from_transformed, split=split)
-      mode = cfg.rebalance if split in cfg.rebalance_splits else 'none'
-      keyed = (part, counts) | f'Rebalance[{split}]' >> Rebalance(
-          mode, cfg.seed, with_weight)
-      # -> (shuffle key, example)
+        written = transformed[0] | f'FromTransformOutput[{split}]' >> (
+            beam.Map(_from_transformed, split=split))
       after_all.append(
-          keyed
+          written
           | f'LabelAfter[{split}]' >> beam.Map(
-              lambda kv, s=split: (s, kv[1][schema.LABEL_TEXT]))
+              lambda ex, s=split: (s, ex[schema.LABEL_TEXT]))
           | f'CountAfter[{split}]' >> beam.combiners.Count.PerElement())
-      records = keyed | f'Serialize[{split}]' >> beam.Map(
-          lambda kv, ids: (kv[0], sinks.to_example_bytes(kv[1], ids)),
-          ids=beam.pvalue.AsSingleton(label_ids))
-      # -> (shuffle key, tf.train.Example bytes)
+      records = written | f'Serialize[{split}]' >> beam.Map(
+          sinks.to_example_bytes, beam.pvalue.AsSingleton(label_ids))
+      # -> tf.train.Example bytes
       fps_all.append(
           records
-          | f'RecordsOnly[{split}]' >> beam.Values()
           | f'Fingerprint[{split}]' >> beam.CombineGlobally(
               sinks.FingerprintFn())
           | f'TagFingerprint[{split}]' >> beam.Map(lambda fp, s=split: (s, fp)))
-      shards = (records
-                | f'Shuffle[{split}]' >> sinks.ShuffleExamples(cfg.seed)
-                | f'WriteSplit[{split}]' >> sinks.WriteSplit(
-                    staging, cfg.name, split, cfg.num_shards,
-                    cfg.compression == 'gzip'))
+      shards = records | f'WriteSplit[{split}]' >> sinks.WriteSplit(
+          staging, cfg.name, split, cfg.num_shards, cfg.compression == 'gzip')
       shards_all.append(shards | f'TagShards[{split}]' >> beam.Map(
           lambda s, sp=split: (sp, s)))
 

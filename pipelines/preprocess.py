@@ -159,6 +159,8 @@ def run(argv: Optional[List[str]] = None) -> dict:
       raise DataQualityFailure(
           f'{"; ".join(_read_failures(failure))}; nothing was published '
           f'(dead letters and counts are in {staging}).') from e
+    # Nothing in a crashed run's staging folder is worth keeping.
+    _remove_tree(staging)
     raise
   manifest = manifest_lib.read_manifest(cfg.output)
   if manifest is None or manifest.get('run_id') != run_id:

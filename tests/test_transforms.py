@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import imagegen
-from pipelines.image_pipeline import Rebalance
+from pipelines import options as options_lib
+from pipelines.image_pipeline import PlanCopies
 from transforms import decode
 from transforms import images
 from transforms import normalize
@@ -28,7 +29,9 @@ def test_list_and_decode_images(tmp_path):
   cfg = images.ImageConfig(height=32, width=48, max_pixels=1_000_000)
   with TestPipeline() as p:
     listed = p | sources.ListImageInputs(str(tmp_path), False, ratios, None)
-    decoded = listed.refs | decode.DecodeImages(cfg)
+    decoded = (listed.refs
+               | beam.Map(lambda r: (r, 0, True, None))
+               | decode.DecodeImages(cfg))
     assert_that(listed[sources.SKIPPED]
                 | 'SkippedName' >> beam.Map(
                     lambda s: os.path.basename(s['input'])),
@@ -59,7 +62,7 @@ def test_shuffle_keeps_every_record_and_mixes_the_written_order(tmp_path):
     prefix = str(tmp_path / f'run{run}')
     with TestPipeline() as p:
       shuffled = (p | beam.Create(keyed, reshuffle=False)
-                  | sinks.ShuffleExamples(seed=7, bucket_size=100))
+                  | sinks.SeededShuffle(seed=7, bucket_size=100))
       assert_that(shuffled, equal_to([r for _, r in keyed]))
       _ = shuffled | beam.io.WriteToTFRecord(prefix, num_shards=1)
     [path] = tmp_path.glob(f'run{run}-*')
@@ -88,28 +91,52 @@ def test_fingerprint_does_not_depend_on_order_or_sharding():
   assert without != expected
 
 
-def test_rebalance_oversample_and_weight():
-  examples = ([{schema.ID: f'a{i}', schema.LABEL_TEXT: 'a'} for i in range(40)]
-              + [{schema.ID: f'b{i}', schema.LABEL_TEXT: 'b'}
-                 for i in range(10)])
-  counts = [('a', 40), ('b', 10)]
+def _config(**flags):
+  argv = ['--input', 'in', '--output', 'out']
+  for k, v in flags.items():
+    argv += [f'--{k}', str(v)]
+  return options_lib.resolve_config(
+      options_lib.PipelineOptions(argv))
+
+
+def test_plan_copies_oversample_undersample_and_weight():
+  refs = ([sources.InputRef(f'/a{i}', f'a{i}', 'a', 'train')
+           for i in range(40)] +
+          [sources.InputRef(f'/b{i}', f'b{i}', 'b', 'train')
+           for i in range(10)] +
+          [sources.InputRef(f'/t{i}', f't{i}', 'b', 'test') for i in range(5)])
+  counts = [(('train', 'a'), 40), (('train', 'b'), 10), (('test', 'b'), 5)]
+
+  def written_per_class(plans):
+    return plans | beam.FlatMap(
+        lambda kv: [(kv[1][0].split, kv[1][0].label)] if kv[1][2] else []) | (
+            beam.combiners.Count.PerElement())
+
   with TestPipeline() as p:
-    ex = p | 'Ex' >> beam.Create(examples)
-    cnt = p | 'Counts' >> beam.Create(counts)
-    over = (ex, cnt) | 'Over' >> Rebalance('oversample', 3, False)
-    assert_that(over | 'OverLabel' >> beam.Map(lambda kv: kv[1][
-        schema.LABEL_TEXT]) | 'OverCount' >> beam.combiners.Count.PerElement(),
-                equal_to([('a', 40), ('b', 40)]), label='Oversampled')
-    assert_that(over | 'Keys' >> beam.Map(lambda kv: kv[0])
-                | 'DistinctKeys' >> beam.Distinct()
+    r = p | 'Refs' >> beam.Create(refs)
+    c = p | 'Counts' >> beam.Create(counts)
+    over = (r, c) | 'Over' >> PlanCopies(_config(rebalance='oversample'),
+                                         False)
+    assert_that(written_per_class(over), equal_to(
+        [(('train', 'a'), 40), (('train', 'b'), 40), (('test', 'b'), 5)]),
+                label='Oversampled')
+    assert_that(over | 'Keys' >> beam.Keys() | beam.Distinct()
                 | 'NKeys' >> beam.combiners.Count.Globally(),
-                equal_to([80]), label='UniqueKeys')
-    weighted = (ex, cnt) | 'Weight' >> Rebalance('weight', 3, True)
+                equal_to([85]), label='UniqueKeys')
+    under = (r, c) | 'Under' >> PlanCopies(_config(rebalance='undersample'),
+                                           False)
+    # Every input is still decoded once; dropped ones have write=False.
+    assert_that(under | 'Firsts' >> beam.Filter(lambda kv: kv[1][1] == 0)
+                | 'NFirst' >> beam.combiners.Count.Globally(),
+                equal_to([55]), label='AllDecodedOnce')
+    weighted = (r, c) | 'Weight' >> PlanCopies(_config(rebalance='weight'),
+                                               True)
     assert_that(weighted
-                | 'W' >> beam.Map(lambda kv: (kv[1][schema.LABEL_TEXT],
-                                              kv[1][schema.WEIGHT]))
+                | 'W' >> beam.Map(lambda kv: ((kv[1][0].split, kv[1][0].label),
+                                              kv[1][3]))
                 | 'SumW' >> beam.CombinePerKey(sum),
-                equal_to([('a', 25.0), ('b', 25.0)]), label='Weights')
+                equal_to([(('train', 'a'), 25.0), (('train', 'b'), 25.0),
+                          (('test', 'b'), 5.0)]), label='Weights')
 
 
 def test_preprocessing_fn_zscore_uses_full_pass_statistics(tmp_path):

@@ -47,10 +47,22 @@ class _Progress:
 _PROGRESS = _Progress()
 
 
-def example_from_image(ref, out: images.ProcessedImage) -> dict:
-  """The pipeline's per-example dict for a decoded image."""
+def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
+                       write: bool = True, weight=None) -> dict:
+  """The pipeline's per-example dict for a decoded image.
+
+  Args:
+    ref: The InputRef.
+    out: The processed image.
+    copy: Which copy of the input this is (rebalancing may write several).
+    write: False for an input that rebalancing drops (decoded only so that
+      a bad input is still dead-lettered and counted).
+    weight: The example weight, or None when examples carry no weight.
+  """
   count = float(out.pixel_count)
-  return {
+  example = {
+      'copy': copy,
+      'write': write,
       schema.ID: ref.example_id,
       schema.LABEL_TEXT: ref.label,
       'split': ref.split,
@@ -62,42 +74,52 @@ def example_from_image(ref, out: images.ProcessedImage) -> dict:
       schema.CHANNEL_MEAN_SQUARES: [
           s / count / 65025.0 for s in out.channel_sum_squares],
   }
+  if weight is not None:
+    example[schema.WEIGHT] = float(weight)
+  return example
 
 
 class DecodeImageFn(beam.DoFn):
-  """InputRef -> example dict; bad inputs go to the 'dead' output."""
+  """Decode task -> example dict; bad inputs go to the 'dead' output.
+
+  A task is (InputRef, copy index, write, weight). Only copy 0 of a bad
+  input is dead-lettered; further copies of it are dropped and counted.
+  """
 
   def __init__(self, cfg: images.ImageConfig):
     self._cfg = cfg
     self._decoded = beam.metrics.Metrics.counter('images', 'images_decoded')
     self._bad = beam.metrics.Metrics.counter('images', 'images_dead_lettered')
 
-  def process(self, ref):
+  def process(self, task):
+    ref, copy, write, weight = task
     try:
       data = read_bytes(ref.path)
+      out = images.process_image(data, self._cfg)
+    except images.BadImageError as e:
+      if copy == 0:
+        self._bad.inc()
+        yield beam.pvalue.TaggedOutput(
+            DEAD, dead_letter(ref.path, e.stage, e.reason, ref.split))
+      return
     except Exception as e:  # pylint: disable=broad-except
       # Any storage error (missing, permission, network) is this input's
       # problem, not the job's: record it and go on.
-      self._bad.inc()
-      yield beam.pvalue.TaggedOutput(
-          DEAD, dead_letter(ref.path, 'read', f'{type(e).__name__}: {e}',
-                            ref.split))
-      return
-    try:
-      out = images.process_image(data, self._cfg)
-    except images.BadImageError as e:
-      self._bad.inc()
-      yield beam.pvalue.TaggedOutput(
-          DEAD, dead_letter(ref.path, e.stage, e.reason, ref.split))
+      if copy == 0:
+        self._bad.inc()
+        yield beam.pvalue.TaggedOutput(
+            DEAD, dead_letter(ref.path, 'read', f'{type(e).__name__}: {e}',
+                              ref.split))
       return
     self._decoded.inc()
     _PROGRESS.tick()
-    yield example_from_image(ref, out)
+    yield example_from_image(ref, out, copy, write, weight)
 
 
 class DecodeImages(beam.PTransform):
   """Reads and processes every image in parallel.
 
+  Input: decode tasks, already spread over workers (see sinks.SeededShuffle).
   Returns a DoOutputsTuple: `.examples` (dicts) and `.dead` (dead letters).
   """
 
@@ -105,9 +127,6 @@ class DecodeImages(beam.PTransform):
     super().__init__()
     self._cfg = cfg
 
-  def expand(self, refs):
-    return (refs
-            # Spread the listing over all workers before the costly step.
-            | 'SpreadInputs' >> beam.Reshuffle()
-            | 'DecodeResizeEncode' >> beam.ParDo(
-                DecodeImageFn(self._cfg)).with_outputs(DEAD, main='examples'))
+  def expand(self, tasks):
+    return tasks | 'DecodeResizeEncode' >> beam.ParDo(
+        DecodeImageFn(self._cfg)).with_outputs(DEAD, main='examples')

@@ -182,6 +182,8 @@ def build_manifest(cfg, run: dict, labels: List[str], inputs: Dict[str, int],
         'rebalance': cfg.rebalance if split in cfg.rebalance_splits else
                      'none',
         'records': sum(s['records'] for s in split_shards),
+        # Records serialized before writing; must equal 'records'.
+        'serialized': fp['records'],
         'class_counts_before_rebalance': dict(sorted(
             before_c.get(split, {}).items())),
         'class_counts': dict(sorted(after_c.get(split, {}).items())),
@@ -256,6 +258,16 @@ def quality_failures(cfg, manifest: dict) -> List[str]:
         f'{totals["dead_lettered"]} of {totals["inputs"]} inputs '
         f'({totals["bad_fraction"]:.1%}) were dead-lettered, more than '
         f'--max_bad_fraction {cfg.max_bad_fraction:g} allows')
+  for name, split in manifest['splits'].items():
+    if split['serialized'] != split['records']:
+      problems.append(
+          f'the {name} split lost records between serializing '
+          f'({split["serialized"]}) and the written shards '
+          f'({split["records"]})')
+    if split['rebalance'] == 'none' and split['records'] != split['examples']:
+      problems.append(
+          f'the {name} split has {split["examples"]} examples but '
+          f'{split["records"]} records were written')
   if totals['records'] == 0:
     problems.append('no example could be written')
   elif (cfg.normalization == 'zscore' and

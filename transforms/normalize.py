@@ -34,10 +34,10 @@ PASSTHROUGH = (schema.ID, schema.LABEL_TEXT, schema.ORIGINAL_HEIGHT,
                schema.ORIGINAL_WIDTH)
 
 
-def raw_feature_spec(channels: int):
+def raw_feature_spec(channels: int, with_weight: bool = False):
   """tf.Transform input spec: stored image (bytes) plus statistics inputs."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return {
+  spec = {
       schema.IMAGE: tf.io.FixedLenFeature([], tf.string),
       schema.CHANNEL_MEAN: tf.io.FixedLenFeature([channels], tf.float32),
       schema.CHANNEL_MEAN_SQUARES: tf.io.FixedLenFeature([channels],
@@ -47,6 +47,9 @@ def raw_feature_spec(channels: int):
       schema.ORIGINAL_HEIGHT: tf.io.FixedLenFeature([], tf.int64),
       schema.ORIGINAL_WIDTH: tf.io.FixedLenFeature([], tf.int64),
   }
+  if with_weight:
+    spec[schema.WEIGHT] = tf.io.FixedLenFeature([], tf.float32)
+  return spec
 
 
 def make_preprocessing_fn(stored_format: str, height: int, width: int,
@@ -92,17 +95,25 @@ def make_preprocessing_fn(stored_format: str, height: int, width: int,
         std = tf.sqrt(tf.maximum(mean_sq - tf.square(mean), MIN_STD**2))
         out = (out - mean) / std
     outputs = {schema.IMAGE: out}
-    for key in PASSTHROUGH:
-      outputs[key] = inputs[key]
+    for key in PASSTHROUGH + (schema.WEIGHT,):
+      if key in inputs:
+        outputs[key] = inputs[key]
     return outputs
 
   return preprocessing_fn
 
 
-def tft_input(example: dict) -> dict:
-  """The tf.Transform input dict of a pipeline example."""
+def tft_input(example: dict, with_image: bool = True) -> dict:
+  """The tf.Transform input dict of a pipeline example.
+
+  Args:
+    example: The pipeline's example dict.
+    with_image: False for the analysis input: the analyzers read only the
+      statistics, and tf.Transform evaluates only what they need, so the
+      image bytes (the bulk of the data) are replaced by b''.
+  """
   return {
-      schema.IMAGE: example[schema.IMAGE],
+      schema.IMAGE: example[schema.IMAGE] if with_image else b'',
       schema.CHANNEL_MEAN: np.asarray(example[schema.CHANNEL_MEAN],
                                       np.float32),
       schema.CHANNEL_MEAN_SQUARES: np.asarray(
@@ -111,6 +122,8 @@ def tft_input(example: dict) -> dict:
       schema.LABEL_TEXT: example[schema.LABEL_TEXT].encode('utf-8'),
       schema.ORIGINAL_HEIGHT: example[schema.ORIGINAL_HEIGHT],
       schema.ORIGINAL_WIDTH: example[schema.ORIGINAL_WIDTH],
+      **({schema.WEIGHT: np.float32(example[schema.WEIGHT])}
+         if schema.WEIGHT in example else {}),
   }
 
 

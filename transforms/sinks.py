@@ -2,12 +2,13 @@
 
 - `to_example_bytes`: a pipeline example -> serialized tf.train.Example
   (deterministic: map keys sorted), so equal inputs give equal bytes.
-- `ShuffleExamples`: a seeded, memory-bounded shuffle. Each record gets a
-  hash in [0, 1); records are grouped into buckets of about `bucket_size`
-  by that hash and each bucket is emitted in hash order. Every bucket is a
-  uniform sample of the split, so wherever the runner puts bucket
-  boundaries and shard boundaries, no shard holds one class and no stretch
-  of a shard is ordered by input path.
+- `SeededShuffle`: a seeded, memory-bounded shuffle. Each element gets a
+  hash in [0, 1) of its key; elements are grouped into buckets of about
+  `bucket_size` by that hash and each bucket is emitted in hash order. Every
+  bucket is a uniform sample, so wherever the runner puts bundle and shard
+  boundaries, no shard holds one class and no stretch of a shard is ordered
+  by input path. The pipeline shuffles the (small) input references before
+  decoding, so image bytes are never grouped.
 - `WriteSplit`: WriteToTFRecord with TFDS-style names
   (`<name>-<split>.tfrecord-00000-of-00004`), then one summary per shard
   (records, bytes, SHA-256) read back from the written files.
@@ -96,11 +97,12 @@ def to_example_bytes(example: dict, label_ids: dict) -> bytes:
       feature=features)).SerializeToString(deterministic=True)
 
 
-class ShuffleExamples(beam.PTransform):
-  """Seeded, memory-bounded shuffle of (shuffle_key, record) pairs.
+class SeededShuffle(beam.PTransform):
+  """Seeded, memory-bounded shuffle of (key, value) pairs.
 
-  Input: (key string, record bytes); the key must be unique per record
-  (example id plus copy index). Output: record bytes.
+  Input: (key string, value); keys should be unique (example id plus copy
+  index). Output: the values, in buckets of about `bucket_size` emitted in
+  seeded hash order.
   """
 
   def __init__(self, seed: int, bucket_size: int = 512):
@@ -110,23 +112,23 @@ class ShuffleExamples(beam.PTransform):
 
   def expand(self, keyed):
     seed, bucket_size = self._seed, self._bucket_size
-    count = keyed | 'CountRecords' >> beam.combiners.Count.Globally()
+    count = keyed | 'CountElements' >> beam.combiners.Count.Globally()
 
     def to_bucket(item, n):
-      key, record = item
+      key, value = item
       u = unit_hash('shuffle', seed, key)
       buckets = max(1, math.ceil(n / bucket_size))
-      return min(int(u * buckets), buckets - 1), (u, record)
+      return min(int(u * buckets), buckets - 1), (u, value)
 
     def emit(item):
       _, values = item
-      for _, record in sorted(values, key=lambda v: v[0]):
-        yield record
+      for _, value in sorted(values, key=lambda v: v[0]):
+        yield value
 
     return (keyed
             | 'AssignBucket' >> beam.Map(
                 to_bucket, n=beam.pvalue.AsSingleton(count))
-            # -> (bucket, (u, record))
+            # -> (bucket, (u, value))
             | 'GroupBuckets' >> beam.GroupByKey()
             | 'EmitInHashOrder' >> beam.FlatMap(emit))
 
