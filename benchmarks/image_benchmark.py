@@ -25,6 +25,15 @@ RUSAGE_CHILDREN maximum. A /proc sampler (every 0.2 s) also records the peak
 of the summed RSS of the whole process tree, which differs only when a child
 starts worker processes.
 
+Each run also records its CPU use (cores busy on average) and the share of
+the machine's CPUs that other processes used meanwhile ("other load"), so a
+noisy measurement shows as such. Every child's output goes to
+WORKDIR/logs/<name>_r<k>.log.
+
+Exit codes: 0 done; 1 a command failed (its log tail is printed); 3 every
+command ran but one wrote a different number of records than there are
+images (printed as a warning; the numbers are still reported).
+
 --memory-scaling instead runs only ours on two corpora (default 2,000 and
 20,000 images) and reports the peak RSS of each and their ratio (target:
 <= 1.25, i.e. memory does not grow with the dataset).
@@ -55,7 +64,8 @@ _WRAPPER = r'''
 import os, resource, subprocess, sys
 rc = subprocess.call(sys.argv[1:])
 with open(os.environ['BENCH_RSS_FILE'], 'w') as f:
-  f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+  ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+  f.write('%d %f' % (ru.ru_maxrss, ru.ru_utime + ru.ru_stime))
 sys.exit(rc)
 '''
 
@@ -139,6 +149,17 @@ def _tree_rss_kib(root_pid):
   return total * (os.sysconf('SC_PAGE_SIZE') // 1024)
 
 
+def _busy_cpu_seconds():
+  """CPU seconds all processes of the machine have used (from /proc/stat)."""
+  try:
+    with open('/proc/stat') as f:
+      fields = [int(x) for x in f.readline().split()[1:]]
+  except (OSError, ValueError):
+    return None
+  idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+  return (sum(fields[:8]) - idle) / os.sysconf('SC_CLK_TCK')
+
+
 class _TreeSampler(threading.Thread):
   """Samples the process tree's summed RSS until stopped; keeps the peak."""
 
@@ -178,6 +199,7 @@ def run_measured(name, cmd, log_path, env):
   with open(log_path, 'w') as log:
     log.write('$ ' + shlex.join(cmd) + '\n')
     log.flush()
+    busy_before = _busy_cpu_seconds()
     start = time.perf_counter()
     proc = subprocess.Popen(full, cwd=REPO, env=env, stdout=log,
                             stderr=subprocess.STDOUT)
@@ -185,6 +207,7 @@ def run_measured(name, cmd, log_path, env):
     sampler.start()
     rc = proc.wait()
     wall = time.perf_counter() - start
+    busy_after = _busy_cpu_seconds()
     sampler.stop()
   with open(rss_file) as f:
     rss_text = f.read()
@@ -196,16 +219,28 @@ def run_measured(name, cmd, log_path, env):
                          f'{shlex.join(cmd)}\nlog {log_path} ends with:\n'
                          f'{tail}')
   if method == 'gnu-time':
-    peak = None
+    peak, cpu = None, 0.0
     for line in rss_text.splitlines():
-      if 'Maximum resident set size' in line:
-        peak = int(line.rsplit(':', 1)[1])
+      key, _, value = line.strip().rpartition(':')
+      if key == 'Maximum resident set size (kbytes)':
+        peak = int(value)
+      elif key in ('User time (seconds)', 'System time (seconds)'):
+        cpu += float(value)
     if peak is None:
       raise BenchmarkError(f'no peak RSS in /usr/bin/time output:\n{rss_text}')
   else:
-    peak = int(rss_text.strip())
+    peak_text, cpu_text = rss_text.split()
+    peak, cpu = int(peak_text), float(cpu_text)
+  # CPU the rest of the machine used meanwhile, as a share of all CPUs: a
+  # noise indicator (0 on an idle machine).
+  other = None
+  if busy_before is not None and busy_after is not None:
+    other = max(0.0, (busy_after - busy_before - cpu) /
+                (wall * (os.cpu_count() or 1)))
   return {'seconds': wall, 'peak_rss_kib': peak,
-          'tree_rss_kib_sampled': sampler.peak_kib, 'rss_method': method}
+          'tree_rss_kib_sampled': sampler.peak_kib, 'cpu_seconds': cpu,
+          'cpu_utilization': cpu / wall, 'other_load_share': other,
+          'rss_method': method}
 
 
 def _last_json_line(log_path):
@@ -220,8 +255,12 @@ def _last_json_line(log_path):
 def records_written(name, out, log_path):
   """How many records a finished command wrote (from its own report)."""
   if name == 'ours':
-    with open(os.path.join(out, 'manifest.json')) as f:
-      return json.load(f)['totals']['records']
+    try:
+      with open(os.path.join(out, 'manifest.json')) as f:
+        return json.load(f)['totals']['records']
+    except (OSError, ValueError, KeyError) as e:
+      raise BenchmarkError(f'{name} exited 0 but its manifest is unreadable '
+                           f'({type(e).__name__}: {e}); see {log_path}') from None
   report = _last_json_line(log_path)
   if report is None:
     raise BenchmarkError(f'{name} printed no result line; see {log_path}')
@@ -251,7 +290,7 @@ def child_env():
   return env
 
 
-def measure(jobs, repeats, n_images, logdir):
+def measure(jobs, repeats, logdir):
   """Runs `jobs` ({name: (argv, out, n)}) interleaved `repeats` times."""
   env = child_env()
   runs = {name: [] for name in jobs}
@@ -262,23 +301,45 @@ def measure(jobs, repeats, n_images, logdir):
             flush=True)
       res = run_measured(name, cmd, log_path, env)
       got = records_written(name.split('@')[0], out, log_path)
-      if got != n:
-        raise BenchmarkError(f'{name} wrote {got} records, expected {n}; '
-                             f'see {log_path}')
       res['images_per_second'] = n / res['seconds']
       res['records'] = got
       res['log'] = log_path
       runs[name].append(res)
+      other = res['other_load_share']
       print(f'    {res["seconds"]:.1f} s, {res["images_per_second"]:.1f} '
             f'images/s, peak RSS {res["peak_rss_kib"] / 1024:.0f} MiB '
-            f'(tree, sampled: {res["tree_rss_kib_sampled"] / 1024:.0f} MiB)',
-            flush=True)
+            f'(tree, sampled: {res["tree_rss_kib_sampled"] / 1024:.0f} MiB), '
+            f'CPU {res["cpu_utilization"]:.2f} cores, other load '
+            f'{"?" if other is None else f"{other:.0%}"}', flush=True)
+      if got != n:
+        # Not fatal for the timing, but loud: the output is wrong.
+        print(f'    WARNING: {name} wrote {got} records, expected {n}; '
+              f'output {out}, log {log_path}', flush=True)
+        if name.split('@')[0] == 'ours':
+          keep = f'{out}.short_r{r + 1}'
+          shutil.rmtree(keep, ignore_errors=True)
+          shutil.copytree(out, keep)
+          print(f'    (kept a copy of that output in {keep})', flush=True)
   return runs
+
+
+def record_problems(runs, expected):
+  """One line per run that wrote a different number of records."""
+  out = []
+  for name, rs in runs.items():
+    n = expected[name]
+    for i, r in enumerate(rs):
+      if r['records'] != n:
+        out.append(f'{name} repeat {i + 1}: wrote {r["records"]} records, '
+                   f'expected {n} ({r["log"]})')
+  return out
 
 
 def summarize(runs):
   out = {}
   for name, rs in runs.items():
+    others = [r['other_load_share'] for r in rs
+              if r['other_load_share'] is not None]
     out[name] = {
         'images_per_second_median': statistics.median(
             r['images_per_second'] for r in rs),
@@ -288,9 +349,44 @@ def summarize(runs):
         'peak_rss_mib_max': max(r['peak_rss_kib'] for r in rs) / 1024,
         'tree_rss_mib_sampled_max': max(
             r['tree_rss_kib_sampled'] for r in rs) / 1024,
+        'cpu_utilization_median': statistics.median(
+            r['cpu_utilization'] for r in rs),
+        'other_load_share_max': max(others) if others else None,
         'runs': rs,
     }
   return out
+
+
+def print_table(rows, s):
+  """rows: [(label, name)]; s: summarize() output."""
+  header = (f'{"":30s} {"images/s":>9s} {"wall s":>7s} {"peak RSS MiB":>13s}'
+            f' {"tree RSS MiB":>13s} {"CPU cores":>9s} {"other load":>10s}')
+  print(header)
+  print('-' * len(header))
+  for label, name in rows:
+    r = s[name]
+    other = r['other_load_share_max']
+    print(f'{label:30s} {r["images_per_second_median"]:9.1f} '
+          f'{r["seconds_median"]:7.1f} {r["peak_rss_mib_median"]:13.0f} '
+          f'{r["tree_rss_mib_sampled_max"]:13.0f} '
+          f'{r["cpu_utilization_median"]:9.2f} '
+          f'{"?" if other is None else f"{other:.0%}":>10s}')
+  print('-' * len(header))
+
+
+def _print_columns_note():
+  print('images/s, wall s, peak RSS, CPU cores: medians over repeats; '
+        'tree RSS: max of the /proc samples; other load: max share of all '
+        'CPUs used by other processes during a run (noise).')
+
+
+def _print_problems(problems):
+  if problems:
+    print()
+    print('WARNING: wrong number of records written (timings above still '
+          'count the whole run):')
+    for p in problems:
+      print(f'  {p}')
 
 
 def machine_info():
@@ -304,22 +400,32 @@ def machine_info():
 # ------------------------------------------------------------------- main --
 
 
+def _dirs(workdir):
+  outdir = os.path.join(workdir, 'out')
+  logdir = os.path.join(workdir, 'logs')
+  os.makedirs(outdir, exist_ok=True)
+  os.makedirs(logdir, exist_ok=True)
+  return outdir, logdir
+
+
+def _print_commands(jobs):
+  print(f'commands (cwd={REPO}, PYTHONPATH={REPO}):')
+  for name, (cmd, _, _) in jobs.items():
+    print(f'  {name:11s} {shlex.join(cmd)}')
+
+
 def compare(args):
   corpus = ensure_corpus(args.workdir, args.images)
   print(f'page cache: read {warm_page_cache(corpus) / 2**20:.0f} MiB of '
         'corpus once before measuring')
-  outdir = os.path.join(args.workdir, 'out')
-  logdir = os.path.join(args.workdir, 'logs')
-  os.makedirs(outdir, exist_ok=True)
-  os.makedirs(logdir, exist_ok=True)
+  outdir, logdir = _dirs(args.workdir)
   jobs = {name: (cmd, out, args.images)
           for name, (cmd, out) in commands(corpus, outdir,
                                            args.images).items()}
-  print('commands (cwd=%s, PYTHONPATH=%s):' % (REPO, REPO))
-  for name, (cmd, _, _) in jobs.items():
-    print(f'  {name:7s} {shlex.join(cmd)}')
-  runs = measure(jobs, args.repeats, args.images, logdir)
+  _print_commands(jobs)
+  runs = measure(jobs, args.repeats, logdir)
   s = summarize(runs)
+  problems = record_problems(runs, {n: j[2] for n, j in jobs.items()})
   ours = s['ours']['images_per_second_median']
   a = s['a_loop']['images_per_second_median']
   b = s['b_tf']['images_per_second_median']
@@ -330,34 +436,24 @@ def compare(args):
                 s['a_loop']['peak_rss_mib_median'],
       'ours/b': s['ours']['peak_rss_mib_median'] /
                 s['b_tf']['peak_rss_mib_median']}
-
-  labels = {'ours': 'ours (pipelines.preprocess)',
-            'a_loop': '(a) loop + process_image',
-            'b_tf': '(b) eager TF ops'}
   print()
   print(f'{args.images} images, {args.repeats} repeat(s), '
-        f'{os.cpu_count()} CPUs; medians over repeats')
-  header = (f'{"":30s} {"images/s":>9s} {"wall s":>8s} {"peak RSS MiB":>13s}'
-            f' {"tree RSS MiB":>13s}')
-  print(header)
-  print('-' * len(header))
-  for name, label in labels.items():
-    r = s[name]
-    print(f'{label:30s} {r["images_per_second_median"]:9.1f} '
-          f'{r["seconds_median"]:8.1f} {r["peak_rss_mib_median"]:13.0f} '
-          f'{r["tree_rss_mib_sampled_max"]:13.0f}')
-  print('-' * len(header))
+        f'{os.cpu_count()} CPUs')
+  print_table([('ours (pipelines.preprocess)', 'ours'),
+               ('(a) loop + process_image', 'a_loop'),
+               ('(b) eager TF ops', 'b_tf')], s)
   for k, v in ratios.items():
     print(f'throughput {k:14s} {v:6.2f}x')
   for k, v in rss_ratios.items():
     print(f'peak RSS   {k:14s} {v:6.2f}x')
-  result = {'mode': 'compare', 'images': args.images,
-            'repeats': args.repeats, 'corpus': corpus,
-            'machine': machine_info(),
-            'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
-            'results': s, 'throughput_ratios': ratios,
-            'peak_rss_ratios': rss_ratios}
-  return result
+  _print_columns_note()
+  _print_problems(problems)
+  return {'mode': 'compare', 'images': args.images,
+          'repeats': args.repeats, 'corpus': corpus,
+          'machine': machine_info(),
+          'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
+          'results': s, 'throughput_ratios': ratios,
+          'peak_rss_ratios': rss_ratios, 'record_problems': problems}
 
 
 def memory_scaling(args):
@@ -365,10 +461,7 @@ def memory_scaling(args):
   if len(sizes) != 2:
     raise SystemExit('--scaling-sizes needs two sizes, e.g. 2000,20000')
   small, large = sorted(sizes)
-  outdir = os.path.join(args.workdir, 'out')
-  logdir = os.path.join(args.workdir, 'logs')
-  os.makedirs(outdir, exist_ok=True)
-  os.makedirs(logdir, exist_ok=True)
+  outdir, logdir = _dirs(args.workdir)
   jobs = {}
   for n in (small, large):
     corpus = ensure_corpus(args.workdir, n)
@@ -376,35 +469,29 @@ def memory_scaling(args):
           f'{corpus}')
     cmd, out = commands(corpus, outdir, n)['ours']
     jobs[f'ours@{n}'] = (cmd, out, n)
-  print('commands (cwd=%s, PYTHONPATH=%s):' % (REPO, REPO))
-  for name, (cmd, _, _) in jobs.items():
-    print(f'  {name:11s} {shlex.join(cmd)}')
-  runs = measure(jobs, args.repeats, None, logdir)
+  _print_commands(jobs)
+  runs = measure(jobs, args.repeats, logdir)
   s = summarize(runs)
+  problems = record_problems(runs, {n: j[2] for n, j in jobs.items()})
   rss_small = s[f'ours@{small}']['peak_rss_mib_median']
   rss_large = s[f'ours@{large}']['peak_rss_mib_median']
   ratio = rss_large / rss_small
   print()
-  print(f'memory scaling of ours, {args.repeats} repeat(s), medians')
-  header = (f'{"images":>8s} {"images/s":>9s} {"wall s":>8s} '
-            f'{"peak RSS MiB":>13s} {"tree RSS MiB":>13s}')
-  print(header)
-  print('-' * len(header))
-  for n in (small, large):
-    r = s[f'ours@{n}']
-    print(f'{n:8d} {r["images_per_second_median"]:9.1f} '
-          f'{r["seconds_median"]:8.1f} {r["peak_rss_mib_median"]:13.0f} '
-          f'{r["tree_rss_mib_sampled_max"]:13.0f}')
-  print('-' * len(header))
+  print(f'memory scaling of ours, {args.repeats} repeat(s), '
+        f'{os.cpu_count()} CPUs')
+  print_table([(f'ours, {n} images', f'ours@{n}') for n in (small, large)],
+              s)
   verdict = 'OK' if ratio <= MEMORY_SCALING_TARGET else 'OVER TARGET'
   print(f'peak RSS {large}/{small}: {ratio:.2f}x (target <= '
         f'{MEMORY_SCALING_TARGET}) {verdict}')
+  _print_columns_note()
+  _print_problems(problems)
   return {'mode': 'memory_scaling', 'sizes': [small, large],
           'repeats': args.repeats, 'machine': machine_info(),
           'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
           'results': s, 'peak_rss_ratio': ratio,
           'target': MEMORY_SCALING_TARGET, 'within_target':
-          ratio <= MEMORY_SCALING_TARGET}
+          ratio <= MEMORY_SCALING_TARGET, 'record_problems': problems}
 
 
 def main(argv=None):
@@ -440,7 +527,8 @@ def main(argv=None):
     with open(args.json, 'w') as f:
       json.dump(result, f, indent=2)
     print(f'wrote {args.json}')
-  return 0
+  # Every command ran, but some output was short: say so in the exit code.
+  return 3 if result['record_problems'] else 0
 
 
 if __name__ == '__main__':

@@ -259,6 +259,11 @@ def quality_failures(cfg, manifest: dict) -> List[str]:
         f'({totals["bad_fraction"]:.1%}) were dead-lettered, more than '
         f'--max_bad_fraction {cfg.max_bad_fraction:g} allows')
   for name, split in manifest['splits'].items():
+    if split['inputs'] != split['examples'] + split['dead_lettered']:
+      problems.append(
+          f'the {name} split has {split["inputs"]} inputs but '
+          f'{split["examples"]} examples and {split["dead_lettered"]} dead '
+          'letters')
     if split['serialized'] != split['records']:
       problems.append(
           f'the {name} split lost records between serializing '
