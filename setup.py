@@ -29,8 +29,8 @@ setuptools.setup(
     },
     entry_points={
         'console_scripts': [
-            'tfrecord-preprocess=pipelines.preprocess:main',
-            'tfrecord-validate=pipelines.validate:main',
+            'tfrecord-preprocess=pipelines.preprocess:cli',
+            'tfrecord-validate=pipelines.validate:cli',
         ],
     },
 )

@@ -67,6 +67,10 @@ class PlanCopies(beam.PTransform):
     refs, counts = refs_and_counts
     mode, seed, splits = self._mode, self._seed, self._splits
     with_weight = self._with_weight
+    if mode == 'none':
+      # Nothing to decide: skip the wait for the class counts.
+      return refs | 'OneCopyEach' >> beam.Map(
+          lambda ref: (f'{ref.example_id}#0', (ref, 0, True, None)))
 
     def plan(ref, counts):
       split_mode = mode if ref.split in splits else 'none'

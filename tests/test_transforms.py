@@ -62,7 +62,7 @@ def test_shuffle_keeps_every_record_and_mixes_the_written_order(tmp_path):
     prefix = str(tmp_path / f'run{run}')
     with TestPipeline() as p:
       shuffled = (p | beam.Create(keyed, reshuffle=False)
-                  | sinks.SeededShuffle(seed=7, bucket_size=100))
+                  | sinks.SeededShuffle(seed=7, buckets=20))
       assert_that(shuffled, equal_to([r for _, r in keyed]))
       _ = shuffled | beam.io.WriteToTFRecord(prefix, num_shards=1)
     [path] = tmp_path.glob(f'run{run}-*')
