@@ -17,6 +17,7 @@ order, whatever the runner does with bundles.
 """
 
 import json
+from typing import Optional
 
 import apache_beam as beam
 import numpy as np
@@ -103,7 +104,8 @@ def _from_transformed(row, split):
   }
 
 
-def build(pipeline, cfg, run: dict, staging: str) -> None:
+def build(pipeline, cfg, run: dict, staging: str,
+          manifest_format: Optional[sources.ManifestFormat]) -> None:
   """Adds the whole image job to `pipeline`.
 
   Args:
@@ -111,12 +113,13 @@ def build(pipeline, cfg, run: dict, staging: str) -> None:
     cfg: The checked PreprocessConfig.
     run: {'run_id', 'started'}.
     staging: The run's staging folder (inside cfg.output).
+    manifest_format: What sources.check_input found for a manifest-file
+      input; None for folders.
   """
   import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
   from tensorflow_transform.tf_metadata import dataset_metadata  # pylint: disable=import-outside-toplevel
 
   image = cfg.image
-  manifest_format = sources.check_input(cfg.input, cfg.splits_from_input)
   split_names = cfg.split_names
   with_weight = cfg.rebalance == 'weight'
   spec = schema.feature_spec(image.storage, image.height, image.width,

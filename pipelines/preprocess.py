@@ -42,6 +42,21 @@ EXIT_USAGE = 2
 EXIT_DATA_QUALITY = 3
 
 
+class _HelpRequested(Exception):
+  """--help was given: print the options instead of running."""
+
+
+def print_help() -> None:
+  import argparse  # pylint: disable=import-outside-toplevel
+  parser = argparse.ArgumentParser(
+      prog='python -m pipelines.preprocess',
+      description='Turns labelled images into a sharded, validated TFRecord '
+      'dataset. Any other option goes to Apache Beam (--runner, '
+      '--direct_running_mode, --direct_num_workers, ...).')
+  options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
+  parser.print_help()
+
+
 class DataQualityFailure(RuntimeError):
   """The run finished but failed its quality gate; nothing was published."""
 
@@ -131,6 +146,8 @@ def run(argv: Optional[List[str]] = None) -> dict:
     Exception: Anything the pipeline raised.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
+  if '--help' in argv or '-h' in argv:
+    raise _HelpRequested()
   options = PipelineOptions(argv)
   unknown = unknown_flags(argv)
   if unknown:
@@ -141,14 +158,13 @@ def run(argv: Optional[List[str]] = None) -> dict:
   run_id = time.strftime('%Y%m%dT%H%M%S') + '-' + secrets.token_hex(3)
   run_info = {'run_id': run_id, 'started': time.time()}
   from pipelines import image_pipeline  # pylint: disable=import-outside-toplevel
-  _LOG.info('modules imported %.1f s after start', time.time() - _PROCESS_START)
-  # Check the input before creating anything in the output.
   from transforms import sources  # pylint: disable=import-outside-toplevel
-  sources.check_input(cfg.input, cfg.splits_from_input)
+  # Check the input before creating anything in the output.
+  manifest_format = sources.check_input(cfg.input, cfg.splits_from_input)
   staging = _make_staging(cfg, run_id)
   try:
     pipeline = beam.Pipeline(options=options)
-    image_pipeline.build(pipeline, cfg, run_info, staging)
+    image_pipeline.build(pipeline, cfg, run_info, staging, manifest_format)
   except BaseException:
     _remove_tree(staging)
     raise
@@ -217,6 +233,9 @@ def main(argv: Optional[List[str]] = None) -> int:
   configure_logging()
   try:
     manifest = run(argv)
+  except _HelpRequested:
+    print_help()
+    return EXIT_OK
   except (UsageError, InputError) as e:
     msg = str(e)
     print(f'error: {msg[0].upper() + msg[1:]}' + ('' if msg.endswith('.')
@@ -234,17 +253,22 @@ def main(argv: Optional[List[str]] = None) -> int:
   return EXIT_OK
 
 
-def cli() -> None:
-  """Console-script entry point: runs main() and exits at once.
+def exit_now(code: int) -> None:
+  """Flushes stdout, stderr and logs, then ends the process at once.
 
-  Everything is written and closed when main() returns; the interpreter's
-  teardown of TensorFlow and of Beam's gRPC threads would only add 1-2 s.
+  For command-line entry points only: everything is written and closed by
+  then, and the interpreter's teardown of TensorFlow and of Beam's gRPC
+  threads would only add 1-2 s.
   """
-  code = main()
   sys.stdout.flush()
   sys.stderr.flush()
   logging.shutdown()
   os._exit(code)  # pylint: disable=protected-access
+
+
+def cli() -> None:
+  """Console-script entry point."""
+  exit_now(main())
 
 
 if __name__ == '__main__':

@@ -14,7 +14,6 @@ Exit codes: 0 the dataset is sound; 1 it is not (the summary says why);
 
 import argparse
 import json
-import logging
 import os
 import sys
 from typing import List, Optional
@@ -134,16 +133,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def cli() -> None:
-  """Console-script entry point: runs main() and exits at once.
-
-  Everything is written and closed when main() returns; the interpreter's
-  teardown of TensorFlow and of Beam's gRPC threads would only add 1-2 s.
-  """
-  code = main()
-  sys.stdout.flush()
-  sys.stderr.flush()
-  logging.shutdown()
-  os._exit(code)  # pylint: disable=protected-access
+  """Console-script entry point."""
+  preprocess.exit_now(main())
 
 
 if __name__ == '__main__':

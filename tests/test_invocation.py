@@ -115,3 +115,13 @@ def test_validate_bad_invocations(tmp_path, capsys):
              main=validate.main)
   assert 'does not parse' in err
   os.remove(tmp_path / 'manifest.json')
+
+
+def test_help_lists_every_option(capsys):
+  assert preprocess.main(['--help']) == preprocess.EXIT_OK
+  out = capsys.readouterr().out
+  for flag in ('--input', '--output', '--image_size', '--resize_mode',
+               '--storage', '--normalization', '--splits', '--rebalance',
+               '--num_shards', '--compression', '--max_bad_fraction',
+               '--overwrite'):
+    assert flag in out
