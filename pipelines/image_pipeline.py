@@ -11,7 +11,10 @@
 
 Only input references are ever grouped (to shuffle them); decoded images
 flow from the decoder to the shard writer without being collected anywhere,
-so memory does not grow with the dataset. Because the references are
+so memory does not grow with the dataset. Two options trade that away:
+float32 storage (TransformDataset waits for the analysis, so the runner
+keeps the examples until then) and a fixed --num_shards (Beam's writer
+groups the records by shard). Because the references are
 shuffled before decoding, every shard receives examples in a seeded random
 order, whatever the runner does with bundles.
 """
