@@ -21,6 +21,7 @@ setuptools.setup(
         'tensorflow>=2.21,<2.22',
         'tensorflow-transform>=1.21,<1.22',
         'pillow>=11,<14',
+        'simplejpeg>=1.7,<2',
         'google-crc32c>=1.5',
         'numpy>=1.26',
     ],

@@ -17,7 +17,7 @@ import dataclasses
 import io
 import json
 import posixpath
-from typing import List, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -36,9 +36,8 @@ class InputError(ValueError):
   """The input cannot be used at all (a bad invocation, not a bad record)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class InputRef:
-  """One input image before it is read.
+class InputRef(NamedTuple):
+  """One input image before it is read (a tuple: cheap to encode).
 
   Attributes:
     path: Where to read it (any path Beam's FileSystems opens).
