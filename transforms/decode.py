@@ -36,6 +36,7 @@ class _Progress:
       now = time.monotonic()
       if self._start is None:
         self._start = self._last = now
+        _LOG.info('decoding images')
       self._count += 1
       if now - self._last >= self._interval:
         self._last = now
