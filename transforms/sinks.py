@@ -3,8 +3,8 @@
 - `to_example_bytes`: a pipeline example -> serialized tf.train.Example
   (deterministic: map keys sorted), so equal inputs give equal bytes.
 - `SeededShuffle`: a seeded, memory-bounded shuffle. Each element gets a
-  hash in [0, 1) of its key; elements are grouped into buckets of about
-  `bucket_size` by that hash and each bucket is emitted in hash order. Every
+  hash in [0, 1) of its key; elements are grouped into a fixed number of
+  buckets by that hash and each bucket is emitted in hash order. Every
   bucket is a uniform sample, so wherever the runner puts bundle and shard
   boundaries, no shard holds one class and no stretch of a shard is ordered
   by input path. The pipeline shuffles the (small) input references before
