@@ -9,7 +9,7 @@ and offset instead of failing the whole job.
 import gzip
 import hashlib
 import struct
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Optional
 
 import google_crc32c
 
@@ -69,26 +69,50 @@ def iter_records(stream: BinaryIO, verify: bool = True) -> Iterator[bytes]:
     offset += _HEADER.size + length + _FOOTER.size
 
 
-def open_records(path: str, compressed: bool) -> BinaryIO:
-  """Opens a TFRecord file for `iter_records` (gunzipping if compressed)."""
-  raw = FileSystems.open(path, compression_type='uncompressed')
+class HashingReader:
+  """File-like wrapper that SHA-256-hashes every byte read through it."""
+
+  def __init__(self, raw: BinaryIO):
+    self._raw = raw
+    self.digest = hashlib.sha256()
+
+  def read(self, n: int = -1) -> bytes:
+    data = self._raw.read(n)
+    self.digest.update(data)
+    return data
+
+  def drain(self) -> None:
+    """Reads (and hashes) whatever is left, e.g. gzip's trailer."""
+    while self.read(1 << 20):
+      pass
+
+  def close(self) -> None:
+    self._raw.close()
+
+
+def open_records(path: str, compressed: bool,
+                 hashing: Optional[HashingReader] = None) -> BinaryIO:
+  """Opens a TFRecord file for `iter_records` (gunzipping if compressed).
+
+  Args:
+    path: The file.
+    compressed: Whether it is GZIP-compressed.
+    hashing: Pass `open_hashing(path)` to checksum the stored bytes in the
+      same pass that reads the records.
+  """
+  raw = hashing if hashing is not None else FileSystems.open(
+      path, compression_type='uncompressed')
   return gzip.GzipFile(fileobj=raw, mode='rb') if compressed else raw
 
 
-def file_sha256(path: str, chunk: int = 1 << 20) -> str:
-  """SHA-256 of a file's bytes as stored (compressed or not)."""
-  digest = hashlib.sha256()
-  with FileSystems.open(path, compression_type='uncompressed') as f:
-    while True:
-      block = f.read(chunk)
-      if not block:
-        break
-      digest.update(block)
-  return digest.hexdigest()
+def open_hashing(path: str) -> HashingReader:
+  """The file's stored bytes, hashed as they are read."""
+  return HashingReader(FileSystems.open(path,
+                                        compression_type='uncompressed'))
 
 
 def shard_summary(path: str, compressed: bool) -> dict:
-  """Record count, size and checksum of one written shard.
+  """Record count, size and checksum of one written shard, in one read.
 
   Args:
     path: The shard's path.
@@ -97,8 +121,13 @@ def shard_summary(path: str, compressed: bool) -> dict:
   Returns:
     {'path', 'records', 'bytes', 'sha256'}.
   """
-  with open_records(path, compressed) as stream:
+  hashing = open_hashing(path)
+  try:
+    stream = open_records(path, compressed, hashing)
     records = sum(1 for _ in iter_records(stream, verify=False))
+    hashing.drain()
+  finally:
+    hashing.close()
   size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
   return {'path': path, 'records': records, 'bytes': size,
-          'sha256': file_sha256(path)}
+          'sha256': hashing.digest.hexdigest()}

@@ -6,14 +6,13 @@ totals with the manifest. Nothing here trusts the manifest's numbers: counts,
 checksums, fingerprints and class counts are all recomputed from the files.
 """
 
-import hashlib
 import math
-import posixpath
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from transforms import images
+from transforms import manifest as manifest_lib
 from transforms import normalize
 from transforms import schema
 from transforms import sinks
@@ -24,26 +23,6 @@ MAX_ERRORS_PER_SHARD = 20
 # Tolerance between the manifest's normalization statistics and the ones
 # recomputed from the stored (JPEG-compressed) training images.
 STATS_TOLERANCE = 0.02
-
-
-class _HashingReader:
-  """File-like wrapper that hashes every byte read through it."""
-
-  def __init__(self, raw):
-    self._raw = raw
-    self.digest = hashlib.sha256()
-
-  def read(self, n=-1):
-    data = self._raw.read(n)
-    self.digest.update(data)
-    return data
-
-  def drain(self):
-    while self.read(1 << 20):
-      pass
-
-  def close(self):
-    self._raw.close()
 
 
 def _feature_values(feature, dtype: str):
@@ -142,8 +121,7 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
     problems found (each naming the file).
   """
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
-  path = posixpath.join(output, shard['file']) if '://' not in output else (
-      FileSystems.join(output, shard['file']))
+  path = manifest_lib.join(output, shard['file'])
   result = {'split': shard['split'], 'file': shard['file'], 'records': 0,
             'bad_records': 0, 'shard_errors': [], 'record_errors': [],
             'class_counts': {},
@@ -154,13 +132,9 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
     result['readable'] = False
     result['shard_errors'].append(f'{shard["file"]}: file is missing')
     return result
-  compressed = manifest.get('compression') == 'gzip'
-  raw = FileSystems.open(path, compression_type='uncompressed')
-  hashing = _HashingReader(raw)
-  stream = hashing
-  if compressed:
-    import gzip  # pylint: disable=import-outside-toplevel
-    stream = gzip.GzipFile(fileobj=hashing, mode='rb')
+  hashing = tfrecord_files.open_hashing(path)
+  stream = tfrecord_files.open_records(
+      path, manifest.get('compression') == 'gzip', hashing)
   try:
     for record in tfrecord_files.iter_records(stream, verify=True):
       result['records'] += 1
