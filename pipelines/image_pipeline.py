@@ -174,19 +174,21 @@ def build(pipeline, cfg, run: dict, staging: str,
   by_split = decoded.examples | 'PartitionBySplit' >> beam.Partition(
       lambda ex, n: split_names.index(ex['split']), len(split_names))
 
-  # tf.Transform: analyze the training split only (each input once).
+  # The tf.Transform graph and its input schema.
   stored_format = 'uint8' if image.storage == 'float32' else image.storage
   preprocessing_fn = normalize.make_preprocessing_fn(
       stored_format, image.height, image.width, image.channels,
       cfg.normalization)
   raw_metadata = dataset_metadata.DatasetMetadata.from_feature_spec(
       normalize.raw_feature_spec(image.channels, with_weight))
+  # Each input's first copy: the examples before rebalancing.
+  firsts = [by_split[i] | f'FirstCopies[{split}]' >> beam.Filter(
+      lambda ex: ex['copy'] == 0) for i, split in enumerate(split_names)]
   with tft_beam.Context(temp_dir=manifest_lib.join(staging, 'tft_tmp'),
                         force_tf_compat_v1=False):
+    # tf.Transform analyzes the training split only, each input once.
     if 'train' in split_names:
-      train_examples = (by_split[split_names.index('train')]
-                        | 'FirstCopies[train]' >> beam.Filter(
-                            lambda ex: ex['copy'] == 0))
+      train_examples = firsts[split_names.index('train')]
     else:
       train_examples = pipeline | 'NoTrainSplit' >> beam.Create([])
     # The analyzers read only the per-image statistics, so the image bytes
@@ -205,10 +207,9 @@ def build(pipeline, cfg, run: dict, staging: str,
     for index, split in enumerate(split_names):
       part = by_split[index]
       before_all.append(
-          part
-          | f'FirstCopyLabel[{split}]' >> beam.FlatMap(
-              lambda ex, s=split: [(s, ex[schema.LABEL_TEXT])]
-              if ex['copy'] == 0 else [])
+          firsts[index]
+          | f'LabelBefore[{split}]' >> beam.Map(
+              lambda ex, s=split: (s, ex[schema.LABEL_TEXT]))
           | f'CountBefore[{split}]' >> beam.combiners.Count.PerElement())
       # -> ((split, label), examples)
       written = part | f'Written[{split}]' >> beam.Filter(lambda ex: ex['write'])

@@ -85,7 +85,7 @@ def unknown_flags(argv: List[str]) -> List[str]:
   return [a.split('=')[0] for a in rest if a.startswith('--')]
 
 
-def _apply_local_defaults(options: PipelineOptions, argv: List[str]) -> None:
+def apply_local_defaults(options: PipelineOptions, argv: List[str]) -> None:
   """Uses every core on the DirectRunner unless told otherwise."""
   runner = options.view_as(StandardOptions).runner
   if runner not in (None, 'DirectRunner', 'direct'):
@@ -154,7 +154,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
   cfg = options_lib.resolve_config(options)
   check_output(cfg)
-  _apply_local_defaults(options, argv)
+  apply_local_defaults(options, argv)
   run_id = time.strftime('%Y%m%dT%H%M%S') + '-' + secrets.token_hex(3)
   run_info = {'run_id': run_id, 'started': time.time()}
   from pipelines import image_pipeline  # pylint: disable=import-outside-toplevel

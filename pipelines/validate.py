@@ -87,7 +87,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
   extra = _unlisted_files(output, manifest)
   report_path = args.report or manifest_lib.join(output, REPORT)
   options = PipelineOptions(beam_args)
-  preprocess._apply_local_defaults(options, beam_args)  # pylint: disable=protected-access
+  preprocess.apply_local_defaults(options, beam_args)
   with beam.Pipeline(options=options) as p:
     _ = (p
          | 'ListShards' >> beam.Create(shards)
