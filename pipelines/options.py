@@ -19,9 +19,10 @@ from transforms import images
 from transforms import normalize
 from transforms import rebalance
 from transforms import split as split_lib
+from transforms import windows
 
-MODALITIES = ('image',)
-PLANNED_MODALITIES = ('text', 'sensor')
+MODALITIES = ('image', 'sensor')
+PLANNED_MODALITIES = ('text',)
 COMPRESSIONS = ('auto', 'none', 'gzip')
 DEFAULT_SPLITS = 'train=0.8,validation=0.1,test=0.1'
 SPLITS_FROM_INPUT = 'from_input'
@@ -38,7 +39,7 @@ class PreprocessOptions(PipelineOptions):
   def _add_argparse_args(cls, parser):
     add = parser.add_argument
     add('--modality', default='image',
-        help='Kind of input: image (text and sensor are planned). '
+        help='Kind of input: image or sensor (text is planned). '
         'Default: image.')
     add('--input', default=None,
         help='Input: a folder of class folders (<input>/<label>/*.jpg), of '
@@ -47,9 +48,10 @@ class PreprocessOptions(PipelineOptions):
         'any path Beam can open (gs://...). Required.')
     add('--output', default=None,
         help='Output folder for the dataset. Required.')
-    add('--name', default='images',
+    add('--name', default=None,
         help='Dataset name, used in shard file names '
-        '(<name>-<split>.tfrecord-00000-of-00004). Default: images.')
+        '(<name>-<split>.tfrecord-00000-of-00004). Default: images or '
+        'sensor (the modality).')
     add('--image_size', default='224x224',
         help='Target size WIDTHxHEIGHT, or one number for a square. '
         'Default: 224x224.')
@@ -67,9 +69,11 @@ class PreprocessOptions(PipelineOptions):
         'are converted) or grey (1 channel). Default: rgb.')
     add('--normalization', default='zscore',
         help='zscore (per-channel mean/std from a tf.Transform full pass '
-        'over the training split), scale (to [0, 1]) or none. Applied by '
-        'the exported transform when reading (jpeg/png/uint8 storage) or '
-        'stored (float32). Default: zscore.')
+        'over the training split), scale (images: to [0, 1]), minmax '
+        '(sensor: to [0, 1] by the training min/max) or none. Images: '
+        'applied by the exported transform when reading (jpeg/png/uint8 '
+        'storage) or stored (float32); sensor values are stored normalized. '
+        'Default: zscore.')
     add('--splits', default=DEFAULT_SPLITS,
         help='Split ratios such as train=0.8,validation=0.1,test=0.1 '
         '(assigned by a hash of each image\'s relative path), or from_input '
@@ -93,6 +97,55 @@ class PreprocessOptions(PipelineOptions):
     add('--max_pixels', default='100000000',
         help='Reject images with more pixels than this (decompression '
         'bombs). Default: 100000000.')
+    # Sensor (time series and tabular rows).
+    add('--timestamp_column', default='timestamp',
+        help='Sensor: the timestamp column (ISO-8601 strings or epoch '
+        'numbers). Default: timestamp.')
+    add('--timestamp_unit', default='s',
+        help='Sensor: unit of numeric timestamps: s, ms, us or ns. '
+        'Default: s.')
+    add('--entity_column', default='',
+        help='Sensor: the column naming the recording (device, subject). '
+        'Default: none (all rows are one series).')
+    add('--label_column', default='label',
+        help='Sensor: the label column. Default: label.')
+    add('--channels', default='',
+        help='Sensor: comma-separated numeric channel columns. Default: '
+        'every numeric column that is not the timestamp, entity or label.')
+    add('--window_length', default='0',
+        help='Sensor: rows per window (each entity\'s rows in time order); '
+        '0 makes one example per row. Default: 0.')
+    add('--window_stride', default='0',
+        help='Sensor: rows between window starts; 0 means the window length '
+        '(no overlap). Default: 0.')
+    add('--window_label', default='last',
+        help='Sensor: a window\'s label: last (its last row\'s) or '
+        'majority (the most frequent; ties go to the first label name in '
+        'sorted order). Default: last.')
+    add('--missing', default='dead_letter',
+        help='Sensor: rows with missing channel values (empty, NaN, inf): '
+        'dead_letter, drop (counted in the manifest) or impute (with the '
+        'training mean, inside the exported transform). '
+        'Default: dead_letter.')
+    add('--split_by', default='auto',
+        help='Sensor: hash (of each row; one example per row only), entity '
+        '(all of a recording in one split, by a hash of the entity with '
+        '--splits ratios) or time (by --time_cutoffs). auto: entity when '
+        'there is an entity column, time when --time_cutoffs are given, '
+        'else hash (rows only). Default: auto.')
+    add('--time_cutoffs', default='',
+        help='Sensor, --split_by time: one or two ISO-8601 times (or epoch '
+        'numbers); rows before the first are train, then validation (with '
+        'two), the rest test. Windows that cross a cut-off are dropped and '
+        'counted.')
+    add('--bucketize', default='0',
+        help='Sensor: also store each value\'s quantile bucket (0..N-1, '
+        'boundaries from a tf.Transform quantiles pass over the training '
+        'split) as an int64 feature; 0 turns it off. Default: 0.')
+    add('--chunk_rows', default='100000',
+        help='Sensor windows: about this many rows of one entity are '
+        'grouped and windowed together (bounds worker memory). '
+        'Default: 100000.')
     add('--overwrite', default=False, action='store_true',
         help='Replace a dataset already published in --output.')
 
@@ -104,7 +157,7 @@ class PreprocessConfig:
   input: str
   output: str
   name: str
-  image: images.ImageConfig
+  image: Optional[images.ImageConfig]
   normalization: str
   split_ratios: Tuple[Tuple[str, float], ...]
   splits_from_input: bool
@@ -115,17 +168,22 @@ class PreprocessConfig:
   compression: str  # resolved: 'none' or 'gzip'
   max_bad_fraction: float
   overwrite: bool
+  sensor: Optional[windows.SensorConfig] = None
 
   @property
   def split_names(self) -> List[str]:
     if self.splits_from_input:
       return list(split_lib.KNOWN_SPLITS)
+    if self.sensor is not None and self.sensor.split_by == 'time':
+      return list(self.sensor.time_split_names)
     return [name for name, _ in self.split_ratios]
 
   def to_json(self) -> dict:
     d = dataclasses.asdict(self)
     d['split_ratios'] = [list(p) for p in self.split_ratios]
     d['rebalance_splits'] = list(self.rebalance_splits)
+    if self.sensor is not None:
+      d['sensor'] = self.sensor.to_json()
     return d
 
   def config_hash(self) -> str:
@@ -171,6 +229,72 @@ def parse_image_size(text: str) -> Tuple[int, int]:
   return nums[0], nums[1]
 
 
+def _image_config(o) -> images.ImageConfig:
+  width, height = parse_image_size(o.image_size)
+  return images.ImageConfig(
+      height=height, width=width,
+      resize_mode=_choice('resize_mode', o.resize_mode, images.RESIZE_MODES),
+      storage=_choice('storage', o.storage, images.STORAGE_FORMATS),
+      color=_choice('color', str(o.color).lower().replace('gray', 'grey'),
+                    images.COLOR_MODES),
+      jpeg_quality=_int('jpeg_quality', o.jpeg_quality, 1, 95),
+      max_pixels=_int('max_pixels', o.max_pixels, 1))
+
+
+def _names(text: str) -> Tuple[str, ...]:
+  return tuple(c.strip() for c in str(text or '').split(',') if c.strip())
+
+
+def _sensor_config(o) -> windows.SensorConfig:
+  """Checks the sensor flags (the columns are checked against the input
+  later, by the pipeline's input check)."""
+  length = _int('window_length', o.window_length, 0, 1_000_000)
+  stride = _int('window_stride', o.window_stride, 0, 1_000_000)
+  if length == 0 and stride:
+    raise UsageError('--window_stride needs --window_length above 0.')
+  entity = str(o.entity_column or '').strip() or None
+  split_by = _choice('split_by', o.split_by, windows.SPLIT_BY)
+  cutoffs_text = _names(o.time_cutoffs)
+  unit = _choice('timestamp_unit', o.timestamp_unit, windows.TIME_UNITS)
+  if split_by == 'auto':
+    split_by = 'time' if cutoffs_text else ('entity' if entity else 'hash')
+    if split_by == 'hash' and length:
+      raise UsageError('windows without --entity_column need --split_by '
+                       'time with --time_cutoffs, since all rows are one '
+                       'recording and its windows overlap.')
+  if split_by == 'entity' and not entity:
+    raise UsageError('--split_by entity needs --entity_column.')
+  if split_by == 'hash' and length:
+    raise UsageError('--split_by hash would put overlapping windows of one '
+                     'recording into different splits; use --split_by '
+                     'entity (with --entity_column) or time.')
+  cutoffs: Tuple[int, ...] = ()
+  if split_by == 'time':
+    if not 1 <= len(cutoffs_text) <= 2:
+      raise UsageError('--split_by time needs --time_cutoffs with one or two '
+                       'times, such as 2024-03-01 or 2024-03-01,2024-03-15.')
+    try:
+      cutoffs = tuple(windows.parse_time(t, unit) for t in cutoffs_text)
+    except ValueError as e:
+      raise UsageError(f'--time_cutoffs: {e}.') from None
+    if list(cutoffs) != sorted(set(cutoffs)):
+      raise UsageError('--time_cutoffs must be in increasing order.')
+  elif cutoffs_text:
+    raise UsageError('--time_cutoffs needs --split_by time.')
+  return windows.SensorConfig(
+      timestamp_column=str(o.timestamp_column).strip(),
+      timestamp_unit=unit, entity_column=entity,
+      label_column=str(o.label_column).strip(),
+      channels=_names(o.channels),
+      window_length=length, window_stride=stride or length,
+      window_label=_choice('window_label', o.window_label,
+                           windows.LABEL_RULES),
+      missing=_choice('missing', o.missing, windows.MISSING_POLICIES),
+      split_by=split_by, time_cutoffs=cutoffs,
+      bucketize=_int('bucketize', o.bucketize, 0, 10000),
+      chunk_rows=_int('chunk_rows', o.chunk_rows, 1000))
+
+
 def resolve_config(options: PipelineOptions) -> PreprocessConfig:
   """Checks the flags and builds the run's configuration.
 
@@ -181,40 +305,50 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
   modality = str(o.modality).strip().lower()
   if modality in PLANNED_MODALITIES:
     raise UsageError(f'--modality {modality} is not available yet; '
-                     'only image is.')
+                     f'{" and ".join(MODALITIES)} are.')
   modality = _choice('modality', modality, MODALITIES)
   if not o.input:
-    raise UsageError('--input is required: a folder of class folders or a '
-                     'manifest file.')
+    raise UsageError('--input is required: ' + (
+        'a folder of class folders or a manifest file.' if modality ==
+        'image' else 'a CSV, TSV, JSONL or Parquet file, or a folder or '
+        'pattern of them.'))
   if not o.output:
     raise UsageError('--output is required: the folder to write the dataset '
                      'into.')
-  width, height = parse_image_size(o.image_size)
-  storage = _choice('storage', o.storage, images.STORAGE_FORMATS)
-  cfg = images.ImageConfig(
-      height=height, width=width,
-      resize_mode=_choice('resize_mode', o.resize_mode, images.RESIZE_MODES),
-      storage=storage,
-      color=_choice('color', str(o.color).lower().replace('gray', 'grey'),
-                    images.COLOR_MODES),
-      jpeg_quality=_int('jpeg_quality', o.jpeg_quality, 1, 95),
-      max_pixels=_int('max_pixels', o.max_pixels, 1))
-  normalization = _choice('normalization', o.normalization,
-                          normalize.NORMALIZATIONS)
+  image = _image_config(o) if modality == 'image' else None
+  sensor = _sensor_config(o) if modality == 'sensor' else None
+  normalization = _choice(
+      'normalization', o.normalization,
+      normalize.NORMALIZATIONS if image else windows.NORMALIZATIONS)
   splits_text = str(o.splits).strip()
   from_input = splits_text.lower() == SPLITS_FROM_INPUT
+  if from_input and sensor:
+    raise UsageError('--splits from_input is for images; sensor rows are '
+                     'split by --split_by hash, entity or time.')
   ratios: Tuple[Tuple[str, float], ...] = ()
   if not from_input:
     try:
       ratios = tuple(split_lib.parse_ratios(splits_text))
     except ValueError as e:
       raise UsageError(f'--splits: {e}.') from None
-    if normalization == 'zscore' and dict(ratios).get('train', 0) <= 0:
-      raise UsageError('--normalization zscore needs a train split with a '
-                       'ratio above 0 to compute its statistics on.')
+  if sensor and sensor.split_by == 'time':
+    known: Tuple[str, ...] = sensor.time_split_names
+  elif from_input:
+    known = split_lib.KNOWN_SPLITS
+  else:
+    known = tuple(n for n, _ in ratios)
+  needs_train = normalization in ('zscore', 'minmax') or (
+      sensor is not None and (sensor.missing == 'impute' or
+                              sensor.bucketize > 0))
+  if (needs_train and not from_input and
+      not (sensor and sensor.split_by == 'time') and
+      dict(ratios).get('train', 0) <= 0):
+    what = (f'--normalization {normalization}' if normalization in
+            ('zscore', 'minmax') else '--missing impute' if sensor and
+            sensor.missing == 'impute' else '--bucketize')
+    raise UsageError(f'{what} needs a train split with a ratio above 0 to '
+                     'compute its statistics on.')
   mode = _choice('rebalance', o.rebalance, rebalance.MODES)
-  known = (split_lib.KNOWN_SPLITS if from_input else
-           tuple(n for n, _ in ratios))
   rebalance_splits = tuple(
       split_lib.SPLIT_ALIASES.get(s.strip().lower(), s.strip())
       if s.strip() not in known else s.strip()
@@ -225,7 +359,10 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
                      f'is not a split (splits: {", ".join(known)}).')
   compression = _choice('compression', o.compression, COMPRESSIONS)
   if compression == 'auto':
-    compression = 'none' if storage in ('jpeg', 'png') else 'gzip'
+    # JPEG/PNG bytes and normalized float noise barely compress; raw pixels
+    # do.
+    compression = 'gzip' if image and image.storage in ('uint8', 'float32'
+                                                        ) else 'none'
   try:
     max_bad = float(o.max_bad_fraction)
   except ValueError:
@@ -233,15 +370,16 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
   if not 0.0 <= max_bad <= 1.0:
     raise UsageError(f'--max_bad_fraction must be a number from 0 to 1 '
                      f'(got {o.max_bad_fraction!r}).')
-  name = str(o.name).strip()
+  name = str(o.name if o.name is not None else
+             ('images' if modality == 'image' else modality)).strip()
   if not name or any(c in name for c in '/\\*?[]{}') or '-' in name:
     raise UsageError(f'--name must be a plain name without "-", "/" or '
                      f'wildcards (got {o.name!r}).')
   return PreprocessConfig(
       modality=modality, input=str(o.input), output=str(o.output).rstrip('/'),
-      name=name, image=cfg, normalization=normalization, split_ratios=ratios,
-      splits_from_input=from_input, rebalance=mode,
+      name=name, image=image, normalization=normalization,
+      split_ratios=ratios, splits_from_input=from_input, rebalance=mode,
       rebalance_splits=rebalance_splits, seed=_int('seed', o.seed, 0),
       num_shards=_int('num_shards', o.num_shards, 0, 100000),
       compression=compression, max_bad_fraction=max_bad,
-      overwrite=bool(o.overwrite))
+      overwrite=bool(o.overwrite), sensor=sensor)

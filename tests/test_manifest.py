@@ -28,10 +28,13 @@ def _manifest(cfg, written=None, serialized=None, dead=None):
   fps = [(split, {'fingerprint': format(7, '032x'), 'records': n})
          for split, n in serialized.items()]
   return manifest_lib.build_manifest(
-      cfg, {'run_id': 'r', 'started': time.time()}, ['cat', 'dog'],
-      {'train': 10, 'test': 10}, dead, before, before, shards, fps,
-      {'count': 10, 'mean': [0.5] * 3, 'std': [0.2] * 3}, 0, [],
-      {'image': {'dtype': 'string', 'shape': []}})
+      cfg, {'run_id': 'r', 'started': time.time()},
+      {'image': {'dtype': 'string', 'shape': []}},
+      {'labels': ['cat', 'dog'], 'inputs': {'train': 10, 'test': 10},
+       'dead': dead, 'before': before, 'after': before, 'shards': shards,
+       'fingerprints': fps,
+       'channel_stats': {'count': 10, 'mean': [0.5] * 3, 'std': [0.2] * 3},
+       'skipped': [0], 'dead_files': []})
 
 
 def test_a_sound_run_passes_the_gate():

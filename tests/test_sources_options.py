@@ -407,10 +407,43 @@ def test_config_hash_ignores_output_and_overwrite():
     (['--splits', 'train=0.8;test=0.2'], '--splits: .*is not a number'),
     (['--splits', 'train=0.5,train=0.5'], 'given twice'),
     (['--splits', 'train=1.5,test=-0.5'], 'between 0 and 1'),
-    (['--modality', 'audio'], r"--modality must be one of image \(got "
-     r"'audio'\)"),
+    (['--modality', 'audio'], r"--modality must be one of image, sensor "
+     r"\(got 'audio'\)"),
     (['--modality', 'text'], '--modality text is not available yet'),
-    (['--modality', 'sensor'], '--modality sensor is not available yet'),
+    (['--modality', 'sensor', '--window_length', '50', '--split_by',
+      'hash'], '--split_by hash would put overlapping windows'),
+    (['--modality', 'sensor', '--window_length', '10'],
+     'windows without --entity_column need --split_by time'),
+    (['--modality', 'sensor', '--split_by', 'entity'],
+     '--split_by entity needs --entity_column'),
+    (['--modality', 'sensor', '--split_by', 'time'],
+     '--split_by time needs --time_cutoffs'),
+    (['--modality', 'sensor', '--time_cutoffs', 'soon'],
+     "--time_cutoffs: 'soon' is not an ISO-8601 time"),
+    (['--modality', 'sensor', '--time_cutoffs', '2024-03-02,2024-03-01'],
+     '--time_cutoffs must be in increasing order'),
+    (['--modality', 'sensor', '--split_by', 'hash', '--time_cutoffs',
+      '2024-03-01'], '--time_cutoffs needs --split_by time'),
+    (['--modality', 'sensor', '--window_stride', '5'],
+     '--window_stride needs --window_length'),
+    (['--modality', 'sensor', '--window_length', '-1'],
+     '--window_length must be between 0'),
+    (['--modality', 'sensor', '--window_label', 'first'],
+     '--window_label must be one of last, majority'),
+    (['--modality', 'sensor', '--missing', 'zero'],
+     '--missing must be one of dead_letter, drop, impute'),
+    (['--modality', 'sensor', '--normalization', 'scale'],
+     '--normalization must be one of zscore, minmax, none'),
+    (['--modality', 'sensor', '--timestamp_unit', 'h'],
+     '--timestamp_unit must be one of s, ms, us, ns'),
+    (['--modality', 'sensor', '--splits', 'from_input'],
+     '--splits from_input is for images'),
+    (['--modality', 'sensor', '--normalization', 'none', '--missing',
+      'impute', '--splits', 'validation=0.5,test=0.5'],
+     '--missing impute needs a train split'),
+    (['--modality', 'sensor', '--bucketize', '-2'], '--bucketize'),
+    (['--modality', 'sensor', '--chunk_rows', '10'],
+     '--chunk_rows must be >= 1000'),
     (['--splits', 'validation=0.5,test=0.5'],
      '--normalization zscore needs a train split'),
     (['--splits', 'train=0,validation=0.5,test=0.5'],
@@ -444,6 +477,36 @@ def test_bad_values_raise_usage_error(flags, match):
   with pytest.raises(options.UsageError, match=match) as info:
     _resolve(*flags)
   _assert_one_sentence(str(info.value))
+
+
+def test_sensor_flags_resolve():
+  cfg = _resolve('--modality', 'sensor', '--entity_column', 'device',
+                 '--window_length', '50', '--window_stride', '25',
+                 '--channels', 'ax, ay,az', '--missing', 'impute',
+                 '--normalization', 'minmax', '--bucketize', '8')
+  sc = cfg.sensor
+  assert cfg.image is None and cfg.name == 'sensor'
+  assert sc.split_by == 'entity' and sc.windowed
+  assert (sc.window_length, sc.window_stride) == (50, 25)
+  assert sc.channels == ('ax', 'ay', 'az')
+  assert (sc.missing, sc.bucketize, cfg.normalization) == ('impute', 8,
+                                                           'minmax')
+  assert cfg.compression == 'none'
+  assert cfg.split_names == ['train', 'validation', 'test']
+  # Defaults: rows, split by hash of the row, stride = length.
+  rows = _resolve('--modality', 'sensor').sensor
+  assert (rows.split_by, rows.window_length, rows.missing) == (
+      'hash', 0, 'dead_letter')
+  assert _resolve('--modality', 'sensor', '--window_length', '10',
+                  '--entity_column', 'd').sensor.window_stride == 10
+  timed = _resolve('--modality', 'sensor', '--window_length', '10',
+                   '--time_cutoffs', '2024-03-01T00:00:00Z')
+  assert timed.sensor.split_by == 'time'
+  assert timed.split_names == ['train', 'test']
+  assert timed.sensor.time_cutoffs == (1709251200 * 10**9,)
+  assert timed.to_json()['sensor']['time_cutoffs'][0].startswith(
+      '2024-03-01T00:00:00')
+  assert timed.config_hash() != cfg.config_hash()
 
 
 def test_missing_input_and_output():

@@ -140,33 +140,55 @@ def _counts_by_split(pairs) -> Dict[str, Dict[str, int]]:
   return out
 
 
-def build_manifest(cfg, run: dict, labels: List[str], inputs: Dict[str, int],
-                   dead: Dict[str, int], before, after, shards, fingerprints,
-                   channel_stats: dict, skipped: int, dead_files: List[str],
-                   feature_spec: dict) -> dict:
+def _image_details(cfg, values: dict):
+  """The image section and normalization of the manifest."""
+  image = cfg.image
+  channel_stats = values['channel_stats']
+  return {
+      'height': image.height, 'width': image.width,
+      'channels': image.channels, 'storage': image.storage,
+      'resize_mode': image.resize_mode, 'color': image.color,
+  }, {
+      'method': cfg.normalization,
+      # Where the exported transform is applied: by the reader at
+      # training time, or already in the stored records.
+      'applied': 'stored' if image.storage == 'float32' else 'at_read',
+      'statistics_split': 'train',
+      'mean': channel_stats.get('mean'),
+      'std': channel_stats.get('std'),
+      'images_analyzed': channel_stats.get('count', 0),
+  }
+
+
+def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
   """Assembles the manifest from the pipeline's side outputs.
 
   Args:
     cfg: The PreprocessConfig.
     run: {'run_id', 'started' (epoch seconds)}.
-    labels: Label names; a label's id is its index.
-    inputs: Inputs listed per split ('' for lines that had no split).
-    dead: Dead letters per split ('' for those without one).
-    before: [((split, label), count)] before rebalancing.
-    after: [((split, label), count)] as written.
-    shards: [(split, shard summary)].
-    fingerprints: [(split, {'fingerprint', 'records'})].
-    channel_stats: ChannelStatsFn output over the training split.
-    skipped: Files listed but not images.
-    dead_files: Dead-letter file paths.
-    feature_spec: The stored features (schema.feature_spec).
+    feature_spec: The stored features.
+    values: The side inputs FinalizeDataset collected:
+      labels: Label names; a label's id is its index.
+      inputs: [(split, inputs)] ('' for inputs that had no split).
+      dead: [(split, dead letters)] ('' for those without one).
+      before: [((split, label), count)] before rebalancing.
+      after: [((split, label), count)] as written.
+      shards: [(split, shard summary)].
+      fingerprints: [(split, {'fingerprint', 'records'})].
+      skipped: [count] of files listed but not used.
+      dead_files: Dead-letter file paths.
+      and, per modality, what `details` (below) reads: image:
+      channel_stats (normalize.ChannelStatsFn output); sensor: see
+      pipelines/sensor_pipeline.py.
 
   Returns:
     The manifest dict.
   """
-  before_c = _counts_by_split(before)
-  after_c = _counts_by_split(after)
-  fps = dict(fingerprints)
+  inputs, dead = dict(values['inputs']), dict(values['dead'])
+  before_c = _counts_by_split(values['before'])
+  after_c = _counts_by_split(values['after'])
+  fps = dict(values['fingerprints'])
+  shards = values['shards']
   splits = {}
   for split in cfg.split_names:
     split_shards = sorted(
@@ -190,10 +212,14 @@ def build_manifest(cfg, run: dict, labels: List[str], inputs: Dict[str, int],
         'fingerprint': fp['fingerprint'],
         'shards': split_shards,
     }
+  if cfg.modality == 'image':
+    section, normalization = _image_details(cfg, values)
+  else:
+    section, normalization = values['details'](cfg, values, splits)
   total_inputs = sum(inputs.values())
   total_dead = sum(dead.values())
   finished = time.time()
-  image = cfg.image
+  dead_files = values['dead_files']
   return {
       'format_version': FORMAT_VERSION,
       'modality': cfg.modality,
@@ -201,24 +227,11 @@ def build_manifest(cfg, run: dict, labels: List[str], inputs: Dict[str, int],
       'run_id': run['run_id'],
       'created': datetime.datetime.fromtimestamp(
           finished, datetime.timezone.utc).isoformat(timespec='seconds'),
-      'labels': labels,
+      'labels': values['labels'],
       'feature_spec': feature_spec,
-      'image': {
-          'height': image.height, 'width': image.width,
-          'channels': image.channels, 'storage': image.storage,
-          'resize_mode': image.resize_mode, 'color': image.color,
-      },
+      cfg.modality: section,
       'compression': cfg.compression,
-      'normalization': {
-          'method': cfg.normalization,
-          # Where the exported transform is applied: by the reader at
-          # training time, or already in the stored records.
-          'applied': 'stored' if image.storage == 'float32' else 'at_read',
-          'statistics_split': 'train',
-          'mean': channel_stats.get('mean'),
-          'std': channel_stats.get('std'),
-          'images_analyzed': channel_stats.get('count', 0),
-      },
+      'normalization': normalization,
       'transform_dir': '.',
       'splits': splits,
       'totals': {
@@ -226,7 +239,7 @@ def build_manifest(cfg, run: dict, labels: List[str], inputs: Dict[str, int],
           'examples': sum(s['examples'] for s in splits.values()),
           'dead_lettered': total_dead,
           'records': sum(s['records'] for s in splits.values()),
-          'skipped_files': skipped,
+          'skipped_files': sum(values['skipped']),
           'bad_fraction': bad_fraction(total_dead, total_inputs),
       },
       'fingerprint': sinks.combine_fingerprints(
@@ -258,12 +271,23 @@ def quality_failures(cfg, manifest: dict) -> List[str]:
         f'{totals["dead_lettered"]} of {totals["inputs"]} inputs '
         f'({totals["bad_fraction"]:.1%}) were dead-lettered, more than '
         f'--max_bad_fraction {cfg.max_bad_fraction:g} allows')
+  sensor = manifest.get('sensor')
   for name, split in manifest['splits'].items():
-    if split['inputs'] != split['examples'] + split['dead_lettered']:
+    if sensor is None:
+      used, what = split['examples'], 'examples'
+    else:
+      used, what = split['rows_used'] + split['rows_dropped'], (
+          'rows used or dropped')
+    if split['inputs'] != used + split['dead_lettered']:
       problems.append(
-          f'the {name} split has {split["inputs"]} inputs but '
-          f'{split["examples"]} examples and {split["dead_lettered"]} dead '
-          'letters')
+          f'the {name} split has {split["inputs"]} inputs but {used} '
+          f'{what} and {split["dead_lettered"]} dead letters')
+    if sensor is not None:
+      formed = split.get('rows_windowed', split['examples'])
+      if formed != split['rows_used']:
+        problems.append(
+            f'the {name} split has {split["rows_used"]} usable rows but '
+            f'{formed} reached the example builder')
     if split['serialized'] != split['records']:
       problems.append(
           f'the {name} split lost records between serializing '
@@ -273,10 +297,22 @@ def quality_failures(cfg, manifest: dict) -> List[str]:
       problems.append(
           f'the {name} split has {split["examples"]} examples but '
           f'{split["records"]} records were written')
+  if sensor is not None and sensor['window_length']:
+    w = sensor['windows']
+    if w['expected'] != w['formed']:
+      problems.append(
+          f'{w["expected"]} windows follow from the rows of each entity but '
+          f'{w["formed"]} were formed')
+    if not w['expected']:
+      problems.append(
+          f'no entity has the {sensor["window_length"]} rows '
+          f'--window_length asks for (the longest has '
+          f'{sensor["longest_entity_rows"]})')
   if totals['records'] == 0:
     problems.append('no example could be written')
-  elif (cfg.normalization == 'zscore' and
-        not manifest['normalization']['images_analyzed']):
+  elif cfg.normalization in ('zscore', 'minmax') and not manifest[
+      'normalization'].get('images_analyzed',
+                           manifest['normalization'].get('rows_analyzed')):
     problems.append('the train split has no examples to compute the '
                     'normalization statistics on')
   return problems
@@ -290,46 +326,41 @@ class FinalizeDataset(beam.PTransform):
   """
 
   def __init__(self, cfg, run: dict, staging: str, feature_spec: dict,
+               singletons=('labels', 'channel_stats'), details=None,
                **side_inputs):
+    """See build_manifest for the side inputs; `singletons` names those
+    that hold one value (the others are lists); `details(cfg, values,
+    splits)` returns a non-image modality's (section, normalization)."""
     super().__init__()
     self._cfg, self._run, self._staging = cfg, run, staging
     self._spec = feature_spec
+    self._singletons = set(singletons)
+    self._details = details
     self._side = side_inputs
 
   def expand(self, pbegin):
     cfg, run, staging, spec = self._cfg, self._run, self._staging, self._spec
+    details = self._details
 
-    def finalize(_, labels, inputs, dead, before, after, shards, fingerprints,
-                 channel_stats, skipped, dead_files, transform_done):
-      del transform_done  # only orders this step after the transform write
-      manifest = build_manifest(
-          cfg, run, labels, dict(inputs), dict(dead), before, after, shards,
-          fingerprints, channel_stats, sum(skipped), dead_files, spec)
+    def finalize(_, **values):
+      values.pop('transform_done', None)  # only orders this step
+      values['details'] = details
+      manifest = build_manifest(cfg, run, spec, values)
       problems = quality_failures(cfg, manifest)
       if problems:
         manifest['failures'] = problems
         _write_json(join(staging, FAILURE), manifest)
         raise DataQualityError('; '.join(problems))
-      files = [posixpath.basename(s['path']) for _, s in shards]
-      files += [posixpath.basename(p) for p in dead_files]
+      files = [posixpath.basename(s['path']) for _, s in values['shards']]
+      files += [posixpath.basename(p) for p in values['dead_files']]
       publish(staging, cfg.output, files, manifest)
       _LOG.info('published %d records to %s', manifest['totals']['records'],
                 cfg.output)
       return manifest['totals']
 
-    s = self._side
+    side = {name: (beam.pvalue.AsSingleton(pcoll) if name in self._singletons
+                   else beam.pvalue.AsList(pcoll))
+            for name, pcoll in self._side.items()}
     return (pbegin
             | 'Once' >> beam.Create([None])
-            | 'CheckAndPublish' >> beam.Map(
-                finalize,
-                labels=beam.pvalue.AsSingleton(s['labels']),
-                inputs=beam.pvalue.AsList(s['inputs']),
-                dead=beam.pvalue.AsList(s['dead']),
-                before=beam.pvalue.AsList(s['before']),
-                after=beam.pvalue.AsList(s['after']),
-                shards=beam.pvalue.AsList(s['shards']),
-                fingerprints=beam.pvalue.AsList(s['fingerprints']),
-                channel_stats=beam.pvalue.AsSingleton(s['channel_stats']),
-                skipped=beam.pvalue.AsList(s['skipped']),
-                dead_files=beam.pvalue.AsList(s['dead_files']),
-                transform_done=beam.pvalue.AsList(s['transform_done'])))
+            | 'CheckAndPublish' >> beam.Map(finalize, **side))

@@ -1,0 +1,143 @@
+"""Windowing, chunking and split functions of the sensor modality."""
+
+import numpy as np
+import pytest
+
+from transforms import windows as win
+
+
+def _brute_force(times, values, labels, length, stride, rule):
+  """Windows of one entity's rows, all in memory (the reference)."""
+  order = np.lexsort((np.arange(len(times)), times))
+  t, v, lab = times[order], values[order], labels[order]
+  out = []
+  for start in range(0, len(t) - length + 1, stride):
+    seg = lab[start:start + length]
+    if rule == 'last':
+      label = seg[-1]
+    else:
+      names, counts = np.unique(seg, return_counts=True)
+      label = names[np.argmax(counts)]
+    out.append((start, t[start], t[start + length - 1],
+                v[start:start + length], label))
+  return out
+
+
+def _chunked(times, values, labels, length, stride, rule, chunk_rows):
+  """The same windows, built chunk by chunk as the pipeline does."""
+  n = len(times)
+  chunk = win.chunk_index(times, int(times.min()), int(times.max()), n,
+                          chunk_rows)
+  counts = {int(c): int((chunk == c).sum()) for c in np.unique(chunk)}
+  offsets = win.chunk_offsets(counts)
+  rows = np.arange(n)
+  built, fragments = [], {}
+  split = np.zeros(n, np.int8)
+  for c in counts:
+    mask = chunk == c
+    order = win.sort_rows(times[mask], np.zeros(mask.sum(), np.int64),
+                          rows[mask])
+    ch = win.Chunk('e', offsets[c], n, times[mask][order],
+                   values[mask][order], labels[mask][order],
+                   split[mask][order])
+    starts, frags = win.windows_in_chunk(ch, length, stride)
+    names, codes = np.unique(ch.label, return_inverse=True)
+    lab = win.window_labels(codes, starts, length, rule, len(names))
+    for s, l in zip(starts.tolist(), lab.tolist()):
+      built.append((ch.offset + s, ch.time[s], ch.time[s + length - 1],
+                    ch.values[s:s + length], names[l]))
+    for k, pos, lo, hi in frags:
+      fragments.setdefault(k, []).append(
+          (pos, ch.time[lo:hi], ch.values[lo:hi], ch.label[lo:hi],
+           ch.split[lo:hi]))
+  for k, pieces in fragments.items():
+    whole = win.assemble(pieces, length)
+    assert whole is not None, f'window {k} has a gap'
+    t, v, lab, _ = whole
+    names, codes = np.unique(lab, return_inverse=True)
+    [l] = win.window_labels(codes, np.array([0]), length, rule, len(names))
+    built.append((k * stride, t[0], t[-1], v, names[l]))
+  return sorted(built, key=lambda w: w[0])
+
+
+@pytest.mark.parametrize('length,stride,chunk_rows', [
+    (50, 25, 1000), (50, 25, 60), (7, 3, 10), (5, 5, 1000), (10, 1, 25),
+    (30, 40, 45), (200, 25, 60)])
+@pytest.mark.parametrize('rule', ['last', 'majority'])
+def test_chunked_windows_equal_the_in_memory_windows(length, stride,
+                                                    chunk_rows, rule):
+  rng = np.random.default_rng(length * 1000 + stride)
+  n = 1237
+  # Irregular sampling with repeated timestamps, shuffled input order.
+  times = np.cumsum(rng.integers(0, 3, n)).astype(np.int64) * 10**9
+  perm = rng.permutation(n)
+  times = times[perm]
+  values = rng.normal(size=(n, 3))
+  labels = np.array(['a', 'b', 'c'])[rng.integers(0, 3, n)]
+  expected = _brute_force(times, values, labels, length, stride, rule)
+  got = _chunked(times, values, labels, length, stride, rule, chunk_rows)
+  assert len(got) == len(expected) == win.window_count(n, length, stride)
+  for (s1, a1, b1, v1, l1), (s2, a2, b2, v2, l2) in zip(got, expected):
+    assert (s1, a1, b1, l1) == (s2, a2, b2, l2)
+    np.testing.assert_array_equal(v1, v2)
+
+
+def test_window_count():
+  assert win.window_count(100, 50, 25) == 3
+  assert win.window_count(49, 50, 25) == 0
+  assert win.window_count(50, 50, 25) == 1
+  assert win.window_count(10, 3, 3) == 3
+
+
+def test_majority_ties_go_to_the_smallest_code():
+  codes = np.array([1, 0, 1, 0])
+  assert win.window_labels(codes, np.array([0]), 4, 'majority', 2) == [0]
+  assert win.window_labels(codes, np.array([0]), 3, 'majority', 2) == [1]
+  assert win.window_labels(codes, np.array([0, 1]), 2, 'last', 2).tolist(
+  ) == [0, 1]
+
+
+def test_assemble_refuses_gaps_and_short_windows():
+  piece = lambda pos, n: (pos, np.arange(n), np.zeros((n, 1)),
+                          np.array(['a'] * n), np.zeros(n, np.int8))
+  assert win.assemble([piece(0, 3), piece(3, 2)], 5) is not None
+  assert win.assemble([piece(3, 2), piece(0, 3)], 5)[0].tolist() == [
+      0, 1, 2, 0, 1]
+  assert win.assemble([piece(0, 3), piece(4, 1)], 5) is None
+  assert win.assemble([piece(0, 3)], 5) is None
+
+
+def test_chunks_follow_time_and_hold_about_chunk_rows():
+  times = np.arange(10_000, dtype=np.int64) * 10**9
+  chunk = win.chunk_index(times, 0, int(times[-1]), 10_000, 1000)
+  assert chunk.min() == 0 and chunk.max() == 9
+  assert np.all(np.diff(chunk) >= 0)
+  assert max(np.bincount(chunk)) <= 1001
+  # One chunk when the entity is small or its times are all equal.
+  assert win.chunk_index(times[:5], 0, 4, 5, 1000).tolist() == [0] * 5
+  assert win.chunk_index(np.zeros(5, np.int64), 0, 0, 5000, 1000).tolist(
+  ) == [0] * 5
+
+
+def test_time_splits_and_parse_time():
+  cut = [win.parse_time('2024-03-01'), win.parse_time('2024-03-15T00:00Z')]
+  times = np.array([win.parse_time('2024-02-28T23:59:59'),
+                    win.parse_time('2024-03-01T00:00:00+00:00'),
+                    win.parse_time('2024-03-20T00:00:00+02:00')])
+  assert win.time_splits(times, cut).tolist() == [0, 1, 2]
+  assert win.parse_time('1700000000', 's') == 1700000000 * 10**9
+  assert win.parse_time('1.5', 'ms') == 1_500_000
+  assert win.parse_time('2024-03-01T02:00:00+02:00') == cut[0]
+  with pytest.raises(ValueError, match='not an ISO-8601 time'):
+    win.parse_time('yesterday')
+  assert win.format_time(cut[0]).startswith('2024-03-01T00:00:00')
+
+
+def test_hash_splits_are_stable_and_follow_ratios():
+  ids = [f'dev{i}' for i in range(2000)]
+  ratios = [('train', 0.8), ('validation', 0.1), ('test', 0.1)]
+  names = [n for n, _ in ratios]
+  a = win.hash_splits(ids, ratios, names)
+  assert a.tolist() == win.hash_splits(ids, ratios, names).tolist()
+  share = np.bincount(a, minlength=3) / len(ids)
+  assert abs(share[0] - 0.8) < 0.04 and abs(share[2] - 0.1) < 0.03

@@ -1,0 +1,265 @@
+"""Sensor normalization with tf.Transform, exact statistics, and Examples.
+
+The `preprocessing_fn` maps a raw window (or row) of channel values,
+`values` [length, channels] (or [channels]), to what is stored:
+
+- missing values (NaN) -> the channel's training mean, with --missing impute;
+- 'zscore': (x - mean) / std; 'minmax': (x - min) / (max - min); 'none';
+- with --bucketize N, `buckets`: each raw value's quantile bucket (0..N-1).
+
+The analyzers (`tft.mean`, `tft.var`, `tft.min`, `tft.max`,
+`tft.quantiles`) run over the training split's rows, one finite value list
+per channel. The pipeline feeds them the rows in blocks (one analysis
+instance per block of rows: `analysis_instances`), so tf.Transform
+handles a few hundred instances per million rows instead of one Python
+dict per row. Serving needs only `values`: tf.Transform prunes the
+analysis-only inputs from the exported graph.
+
+`ChannelStatsFn` computes the same statistics exactly (float64, Chan's
+parallel variance) for the manifest; the validation pipeline checks that
+the exported transform normalizes with them.
+"""
+
+import math
+from typing import Dict, List, Optional
+
+import apache_beam as beam
+import numpy as np
+
+VALUES = 'values'
+BUCKETS = 'buckets'
+LABEL = 'label'
+LABEL_TEXT = 'label_text'
+ID = 'id'
+ENTITY = 'entity'
+TIME = 'time'
+START_TIME = 'start_time'
+END_TIME = 'end_time'
+WEIGHT = 'weight'
+_ANALYSIS_PREFIX = 'analysis_channel_'
+# Rows per analysis instance.
+ANALYSIS_BLOCK = 4096
+
+
+def value_shape(length: int, channels: int) -> List[int]:
+  return [length, channels] if length else [channels]
+
+
+def feature_spec(length: int, channels: int, bucketize: int,
+                 with_entity: bool, with_weight: bool) -> Dict[str, dict]:
+  """The stored features as a JSON-able spec (recorded in the manifest)."""
+  shape = value_shape(length, channels)
+  spec = {
+      VALUES: {'dtype': 'float32', 'shape': shape},
+      LABEL: {'dtype': 'int64', 'shape': []},
+      LABEL_TEXT: {'dtype': 'string', 'shape': []},
+      ID: {'dtype': 'string', 'shape': []},
+  }
+  if with_entity:
+    spec[ENTITY] = {'dtype': 'string', 'shape': []}
+  if length:
+    spec[START_TIME] = {'dtype': 'int64', 'shape': []}
+    spec[END_TIME] = {'dtype': 'int64', 'shape': []}
+  else:
+    spec[TIME] = {'dtype': 'int64', 'shape': []}
+  if bucketize:
+    spec[BUCKETS] = {'dtype': 'int64', 'shape': shape}
+  if with_weight:
+    spec[WEIGHT] = {'dtype': 'float32', 'shape': []}
+  return spec
+
+
+def raw_feature_spec(length: int, channels: int):
+  """tf.Transform input spec: the raw values plus one analysis input per
+  channel (the finite training values of a block of rows)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  spec = {VALUES: tf.io.FixedLenFeature(value_shape(length, channels),
+                                        tf.float32)}
+  for c in range(channels):
+    spec[f'{_ANALYSIS_PREFIX}{c}'] = tf.io.VarLenFeature(tf.float32)
+  return spec
+
+
+def make_preprocessing_fn(channels: int, normalization: str, impute: bool,
+                          bucketize: int):
+  """Builds the preprocessing_fn (see the module docstring)."""
+
+  def preprocessing_fn(inputs):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+
+    x = inputs[VALUES]
+    cols = [inputs[f'{_ANALYSIS_PREFIX}{c}'].values for c in range(channels)]
+
+    def per_channel(analyzer, name):
+      return tf.stack([analyzer(c, name=f'{name}_{i}')
+                       for i, c in enumerate(cols)])
+
+    outputs = {}
+    if impute or normalization == 'zscore':
+      mean = per_channel(tft.mean, 'mean')
+    if impute:
+      x = tf.where(tf.math.is_nan(x), tf.broadcast_to(mean, tf.shape(x)), x)
+    if bucketize:
+      boundaries = [tft.quantiles(c, num_buckets=bucketize, epsilon=0.001,
+                                  name=f'quantiles_{i}')
+                    for i, c in enumerate(cols)]
+      outputs[BUCKETS] = tf.stack(
+          [tft.apply_buckets(x[..., i], boundaries[i])
+           for i in range(channels)], axis=-1)
+    if normalization == 'zscore':
+      std = tf.sqrt(per_channel(tft.var, 'var'))
+      x = (x - mean) / tf.where(std > 0, std, tf.ones_like(std))
+    elif normalization == 'minmax':
+      low = per_channel(tft.min, 'min')
+      span = per_channel(tft.max, 'max') - low
+      x = (x - low) / tf.where(span > 0, span, tf.ones_like(span))
+    outputs[VALUES] = x
+    return outputs
+
+  return preprocessing_fn
+
+
+def analysis_instances(values: np.ndarray, length: int, channels: int,
+                       block: int = ANALYSIS_BLOCK):
+  """tf.Transform analysis input from training rows [n, channels].
+
+  One instance per block of rows; each holds the block's finite values of
+  every channel, and a zero `values` (unused by the analyzers).
+  """
+  dummy = np.zeros(value_shape(length, channels), np.float32)
+  for lo in range(0, len(values), block):
+    part = values[lo:lo + block]
+    instance = {VALUES: dummy}
+    for c in range(channels):
+      col = part[:, c]
+      instance[f'{_ANALYSIS_PREFIX}{c}'] = col[np.isfinite(col)].astype(
+          np.float32)
+    yield instance
+
+
+class ChannelStatsFn(beam.CombineFn):
+  """Exact per-channel count, mean, std, min and max of finite values.
+
+  Input: float64 arrays [n, channels]. Merging uses Chan et al.'s parallel
+  update of the sum of squared deviations, so large offsets (a temperature
+  around 300 with a std of 0.01) keep their precision.
+  """
+
+  def create_accumulator(self):
+    return None
+
+  @staticmethod
+  def _block(values):
+    finite = np.isfinite(values)
+    n = finite.sum(axis=0).astype(np.float64)
+    safe = np.where(finite, values, 0.0)
+    mean = np.divide(safe.sum(axis=0), n, out=np.zeros_like(n), where=n > 0)
+    dev = np.where(finite, values - mean, 0.0)
+    m2 = (dev * dev).sum(axis=0)
+    low = np.where(finite, values, np.inf).min(axis=0)
+    high = np.where(finite, values, -np.inf).max(axis=0)
+    return n, mean, m2, low, high
+
+  @staticmethod
+  def _merge(a, b):
+    if a is None:
+      return b
+    if b is None:
+      return a
+    na, ma, m2a, la, ha = a
+    nb, mb, m2b, lb, hb = b
+    n = na + nb
+    delta = mb - ma
+    with np.errstate(invalid='ignore', divide='ignore'):
+      mean = np.where(n > 0, ma + delta * np.divide(nb, n, where=n > 0,
+                                                    out=np.zeros_like(n)), 0)
+      m2 = m2a + m2b + delta * delta * np.divide(na * nb, n, where=n > 0,
+                                                 out=np.zeros_like(n))
+    return n, mean, m2, np.minimum(la, lb), np.maximum(ha, hb)
+
+  def add_input(self, acc, values):
+    if len(values) == 0:
+      return acc
+    return self._merge(acc, self._block(np.asarray(values, np.float64)))
+
+  def merge_accumulators(self, accs):
+    out = None
+    for a in accs:
+      out = self._merge(out, a)
+    return out
+
+  def extract_output(self, acc):
+    if acc is None:
+      return {'count': [], 'mean': [], 'std': [], 'min': [], 'max': []}
+    n, mean, m2, low, high = acc
+
+    def finite(v):
+      return [float(x) if math.isfinite(x) else None for x in v]
+
+    std = np.sqrt(np.divide(m2, n, out=np.zeros_like(n), where=n > 0))
+    return {'count': [int(v) for v in n], 'mean': finite(mean),
+            'std': finite(std), 'min': finite(low), 'max': finite(high)}
+
+
+def to_example_records(batch: dict, label_ids: dict, spec: dict,
+                       weights: Optional[np.ndarray] = None) -> List[bytes]:
+  """Serializes a batch of examples as deterministic tf.train.Examples.
+
+  Args:
+    batch: Arrays of one batch: VALUES [n, ...] float32, BUCKETS (optional)
+      int64 like VALUES, LABEL_TEXT, ID, ENTITY (str), START_TIME/END_TIME
+      or TIME (int64).
+    label_ids: {label name: id}.
+    spec: The stored feature spec (decides which features are written).
+    weights: Per-example weights, for --rebalance weight.
+
+  Returns:
+    Serialized records. tfx_bsl's Arrow encoder builds them; its map order
+    varies between calls, so each record is re-serialized with sorted keys
+    (equal examples give equal bytes, which the fingerprint relies on).
+  """
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
+  from tfx_bsl.coders import example_coder  # pylint: disable=import-outside-toplevel
+  from tensorflow.core.example import example_pb2  # pylint: disable=import-outside-toplevel
+  labels = batch[LABEL_TEXT]
+  n = len(labels)
+  if not n:
+    return []
+  one = np.arange(n + 1, dtype=np.int32)
+
+  def scalar(values, typ):
+    return pa.ListArray.from_arrays(one, pa.array(values, typ))
+
+  def tensor(values, typ):
+    flat = np.ascontiguousarray(values).reshape(n, -1)
+    offsets = np.arange(0, flat.size + 1, max(flat.shape[1], 1),
+                        dtype=np.int32)
+    return pa.ListArray.from_arrays(offsets, pa.array(flat.reshape(-1), typ))
+
+  columns = {
+      VALUES: tensor(np.asarray(batch[VALUES], np.float32), pa.float32()),
+      LABEL: scalar(np.array([label_ids[l] for l in labels], np.int64),
+                    pa.int64()),
+      LABEL_TEXT: scalar([l.encode('utf-8') for l in labels], pa.binary()),
+      ID: scalar([i.encode('utf-8') for i in batch[ID]], pa.binary()),
+  }
+  if ENTITY in spec:
+    columns[ENTITY] = scalar([e.encode('utf-8') for e in batch[ENTITY]],
+                             pa.binary())
+  for key in (START_TIME, END_TIME, TIME):
+    if key in spec:
+      columns[key] = scalar(np.asarray(batch[key], np.int64), pa.int64())
+  if BUCKETS in spec:
+    columns[BUCKETS] = tensor(np.asarray(batch[BUCKETS], np.int64),
+                              pa.int64())
+  if WEIGHT in spec:
+    columns[WEIGHT] = scalar(np.asarray(weights, np.float32), pa.float32())
+  record_batch = pa.RecordBatch.from_arrays(list(columns.values()),
+                                            list(columns))
+  example = example_pb2.Example()
+  out = []
+  for record in example_coder.RecordBatchToExamples(record_batch):
+    example.ParseFromString(record)
+    out.append(example.SerializeToString(deterministic=True))
+  return out
