@@ -50,8 +50,8 @@ def print_help() -> None:
   import argparse  # pylint: disable=import-outside-toplevel
   parser = argparse.ArgumentParser(
       prog='python -m pipelines.preprocess',
-      description='Turns labelled images into a sharded, validated TFRecord '
-      'dataset. Any other option goes to Apache Beam (--runner, '
+      description='Turns labelled images or sensor rows into a sharded, '
+      'validated TFRecord dataset. Any other option goes to Apache Beam (--runner, '
       '--direct_running_mode, --direct_num_workers, ...).')
   options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
   parser.print_help()
@@ -157,14 +157,21 @@ def run(argv: Optional[List[str]] = None) -> dict:
   apply_local_defaults(options, argv)
   run_id = time.strftime('%Y%m%dT%H%M%S') + '-' + secrets.token_hex(3)
   run_info = {'run_id': run_id, 'started': time.time()}
-  from pipelines import image_pipeline  # pylint: disable=import-outside-toplevel
-  from transforms import sources  # pylint: disable=import-outside-toplevel
   # Check the input before creating anything in the output.
-  manifest_format = sources.check_input(cfg.input, cfg.splits_from_input)
+  if cfg.modality == 'sensor':
+    from pipelines import sensor_pipeline  # pylint: disable=import-outside-toplevel
+    plan = sensor_pipeline.check_input(cfg)
+    build = lambda p: sensor_pipeline.build(p, cfg, run_info, staging, plan)
+  else:
+    from pipelines import image_pipeline  # pylint: disable=import-outside-toplevel
+    from transforms import sources  # pylint: disable=import-outside-toplevel
+    manifest_format = sources.check_input(cfg.input, cfg.splits_from_input)
+    build = lambda p: image_pipeline.build(p, cfg, run_info, staging,
+                                           manifest_format)
   staging = _make_staging(cfg, run_id)
   try:
     pipeline = beam.Pipeline(options=options)
-    image_pipeline.build(pipeline, cfg, run_info, staging, manifest_format)
+    build(pipeline)
   except BaseException:
     _remove_tree(staging)
     raise

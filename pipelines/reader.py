@@ -84,10 +84,10 @@ def load_dataset(output: str, split: str, batch_size: int = 32,
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   manifest = load_manifest(output)
   files = shard_paths(output, manifest, split)
-  image = manifest['image']
-  h, w, c = image['height'], image['width'], image['channels']
   spec = schema.to_tf_feature_spec(manifest['feature_spec'])
   compression = 'GZIP' if manifest.get('compression') == 'gzip' else ''
+  # Sensor values are stored normalized; images may need the transform.
+  key = 'values' if manifest.get('modality') == 'sensor' else schema.IMAGE
   transform_at_read = (manifest['normalization']['applied'] == 'at_read')
 
   ds = tf.data.Dataset.from_tensor_slices(tf.constant(files, tf.string))
@@ -108,6 +108,8 @@ def load_dataset(output: str, split: str, batch_size: int = 32,
   if apply_transform and transform_at_read:
     import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
     layer = tft.TFTransformOutput(output).transform_features_layer()
+    image = manifest['image']
+    h, w, c = image['height'], image['width'], image['channels']
 
     def transform(features):
       out = dict(features)
@@ -119,11 +121,93 @@ def load_dataset(output: str, split: str, batch_size: int = 32,
     ds = ds.map(transform, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=not shuffle)
   if as_supervised:
-    ds = ds.map(lambda f: (f[schema.IMAGE], f[schema.LABEL]))
+    ds = ds.map(lambda f: (f[key], f[schema.LABEL]))
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
 def check_transform(output: str, manifest: dict) -> dict:
+  """Checks the exported transform against the manifest (see below)."""
+  if manifest.get('modality') == 'sensor':
+    return check_sensor_transform(output, manifest)
+  return check_image_transform(output, manifest)
+
+
+def check_sensor_transform(output: str, manifest: dict) -> dict:
+  """Feeds the exported transform probe values built from the manifest's
+  training statistics and checks what comes out.
+
+  zscore: mean -> 0 and mean + std -> 1; minmax: min -> 0 and max -> 1;
+  none: unchanged. With --missing impute, NaN -> what the mean becomes.
+
+  Returns:
+    {'ok': bool, 'detail': str}.
+  """
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  sensor, norm = manifest['sensor'], manifest['normalization']
+  stats = norm.get('per_channel') or {}
+  channels = sensor['channels']
+  if not stats:
+    return {'ok': False, 'detail': 'the manifest has no training statistics'}
+  col = lambda k: np.array([stats[c][k] for c in channels], np.float64)
+  method = norm['method']
+  if method == 'zscore':
+    mean, std = col('mean'), col('std')
+    probes = [mean, mean + np.where(std > 0, std, 1.0)]
+    expected = [np.zeros(len(channels)), np.ones(len(channels))]
+  elif method == 'minmax':
+    low, high = col('min'), col('max')
+    probes = [low, np.where(high > low, high, low + 1.0)]
+    expected = [np.zeros(len(channels)), np.ones(len(channels))]
+  else:
+    probes = [col('mean'), col('mean') + 1.0]
+    expected = list(probes)
+  if sensor['missing'] == 'impute':
+    probes.append(np.full(len(channels), np.nan))
+    mean = col('mean')
+    if method == 'zscore':
+      expected.append(np.zeros(len(channels)))
+    elif method == 'minmax':
+      span = col('max') - col('min')
+      expected.append((mean - col('min')) / np.where(span > 0, span, 1.0))
+    else:
+      expected.append(mean)
+  shape = [len(probes)] + sensor['value_shape']
+  # Every row of a window gets the probe (rows mode: the probe itself).
+  batch = np.stack([np.broadcast_to(p, sensor['value_shape'])
+                    for p in probes]).astype(np.float32)
+  try:
+    layer = tft.TFTransformOutput(output).transform_features_layer()
+    out = layer({'values': tf.constant(batch)})['values'].numpy()
+  except Exception as e:  # pylint: disable=broad-except
+    return {'ok': False, 'detail': f'the transform does not load or run: '
+                                   f'{type(e).__name__}: {e}'}
+  if list(out.shape) != shape:
+    return {'ok': False, 'detail': f'transform output shape '
+                                   f'{list(out.shape)}, expected {shape}'}
+  want = np.stack([np.broadcast_to(e, sensor['value_shape'])
+                   for e in expected])
+  # The transform reads float32: allow a few float32 steps of the probe,
+  # measured in units of the scale it is divided by.
+  if method == 'zscore':
+    denom = col('std')
+  elif method == 'minmax':
+    denom = col('max') - col('min')
+  else:
+    denom = np.ones(len(channels))
+  denom = np.where(denom > 0, denom, 1.0)
+  tol = 1e-3 + 4 * np.finfo(np.float32).eps * np.nan_to_num(
+      np.abs(batch)) / np.broadcast_to(denom, batch.shape)
+  diff = np.abs(out - want) - tol
+  worst = float(np.max(diff))
+  return {'ok': bool(worst < 1e-3),
+          'detail': f'{method} transform of probes built from the '
+                    f'manifest\'s statistics; largest difference from the '
+                    f'expected output {max(worst, 0.0):.2e}'}
+
+
+def check_image_transform(output: str, manifest: dict) -> dict:
   """Feeds the exported transform two flat images and checks what it does.
 
   A black and a white image go through the transform; their outputs must

@@ -85,11 +85,14 @@ def check_record(record: bytes, manifest: dict) -> Dict:
     w = values[schema.WEIGHT][0]
     if not (math.isfinite(w) and w > 0):
       raise ValueError(f'weight {w} is not a positive finite number')
+  out = {'label': label_text, 'channel_sum': None,
+         'channel_sum_squares': None, 'pixels': 0}
+  if manifest.get('modality') == 'sensor':
+    _check_sensor_values(values, manifest)
+    return out
   img = manifest['image']
   h, w, c = img['height'], img['width'], img['channels']
   norm = manifest['normalization']
-  out = {'label': label_text, 'channel_sum': None,
-         'channel_sum_squares': None, 'pixels': 0}
   if img['storage'] == 'float32':
     arr = np.asarray(values[schema.IMAGE], np.float32)
     if not np.all(np.isfinite(arr)):
@@ -106,6 +109,23 @@ def check_record(record: bytes, manifest: dict) -> Dict:
   out['channel_sum_squares'] = (flat * flat).sum(axis=0).tolist()
   out['pixels'] = h * w
   return out
+
+
+def _check_sensor_values(values: Dict, manifest: dict) -> None:
+  """Stored sensor values are finite; buckets and times are in range."""
+  arr = np.asarray(values['values'], np.float32)
+  if not np.all(np.isfinite(arr)):
+    raise ValueError(f'values hold {int((~np.isfinite(arr)).sum())} NaN or '
+                     'infinite numbers')
+  buckets = manifest['sensor'].get('bucketize') or 0
+  if buckets and 'buckets' in values:
+    b = np.asarray(values['buckets'])
+    if b.min() < 0 or b.max() >= buckets:
+      raise ValueError(f'bucket ids [{b.min()}, {b.max()}] are outside '
+                       f'0..{buckets - 1}')
+  if 'start_time' in values and values['start_time'][0] > values[
+      'end_time'][0]:
+    raise ValueError('start_time is after end_time')
 
 
 def check_shard(shard: dict, output: str, manifest: dict) -> dict:
@@ -231,13 +251,35 @@ def build_report(manifest: dict, results: List[dict],
            if extra_files else 'every shard file is in the manifest')
   total_inputs = manifest['totals']['inputs']
   totals = manifest['totals']
-  arithmetic_ok = all(
-      s['inputs'] == s['examples'] + s['dead_lettered']
-      for s in manifest['splits'].values()) and (
-          totals['inputs'] == totals['examples'] + totals['dead_lettered'])
-  _check(checks, 'inputs = examples + dead letters', arithmetic_ok,
-         f'{total_inputs} inputs, {manifest["totals"]["examples"]} examples, '
-         f'{manifest["totals"]["dead_lettered"]} dead-lettered')
+  sensor = manifest.get('sensor')
+  if sensor is None:
+    arithmetic_ok = all(
+        s['inputs'] == s['examples'] + s['dead_lettered']
+        for s in manifest['splits'].values()) and (
+            totals['inputs'] == totals['examples'] + totals['dead_lettered'])
+    _check(checks, 'inputs = examples + dead letters', arithmetic_ok,
+           f'{total_inputs} inputs, {totals["examples"]} examples, '
+           f'{totals["dead_lettered"]} dead-lettered')
+  else:
+    splits = manifest['splits'].values()
+    used = sum(s['rows_used'] for s in splits)
+    dropped = sum(s['rows_dropped'] for s in splits)
+    arithmetic_ok = all(
+        s['inputs'] == s['rows_used'] + s['rows_dropped'] + s['dead_lettered']
+        for s in splits) and total_inputs == used + dropped + totals[
+            'dead_lettered']
+    _check(checks, 'rows read = rows used + dropped + dead letters',
+           arithmetic_ok, f'{total_inputs} rows read, {used} used, '
+           f'{dropped} dropped for missing values, '
+           f'{totals["dead_lettered"]} dead-lettered')
+    if sensor['mode'] == 'window':
+      w = sensor['windows']
+      _check(checks, 'every window of every entity was formed',
+             w['expected'] == w['formed'] and totals['examples'] == w[
+                 'formed'] - w['crossing_time_cutoff'],
+             f'{w["expected"]} windows follow from the entities\' row '
+             f'counts; {w["formed"]} formed, {w["crossing_time_cutoff"]} '
+             f'crossed a time cut-off, {totals["examples"]} kept')
   norm = manifest['normalization']
   train = [r for r in by_split.get('train', []) if r['pixels']]
   train_info = manifest['splits'].get('train', {})

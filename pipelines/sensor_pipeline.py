@@ -1,0 +1,660 @@
+"""Assembles the sensor preprocessing pipeline (time series and table rows).
+
+The input files are read twice, so nothing waits in memory for the
+full-pass statistics:
+
+    statistics pass:  ParseRows --(bad rows)--> dead letter
+        -> per-entity row counts and time range, row counts per split,
+           label names, class counts (one-row-per-example mode)
+        -> training rows, in blocks -> tf.Transform AnalyzeDataset
+           -> WriteTransformFn; exact float64 channel statistics
+    example pass:     ParseRows (good rows only)
+        rows:    -> examples
+        windows: -> key by (entity, time chunk) -> GroupByKey -> sort
+                 -> windows inside each chunk; fragments of windows that
+                    cross a chunk boundary -> GroupByKey -> assemble
+        -> exported transform (normalize, impute, bucketize) per batch
+        -> [rebalance] -> tf.train.Example -> SeededShuffle
+        -> per split: WriteSplit, fingerprint
+    FinalizeDataset (quality gate, publish, manifest last)
+
+Elements are NumPy batches (a block of rows, a chunk's windows), never one
+Python object per row; the only per-record elements are the serialized
+records on their way to the shuffle and the writer. See transforms/windows.py
+for how windows are cut without holding an entity's whole history.
+"""
+
+import json
+import posixpath
+from typing import Dict, List, NamedTuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import FileSystems
+
+from transforms import manifest as manifest_lib
+from transforms import rebalance as rebalance_lib
+from transforms import sensor_transform as st
+from transforms import sinks
+from transforms import tabular
+from transforms import windows as win
+from transforms.sources import InputError
+from transforms.sources import dead_letter
+
+DEAD = 'dead'
+# Outputs of the statistics pass.
+ENTITY_STATS, COUNTS, LABELS, ANALYSIS, TRAIN_VALUES, ROW_CLASSES = (
+    'entity_stats', 'counts', 'labels', 'analysis', 'train_values',
+    'row_classes')
+_TRANSFORM_BATCH = 4096
+
+
+class SensorInput(NamedTuple):
+  """What the launch-time input check found."""
+  pattern: str  # file pattern listed in the pipeline
+  root: str  # folder example ids are relative to
+  columns: tabular.Columns
+
+
+def _listing_pattern(path: str):
+  """(pattern, root) for a file, a folder or a glob."""
+  if any(c in path for c in '*?['):
+    return path, posixpath.dirname(path.split('*')[0].split('?')[0])
+  if FileSystems.exists(path) and not _is_file(path):
+    root = path.rstrip('/')
+    return FileSystems.join(root, '*'), root
+  return path, posixpath.dirname(path)
+
+
+def _is_file(path: str) -> bool:
+  try:
+    matched = FileSystems.match([path])[0].metadata_list
+  except Exception:  # pylint: disable=broad-except
+    return False
+  return len(matched) == 1 and matched[0].path.rstrip('/') == path.rstrip(
+      '/') and tabular.format_of(path) is not None
+
+
+def list_files(pattern: str) -> List[str]:
+  try:
+    matched = FileSystems.match([pattern])[0].metadata_list
+  except Exception:  # pylint: disable=broad-except
+    return []
+  return sorted(m.path for m in matched
+                if tabular.format_of(m.path) and m.size_in_bytes > 0)
+
+
+def check_input(cfg) -> SensorInput:
+  """Checks the input on the launching machine and resolves the columns.
+
+  Raises:
+    InputError: No readable table files, or columns that do not exist; one
+      sentence.
+  """
+  sc = cfg.sensor
+  if not FileSystems.exists(cfg.input) and not any(
+      c in cfg.input for c in '*?['):
+    raise InputError(f'the input {cfg.input} does not exist')
+  pattern, root = _listing_pattern(cfg.input)
+  files = list_files(pattern)
+  if not files:
+    raise InputError(f'the input {cfg.input} has no non-empty CSV, TSV, '
+                     'JSONL or Parquet file')
+  first = files[0]
+  try:
+    names, numeric = tabular.read_header(first, tabular.format_of(first))
+    columns = tabular.resolve_columns(
+        names, numeric, sc.timestamp_column, sc.entity_column,
+        sc.label_column, sc.channels or None)
+  except tabular.ColumnError as e:
+    raise InputError(f'{posixpath.basename(first)}: {e}') from None
+  return SensorInput(pattern, root, columns)
+
+
+def _source_name(root: str, path: str) -> str:
+  root = root.rstrip('/')
+  if root and path.startswith(root + '/'):
+    return path[len(root) + 1:]
+  return posixpath.basename(path)
+
+
+class ParseRows(beam.DoFn):
+  """One input file -> batches of good rows, with their split.
+
+  Output: dicts of arrays {'source', 'row', 'time', 'entity', 'label',
+  'values', 'split'} (main). With `statistics=True` it emits, instead of
+  the rows, what the statistics pass needs (tagged outputs, all small):
+  dead letters, per-entity (count, first, last time), counts per
+  (split, kind), label names, tf.Transform analysis instances and exact
+  statistics inputs of the training rows, and class counts.
+  """
+
+  def __init__(self, cfg, plan: SensorInput, statistics: bool):
+    super().__init__()
+    self._cfg, self._plan, self._statistics = cfg, plan, statistics
+
+  def process(self, path):
+    cfg, sc, plan = self._cfg, self._cfg.sensor, self._plan
+    source = _source_name(plan.root, path)
+    try:
+      batches = tabular.iter_batches(path, tabular.format_of(path),
+                                     plan.columns, sc.timestamp_unit)
+      for rows, bad in batches:
+        yield from self._batch(source, rows, bad)
+    except tabular.ColumnError as e:
+      if self._statistics:
+        yield beam.pvalue.TaggedOutput(
+            DEAD, dead_letter(source, 'read', str(e)))
+        yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), 1))
+    del cfg
+
+  def _splits(self, source, rows):
+    cfg, sc = self._cfg, self._cfg.sensor
+    names = cfg.split_names
+    if sc.split_by == 'time':
+      return win.time_splits(rows.time, sc.time_cutoffs)
+    if sc.split_by == 'entity':
+      return win.hash_splits(rows.entity, cfg.split_ratios, names)
+    ids = [f'{source}:{r}' for r in rows.row.tolist()]
+    return win.hash_splits(ids, cfg.split_ratios, names)
+
+  def _batch(self, source, rows, bad):
+    sc, names = self._cfg.sensor, self._cfg.split_names
+    stats = self._statistics
+    if stats:
+      for row, reason in bad:
+        yield beam.pvalue.TaggedOutput(
+            DEAD, dead_letter(f'{source}:{row}', 'parse', reason))
+      if bad:
+        yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), len(bad)))
+    n = len(rows.row)
+    if not n:
+      return
+    split = self._splits(source, rows)
+    missing = ~np.isfinite(rows.values).all(axis=1)
+    keep = ~missing if sc.missing != 'impute' else np.ones(n, bool)
+    if stats:
+      for s, name in enumerate(names):
+        in_split = split == s
+        total = int(in_split.sum())
+        if not total:
+          continue
+        yield beam.pvalue.TaggedOutput(COUNTS, ((name, 'inputs'), total))
+        lost = int((in_split & ~keep).sum())
+        if lost:
+          kind = 'dead' if sc.missing == 'dead_letter' else 'dropped'
+          yield beam.pvalue.TaggedOutput(COUNTS, ((name, kind), lost))
+      if sc.missing == 'dead_letter':
+        channels = self._plan.columns.channels
+        for i in np.flatnonzero(missing):
+          bad_channels = [channels[c] for c in
+                          np.flatnonzero(~np.isfinite(rows.values[i]))]
+          yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+              f'{source}:{rows.row[i]}', 'parse',
+              'missing value in channel ' + ', '.join(
+                  repr(c) for c in bad_channels), names[split[i]]))
+    if not keep.all():
+      rows = tabular.RowBatch(rows.row[keep], rows.time[keep],
+                              rows.entity[keep], rows.label[keep],
+                              rows.values[keep])
+      split = split[keep]
+    if not len(rows.row):
+      return
+    if stats:
+      yield from self._summaries(rows, split)
+      return
+    yield {'source': source, 'row': rows.row, 'time': rows.time,
+           'entity': rows.entity, 'label': rows.label,
+           'values': rows.values.astype(np.float32), 'split': split}
+
+  def _summaries(self, rows, split):
+    sc, names = self._cfg.sensor, self._cfg.split_names
+    entities, inverse = np.unique(rows.entity.astype(str),
+                                  return_inverse=True)
+    for e, entity in enumerate(entities.tolist()):
+      times = rows.time[inverse == e]
+      yield beam.pvalue.TaggedOutput(ENTITY_STATS, (entity, (
+          len(times), int(times.min()), int(times.max()))))
+    labels = sorted(set(rows.label.tolist()))
+    yield beam.pvalue.TaggedOutput(LABELS, labels)
+    for s, name in enumerate(names):
+      in_split = split == s
+      if not in_split.any():
+        continue
+      yield beam.pvalue.TaggedOutput(COUNTS, ((name, 'used'),
+                                              int(in_split.sum())))
+      if not sc.windowed:
+        split_labels, counts = np.unique(rows.label[in_split].astype(str),
+                                         return_counts=True)
+        for label, count in zip(split_labels.tolist(), counts.tolist()):
+          yield beam.pvalue.TaggedOutput(ROW_CLASSES,
+                                         ((name, label), count))
+      if name == 'train':
+        train = rows.values[in_split]
+        yield beam.pvalue.TaggedOutput(TRAIN_VALUES, train)
+        for instance in st.analysis_instances(
+            train, sc.window_length, train.shape[1]):
+          yield beam.pvalue.TaggedOutput(ANALYSIS, instance)
+
+
+def _key_by_chunk(batch, entity_stats, chunk_rows):
+  """Splits a row batch into pieces keyed by (entity, time chunk)."""
+  entities, inverse = np.unique(batch['entity'].astype(str),
+                                return_inverse=True)
+  chunk = np.zeros(len(inverse), np.int64)
+  for e, entity in enumerate(entities.tolist()):
+    mask = inverse == e
+    count, t_min, t_max = entity_stats[entity]
+    chunk[mask] = win.chunk_index(batch['time'][mask], t_min, t_max, count,
+                                  chunk_rows)
+  order = np.lexsort((chunk, inverse))
+  keys = np.stack([inverse[order], chunk[order]], axis=1)
+  bounds = np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1
+  for part in np.split(order, bounds):
+    first = part[0]
+    yield ((str(entities[inverse[first]]), int(chunk[first])),
+           {k: (v if k == 'source' else v[part]) for k, v in batch.items()})
+
+
+def _offsets(item):
+  entity, chunk_counts = item
+  return entity, win.chunk_offsets(dict(chunk_counts))
+
+
+class ChunkWindows(beam.DoFn):
+  """(entity, chunk) pieces -> window batches, plus fragments of windows
+  that cross the chunk's boundaries (tagged 'fragments')."""
+
+  def __init__(self, sc, split_names):
+    super().__init__()
+    self._sc, self._names = sc, split_names
+
+  def process(self, item, offsets, entity_stats):
+    (entity, chunk), pieces = item
+    sc = self._sc
+    pieces = list(pieces)
+    cat = {k: np.concatenate([p[k] for p in pieces])
+           for k in ('row', 'time', 'entity', 'label', 'values', 'split')}
+    sources = np.concatenate([np.full(len(p['row']), p['source'], object)
+                              for p in pieces])
+    _, source_codes = np.unique(sources.astype(str), return_inverse=True)
+    order = win.sort_rows(cat['time'], source_codes, cat['row'])
+    c = win.Chunk(entity=entity, offset=offsets[entity][chunk],
+                  entity_rows=entity_stats[entity][0],
+                  time=cat['time'][order], values=cat['values'][order],
+                  label=cat['label'][order].astype(str),
+                  split=cat['split'][order])
+    yield beam.pvalue.TaggedOutput('rows', (len(order), np.bincount(
+        c.split, minlength=len(self._names))))
+    starts, fragments = win.windows_in_chunk(c, sc.window_length,
+                                             sc.window_stride)
+    for k, position, lo, hi in fragments:
+      yield beam.pvalue.TaggedOutput('fragments', ((entity, k), (
+          position, c.time[lo:hi], c.values[lo:hi], c.label[lo:hi],
+          c.split[lo:hi])))
+    if len(starts):
+      yield window_batch(entity, c.offset + starts, starts, c.time, c.values,
+                         c.label, c.split, sc)
+
+
+def window_batch(entity, global_starts, starts, time, values, label, split,
+                 sc) -> dict:
+  """The windows starting at `starts` of a sorted series, as a batch."""
+  length = sc.window_length
+  index = starts[:, None] + np.arange(length)
+  names, codes = np.unique(label, return_inverse=True)
+  label_codes = win.window_labels(codes, starts, length, sc.window_label,
+                                  len(names))
+  first, last = split[starts], split[starts + length - 1]
+  return {
+      st.ID: [f'{entity}#{s}' for s in global_starts.tolist()],
+      st.ENTITY: [entity] * len(starts),
+      st.LABEL_TEXT: names[label_codes].tolist(),
+      st.START_TIME: time[starts], st.END_TIME: time[starts + length - 1],
+      st.VALUES: values[index],
+      'split': np.where(first == last, first, -1).astype(np.int8),
+  }
+
+
+def _assemble(item, sc):
+  (entity, k), pieces = item
+  whole = win.assemble(list(pieces), sc.window_length)
+  # An incomplete window (None) is left out; the windows-formed check of
+  # the quality gate reports it.
+  if whole is not None:
+    time, values, label, split = whole
+    yield window_batch(entity, np.array([k * sc.window_stride]),
+                       np.array([0]), time, values, label, split, sc)
+
+
+def _row_examples(batch, with_entity):
+  ids = [f'{batch["source"]}:{r}' for r in batch['row'].tolist()]
+  return {
+      st.ID: ids,
+      st.ENTITY: batch['entity'].astype(str).tolist() if with_entity else
+                 [''] * len(ids),
+      st.LABEL_TEXT: batch['label'].astype(str).tolist(),
+      st.TIME: batch['time'], st.VALUES: batch['values'],
+      'split': batch['split'],
+  }
+
+
+class ApplyTransform(beam.DoFn):
+  """Runs the exported tf.Transform graph on each batch's values."""
+
+  def __init__(self, transform_dir: str):
+    super().__init__()
+    self._dir = transform_dir
+    self._layer = None
+
+  def setup(self):
+    self._layer = None
+
+  def process(self, batch, transform_done):
+    del transform_done  # only orders this step after the transform write
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    if self._layer is None:
+      import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+      self._layer = tft.TFTransformOutput(
+          self._dir).transform_features_layer()
+    values = np.asarray(batch[st.VALUES], np.float32)
+    outs: Dict[str, list] = {}
+    for lo in range(0, len(values), _TRANSFORM_BATCH):
+      result = self._layer({st.VALUES: tf.constant(
+          values[lo:lo + _TRANSFORM_BATCH])})
+      for key, tensor in result.items():
+        outs.setdefault(key, []).append(tensor.numpy())
+    out = dict(batch)
+    for key, parts in outs.items():
+      out[key] = np.concatenate(parts) if parts else parts
+    yield out
+
+
+def _split_only(batch, keep):
+  return {k: ([v[i] for i in np.flatnonzero(keep)] if isinstance(v, list)
+              else v[keep]) for k, v in batch.items()}
+
+
+class ToRecords(beam.DoFn):
+  """Example batches -> ((shuffle key), (split, record)) per record copy.
+
+  Tagged outputs: 'formed' ((split or '', 1) per window, '' for windows
+  that cross a time cut-off, which are dropped), 'before' and 'after'
+  class counts ((split, label), n).
+  """
+
+  def __init__(self, cfg, spec):
+    super().__init__()
+    self._cfg, self._spec = cfg, spec
+
+  def process(self, batch, label_ids, class_counts):
+    cfg, names = self._cfg, self._cfg.split_names
+    split = np.asarray(batch['split'])
+    crossing = int((split < 0).sum())
+    if crossing:
+      yield beam.pvalue.TaggedOutput('formed', ('', crossing))
+      batch = _split_only(batch, split >= 0)
+      split = split[split >= 0]
+    if not len(split):
+      return
+    labels = batch[st.LABEL_TEXT]
+    for s in np.unique(split).tolist():
+      yield beam.pvalue.TaggedOutput('formed', (names[s],
+                                                int((split == s).sum())))
+    copies = np.ones(len(labels), np.int64)
+    weights = None
+    if cfg.rebalance != 'none':
+      per_split: Dict[str, dict] = {}
+      for (sp, label), n in class_counts:
+        per_split.setdefault(sp, {})[label] = n
+      weights = np.ones(len(labels), np.float32)
+      for i, (s, label) in enumerate(zip(split.tolist(), labels)):
+        name = names[s]
+        mode = cfg.rebalance if name in cfg.rebalance_splits else 'none'
+        copies[i] = rebalance_lib.copies(mode, batch[st.ID][i], label,
+                                         per_split.get(name, {}), cfg.seed)
+        if mode == 'weight':
+          weights[i] = rebalance_lib.class_weight(label,
+                                                  per_split.get(name, {}))
+    for s, label in zip(split.tolist(), labels):
+      yield beam.pvalue.TaggedOutput('before', ((names[s], label), 1))
+    records = st.to_example_records(batch, label_ids, self._spec, weights)
+    for i, record in enumerate(records):
+      name = names[split[i]]
+      for k in range(copies[i]):
+        yield beam.pvalue.TaggedOutput('after', ((name, labels[i]), 1))
+        yield (f'{batch[st.ID][i]}#{k}', (name, record))
+
+
+def _details(cfg, values, splits):
+  """The manifest's sensor section and normalization."""
+  sc = cfg.sensor
+  counts = dict(values['counts'])
+  for name, split in splits.items():
+    split['rows_used'] = counts.get((name, 'used'), 0)
+    split['rows_dropped'] = counts.get((name, 'dropped'), 0)
+    if sc.windowed:
+      split['rows_windowed'] = int(sum(
+          r[s] for r in values['rows_windowed']
+          for s in [cfg.split_names.index(name)]))
+  entity_rows = dict(values['entity_rows'])
+  stats = values['train_stats']
+  section = {
+      'columns': values['columns'],
+      'channels': list(values['columns']['channels']),
+      'mode': 'window' if sc.windowed else 'row',
+      'window_length': sc.window_length,
+      'window_stride': sc.window_stride if sc.windowed else 0,
+      'window_label': sc.window_label if sc.windowed else None,
+      'value_shape': st.value_shape(sc.window_length,
+                                    len(values['columns']['channels'])),
+      'time_unit': 'ns since 1970-01-01T00:00:00Z',
+      'missing': sc.missing,
+      'split_by': sc.split_by,
+      'time_cutoffs': [win.format_time(t) for t in sc.time_cutoffs],
+      'entities': len(entity_rows),
+      'longest_entity_rows': max(entity_rows.values(), default=0),
+      'rows_dropped': sum(counts.get((n, 'dropped'), 0)
+                          for n in cfg.split_names),
+      'bucketize': sc.bucketize,
+  }
+  if sc.windowed:
+    formed = dict(values['formed'])
+    section['windows'] = {
+        'expected': sum(win.window_count(n, sc.window_length,
+                                         sc.window_stride)
+                        for n in entity_rows.values()),
+        'formed': sum(formed.values()),
+        'crossing_time_cutoff': formed.get('', 0),
+    }
+  normalization = {
+      'method': cfg.normalization,
+      'applied': 'stored',
+      'statistics_split': 'train',
+      'rows_analyzed': max(stats['count'], default=0),
+      'per_channel': {
+          name: {k: stats[k][i] for k in ('count', 'mean', 'std', 'min',
+                                          'max')}
+          for i, name in enumerate(values['columns']['channels'])
+      } if stats['count'] else {},
+  }
+  return section, normalization
+
+
+def _sum_counts(pcoll, label):
+  return pcoll | label >> beam.CombinePerKey(sum)
+
+
+def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
+  """Adds the whole sensor job to `pipeline` (see the module docstring)."""
+  import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
+  from tensorflow_transform.tf_metadata import dataset_metadata  # pylint: disable=import-outside-toplevel
+
+  sc = cfg.sensor
+  names = cfg.split_names
+  channels = len(plan.columns.channels)
+  spec = st.feature_spec(sc.window_length, channels, sc.bucketize,
+                         plan.columns.entity is not None,
+                         cfg.rebalance == 'weight')
+
+  files = (pipeline
+           | 'InputPattern' >> beam.Create([plan.pattern])
+           | 'ListFiles' >> fileio.MatchAll()
+           | 'Paths' >> beam.Map(lambda m: m.path)
+           | 'TableFilesOnly' >> beam.Filter(
+               lambda p: tabular.format_of(p) is not None))
+  skipped = pipeline | 'NothingSkipped' >> beam.Create([0])
+
+  # The statistics pass.
+  stats_out = (files
+               | 'SpreadFilesA' >> beam.Reshuffle()
+               | 'ParseForStatistics' >> beam.ParDo(
+                   ParseRows(cfg, plan, statistics=True)).with_outputs(
+                       DEAD, ENTITY_STATS, COUNTS, LABELS, ANALYSIS,
+                       TRAIN_VALUES, ROW_CLASSES))
+  dead = stats_out[DEAD]
+  counts = _sum_counts(stats_out[COUNTS], 'SumCounts')
+  # -> ((split, 'inputs'|'dead'|'dropped'|'used'), rows)
+  entity_stats = (stats_out[ENTITY_STATS]
+                  | 'EntityRange' >> beam.CombinePerKey(
+                      lambda vs: _merge_ranges(vs)))
+  # -> (entity, (rows, first time, last time))
+  labels = (stats_out[LABELS]
+            | 'LabelNames' >> beam.CombineGlobally(
+                lambda sets: sorted(set().union(*map(set, sets)))))
+  label_ids = labels | 'LabelIds' >> beam.Map(
+      lambda ls: {n: i for i, n in enumerate(ls)})
+  train_stats = stats_out[TRAIN_VALUES] | 'TrainStats' >> (
+      beam.CombineGlobally(st.ChannelStatsFn()))
+  inputs = counts | 'Inputs' >> beam.FlatMap(
+      lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else [])
+  dead_per_split = (dead
+                    | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '',
+                                                           1))
+                    | 'CountDead' >> beam.CombinePerKey(sum))
+  dead_files = (dead
+                | 'DeadLetterToJson' >> beam.Map(
+                    lambda d: json.dumps(d, ensure_ascii=False))
+                | 'WriteDeadLetters' >> beam.io.WriteToText(
+                    manifest_lib.join(staging, manifest_lib.DEAD_LETTER_PREFIX),
+                    file_name_suffix='.jsonl', num_shards=1))
+
+  raw_metadata = dataset_metadata.DatasetMetadata.from_feature_spec(
+      st.raw_feature_spec(sc.window_length, channels))
+  preprocessing_fn = st.make_preprocessing_fn(
+      channels, cfg.normalization, sc.missing == 'impute', sc.bucketize)
+  with tft_beam.Context(temp_dir=manifest_lib.join(staging, 'tft_tmp'),
+                        force_tf_compat_v1=False):
+    transform_fn = ((stats_out[ANALYSIS], raw_metadata)
+                    | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
+                        preprocessing_fn))
+    transform_done = transform_fn | 'WriteTransformFn' >> (
+        tft_beam.WriteTransformFn(staging))
+
+  # The example pass.
+  rows = (files
+          | 'SpreadFilesB' >> beam.Reshuffle()
+          | 'ParseForExamples' >> beam.ParDo(
+              ParseRows(cfg, plan, statistics=False)))
+  extra = {}
+  if sc.windowed:
+    entity_dict = beam.pvalue.AsDict(entity_stats)
+    pieces = rows | 'KeyByEntityChunk' >> beam.FlatMap(
+        _key_by_chunk, entity_dict, sc.chunk_rows)
+    offsets = (pieces
+               | 'PieceRows' >> beam.Map(lambda kv: (kv[0], len(kv[1]['row'])))
+               | 'RowsPerChunk' >> beam.CombinePerKey(sum)
+               | 'ByEntity' >> beam.Map(lambda kv: (kv[0][0], (kv[0][1],
+                                                                kv[1])))
+               | 'ChunksOfEntity' >> beam.GroupByKey()
+               | 'Offsets' >> beam.Map(_offsets))
+    chunked = (pieces
+               | 'GroupChunks' >> beam.GroupByKey()
+               | 'WindowChunks' >> beam.ParDo(
+                   ChunkWindows(sc, names), beam.pvalue.AsDict(offsets),
+                   entity_dict).with_outputs('fragments', 'rows',
+                                             main='windows'))
+    assembled = (chunked.fragments
+                 | 'GroupFragments' >> beam.GroupByKey()
+                 | 'AssembleWindows' >> beam.FlatMap(_assemble, sc))
+    examples = ((chunked.windows, assembled)
+                | 'AllWindows' >> beam.Flatten())
+    extra['rows_windowed'] = (
+        chunked.rows
+        | 'RowsWindowed' >> beam.Map(lambda r: r[1])
+        | 'SumRowsWindowed' >> beam.CombineGlobally(
+            lambda arrs: [int(v) for v in np.sum(
+                [np.asarray(a) for a in arrs] or [np.zeros(len(names))],
+                axis=0)]).without_defaults())
+  else:
+    examples = rows | 'RowExamples' >> beam.Map(
+        _row_examples, plan.columns.entity is not None)
+  normalized = examples | 'Normalize' >> beam.ParDo(
+      ApplyTransform(staging), beam.pvalue.AsList(transform_done))
+  if cfg.rebalance != 'none':
+    if sc.windowed:
+      class_counts = (normalized
+                      | 'WindowClasses' >> beam.FlatMap(
+                          lambda b: [((names[s], l), 1) for s, l in zip(
+                              b['split'].tolist(), b[st.LABEL_TEXT])
+                                     if s >= 0])
+                      | 'CountWindowClasses' >> beam.CombinePerKey(sum))
+    else:
+      class_counts = _sum_counts(stats_out[ROW_CLASSES], 'CountRowClasses')
+  else:
+    class_counts = pipeline | 'NoClassCounts' >> beam.Create([])
+  records = normalized | 'ToRecords' >> beam.ParDo(
+      ToRecords(cfg, spec), beam.pvalue.AsSingleton(label_ids),
+      beam.pvalue.AsList(class_counts)).with_outputs(
+          'formed', 'before', 'after', main='records')
+  shuffled = records.records | 'ShuffleRecords' >> sinks.SeededShuffle(
+      cfg.seed, buckets=1024)
+  by_split = shuffled | 'PartitionBySplit' >> beam.Partition(
+      lambda v, n: names.index(v[0]), len(names))
+  shards_all, fps_all = [], []
+  for index, split in enumerate(names):
+    split_records = by_split[index] | f'Record[{split}]' >> beam.Map(
+        lambda v: v[1])
+    fps_all.append(
+        split_records
+        | f'Fingerprint[{split}]' >> beam.CombineGlobally(
+            sinks.FingerprintFn())
+        | f'TagFingerprint[{split}]' >> beam.Map(lambda fp, s=split: (s, fp)))
+    shards = split_records | f'WriteSplit[{split}]' >> sinks.WriteSplit(
+        staging, cfg.name, split, cfg.num_shards, cfg.compression == 'gzip')
+    shards_all.append(shards | f'TagShards[{split}]' >> beam.Map(
+        lambda s, sp=split: (sp, s)))
+
+  def flat(pcolls, label):
+    return tuple(pcolls) | label >> beam.Flatten()
+
+  columns = plan.columns
+  column_info = pipeline | 'Columns' >> beam.Create([{
+      'timestamp': columns.timestamp, 'entity': columns.entity,
+      'label': columns.label, 'channels': list(columns.channels)}])
+  formed = _sum_counts(records.formed, 'SumFormed')
+  if not sc.windowed:
+    extra['rows_windowed'] = pipeline | 'NoRowsWindowed' >> beam.Create([])
+  _ = pipeline | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
+      cfg, run, staging, spec,
+      singletons=('labels', 'train_stats', 'columns'), details=_details,
+      labels=labels, inputs=inputs, dead=dead_per_split,
+      before=_sum_counts(records.before, 'SumBefore'),
+      after=_sum_counts(records.after, 'SumAfter'),
+      shards=flat(shards_all, 'AllShards'),
+      fingerprints=flat(fps_all, 'AllFingerprints'),
+      skipped=skipped, dead_files=dead_files, transform_done=transform_done,
+      counts=counts, train_stats=train_stats, columns=column_info,
+      entity_rows=entity_stats | 'EntityRows' >> beam.Map(
+          lambda kv: (kv[0], kv[1][0])),
+      formed=formed, rows_windowed=extra['rows_windowed'])
+
+
+def _merge_ranges(values):
+  rows, first, last = 0, None, None
+  for n, lo, hi in values:
+    rows += n
+    first = lo if first is None else min(first, lo)
+    last = hi if last is None else max(last, hi)
+  return rows, first, last

@@ -1,0 +1,283 @@
+"""End-to-end runs of the sensor pipeline on small generated tables.
+
+Real Beam pipelines on the DirectRunner with a real tf.Transform analysis;
+every output is read back with the reader and checked by the validation
+pipeline, and the windows are compared with ones computed in memory.
+"""
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sensorgen
+from pipelines import preprocess
+from pipelines import reader
+from pipelines import validate
+
+BASE = ['--modality', 'sensor', '--timestamp_column', 'time',
+        '--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
+WINDOWS = ['--entity_column', 'device', '--window_length', '20',
+           '--window_stride', '10', '--splits',
+           'train=0.6,validation=0.2,test=0.2']
+
+
+def _run(src, out, *extra):
+  return preprocess.run(['--input', str(src), '--output', str(out)] + BASE +
+                        list(extra))
+
+
+def _dead_letters(out):
+  rows = []
+  for name in os.listdir(out):
+    if name.startswith('dead_letter'):
+      with open(os.path.join(out, name), encoding='utf-8') as f:
+        rows += [json.loads(line) for line in f if line.strip()]
+  return rows
+
+
+def _read_all(out, split):
+  ds = reader.load_dataset(str(out), split, batch_size=1000, shuffle=False)
+  batches = list(ds.as_numpy_iterator())
+  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def _assert_valid(out):
+  report = validate.run(['--output', str(out)])
+  failed = [c for c in report['checks'] if c['status'] != 'pass']
+  assert report['verdict'] == 'pass', failed
+  return report
+
+
+@pytest.fixture(scope='module')
+def windows_run(tmp_path_factory):
+  """CSV with bad rows of every kind, windows of 20 rows, stride 10."""
+  root = tmp_path_factory.mktemp('sensor_csv')
+  df = sensorgen.frame()
+  src = root / 'log.csv'
+  df.to_csv(src, index=False)
+  good_rows = len(df)
+  with open(src, 'a', encoding='utf-8') as f:
+    f.write('yesterday,dev00,1,2,3,run\n')  # bad timestamp
+    f.write('2026-01-01T00:00:01Z,dev01,abc,2,3,run\n')  # bad number
+    f.write('2026-01-01T00:00:02Z,dev02,1,2,3,\n')  # missing label
+    f.write('2026-01-01T00:00:03Z,dev03,,2,3,sit\n')  # missing value
+  out = root / 'out'
+  manifest = _run(src, out, *WINDOWS, '--max_bad_fraction', '0.1')
+  return df, good_rows, out, manifest
+
+
+def test_windows_counts_and_dead_letters(windows_run):
+  df, good_rows, out, manifest = windows_run
+  totals = manifest['totals']
+  assert totals['inputs'] == good_rows + 4
+  assert totals['dead_lettered'] == 4
+  reasons = sorted(d['reason'] for d in _dead_letters(out))
+  assert len(reasons) == 4
+  assert any('timestamp' in r and 'yesterday' in r for r in reasons)
+  assert any("'ch0'" in r and 'abc' in r for r in reasons)
+  assert any('label' in r for r in reasons)
+  assert any(r.startswith('missing value') and "'ch0'" in r for r in reasons)
+  # 12 devices x 120 rows -> 11 windows each.
+  sensor = manifest['sensor']
+  assert sensor['windows'] == {'expected': 132, 'formed': 132,
+                               'crossing_time_cutoff': 0}
+  assert totals['examples'] == totals['records'] == 132
+  assert sensor['value_shape'] == [20, 3]
+  assert sensor['channels'] == ['ch0', 'ch1', 'ch2']
+  for split in manifest['splits'].values():
+    assert split['inputs'] == (split['rows_used'] + split['rows_dropped'] +
+                               split['dead_lettered'])
+    assert split['rows_windowed'] == split['rows_used']
+  _assert_valid(out)
+
+
+def test_windows_match_an_in_memory_computation(windows_run):
+  df, _, out, manifest = windows_run
+  per = manifest['normalization']['per_channel']
+  channels = manifest['sensor']['channels']
+  mean = np.array([per[c]['mean'] for c in channels])
+  std = np.array([per[c]['std'] for c in channels])
+  # The statistics are those of the training devices' rows.
+  train_devices = set()
+  for split in manifest['splits']:
+    data = _read_all(out, split)
+    devices = {e.decode() for e in data['entity']}
+    if split == 'train':
+      train_devices = devices
+    for other in manifest['splits']:
+      if other != split:
+        assert not devices & {e.decode() for e in _read_all(
+            out, other)['entity']}, 'an entity is in two splits'
+  train_rows = df[df['device'].isin(train_devices)]
+  np.testing.assert_allclose(mean, train_rows[channels].mean(), rtol=1e-9)
+  np.testing.assert_allclose(std, train_rows[channels].std(ddof=0),
+                             rtol=1e-6)
+  expected = sensorgen.reference_windows(df, 20, 10, channels, mean, std)
+  # Values enter the transform as float32 (tf.Example's float type): a
+  # channel around 300 with a std of 0.5 is exact to about 2 float32 steps
+  # of 300, divided by 0.5.
+  tol = 1e-6 + 2 * np.finfo(np.float32).eps * np.abs(
+      df[channels].to_numpy()).max(axis=0) / std
+  seen = 0
+  for split in manifest['splits']:
+    data = _read_all(out, split)
+    assert data['values'].shape[1:] == (20, 3)
+    for i, ex_id in enumerate(data['id']):
+      values, label = expected[ex_id.decode()]
+      assert np.all(np.abs(data['values'][i] - values) <= tol), ex_id
+      assert data['label_text'][i].decode() == label
+      assert data['end_time'][i] - data['start_time'][i] == 19 * 10**9
+      seen += 1
+  assert seen == len(expected) == 132
+
+
+def test_shards_are_shuffled(windows_run):
+  _, _, out, _ = windows_run
+  data = _read_all(out, 'test')
+  ids = [i.decode() for i in data['id']]
+  assert ids != sorted(ids)
+
+
+def test_chunking_and_runner_do_not_change_the_output(tmp_path):
+  # Devices of 2500 rows: 3 chunks each with --chunk_rows 1000, so windows
+  # cross chunk boundaries and are assembled from fragments.
+  big = sensorgen.frame(devices=3, rows_per_device=2500, seed=3)
+  src = tmp_path / 'big.csv'
+  big.to_csv(src, index=False)
+  runs = []
+  for extra in (['--chunk_rows', '1000'], ['--chunk_rows', '100000']):
+    target = tmp_path / f'out{len(runs)}'
+    args = ['--input', str(src), '--output', str(target), '--modality',
+            'sensor', '--timestamp_column', 'time'] + WINDOWS + extra + (
+                ['--direct_running_mode', 'multi_threading',
+                 '--direct_num_workers', '2'] if runs else
+                ['--direct_running_mode', 'in_memory'])
+    runs.append(preprocess.run(args))
+  assert runs[0]['fingerprint'] == runs[1]['fingerprint']
+  assert runs[0]['sensor']['windows']['formed'] == 3 * 249
+
+
+def test_rows_from_parquet_with_imputation_minmax_and_buckets(tmp_path):
+  df = sensorgen.frame(devices=4, rows_per_device=100, seed=1)
+  df['time'] = (pd.to_datetime(df['time'], utc=True) - pd.Timestamp(
+      0, tz='UTC')) // pd.Timedelta(milliseconds=1)
+  df.loc[5, 'ch1'] = np.nan
+  df.loc[6, 'ch2'] = np.inf
+  src = tmp_path / 'rows.parquet'
+  df.to_parquet(src)
+  out = tmp_path / 'out'
+  manifest = _run(src, out, '--timestamp_unit', 'ms', '--missing', 'impute',
+                  '--normalization', 'minmax', '--bucketize', '4',
+                  '--entity_column', 'device', '--split_by', 'hash')
+  assert manifest['sensor']['mode'] == 'row'
+  assert manifest['totals']['records'] == 400
+  assert manifest['totals']['dead_lettered'] == 0
+  assert manifest['feature_spec']['values']['shape'] == [3]
+  assert manifest['feature_spec']['buckets']['shape'] == [3]
+  _assert_valid(out)
+  data = _read_all(out, 'train')
+  assert np.isfinite(data['values']).all()
+  assert data['buckets'].min() >= 0 and data['buckets'].max() <= 3
+  # min-max over the train split: train values lie in [0, 1].
+  assert data['values'].min() >= -1e-6 and data['values'].max() <= 1 + 1e-6
+  # Both damaged rows became examples with an imputed (finite) value.
+  ids = {i.decode() for s in manifest['splits'] for i in _read_all(
+      out, s)['id']}
+  assert {'rows.parquet:5', 'rows.parquet:6'} <= ids
+  assert data['time'].min() >= sensorgen.START
+
+
+def test_time_split_without_entity_from_jsonl(tmp_path):
+  df = sensorgen.frame(devices=1, rows_per_device=300, entity=False)
+  df.loc[10, 'ch0'] = np.nan
+  src = tmp_path / 'series.jsonl'
+  df.to_json(src, orient='records', lines=True)
+  out = tmp_path / 'out'
+  cut = pd.Timestamp(sensorgen.START, tz='UTC') + pd.Timedelta(seconds=200)
+  manifest = _run(src, out, '--window_length', '30', '--window_stride',
+                  '15', '--time_cutoffs', cut.isoformat(), '--missing',
+                  'drop')
+  assert list(manifest['splits']) == ['train', 'test']
+  w = manifest['sensor']['windows']
+  # 299 rows after dropping one: 18 windows. About 200 rows lie before
+  # the cut-off, so the windows starting at rows 180 and 195 cross it.
+  assert w['expected'] == w['formed'] == 18
+  assert w['crossing_time_cutoff'] == 2
+  assert manifest['totals']['examples'] == 16
+  assert manifest['sensor']['rows_dropped'] == 1
+  assert manifest['totals']['dead_lettered'] == 0
+  _assert_valid(out)
+  train = _read_all(out, 'train')
+  test = _read_all(out, 'test')
+  assert train['end_time'].max() < cut.value <= test['start_time'].min()
+
+
+def test_oversampling_windows(tmp_path):
+  df = sensorgen.frame(devices=12, rows_per_device=120)
+  # Make 'run' rare: relabel most of it.
+  df.loc[df['label'] == 'run', 'label'] = np.where(
+      np.arange((df['label'] == 'run').sum()) % 4 == 0, 'run', 'walk')
+  src = tmp_path / 'log.csv'
+  df.to_csv(src, index=False)
+  out = tmp_path / 'out'
+  manifest = _run(src, out, *WINDOWS, '--rebalance', 'oversample')
+  train = manifest['splits']['train']
+  before, after = (train['class_counts_before_rebalance'],
+                   train['class_counts'])
+  assert sum(after.values()) > sum(before.values())
+  assert max(after.values()) - min(after.values()) < max(
+      before.values()) - min(before.values())
+  assert manifest['splits']['test']['class_counts'] == manifest['splits'][
+      'test']['class_counts_before_rebalance']
+  _assert_valid(out)
+
+
+@pytest.mark.parametrize('extra,expected', [
+    (['--label_column', 'activity'], "no column 'activity'|'activity'"),
+    (['--channels', 'ch0,speed'], "'speed'"),
+    (['--entity_column', 'devices'], "'devices'"),
+    (['--channels', 'label'], 'label'),
+])
+def test_bad_columns_stop_with_one_sentence(tmp_path, capsys, extra,
+                                            expected):
+  src = tmp_path / 'log.csv'
+  sensorgen.frame(devices=2, rows_per_device=10).to_csv(src, index=False)
+  out = tmp_path / 'out'
+  code = preprocess.main(['--input', str(src), '--output', str(out)] + BASE
+                         + extra)
+  err = capsys.readouterr().err.strip()
+  assert code == preprocess.EXIT_USAGE
+  assert err.count('\n') == 0 and 'Traceback' not in err, err
+  import re
+  assert re.search(expected, err), err
+  assert not out.exists()
+
+
+def test_no_numeric_channels_and_missing_input(tmp_path, capsys):
+  src = tmp_path / 'text.csv'
+  src.write_text('time,device,label,note\n2026-01-01,d,a,x\n')
+  code = preprocess.main(['--input', str(src), '--output',
+                          str(tmp_path / 'o')] + BASE)
+  err = capsys.readouterr().err.strip()
+  assert code == preprocess.EXIT_USAGE and 'numeric' in err, err
+  code = preprocess.main(['--input', str(tmp_path / 'nothing.csv'),
+                          '--output', str(tmp_path / 'o')] + BASE)
+  err = capsys.readouterr().err.strip()
+  assert code == preprocess.EXIT_USAGE and 'does not exist' in err, err
+
+
+def test_window_longer_than_every_entity(tmp_path, capsys):
+  src = tmp_path / 'log.csv'
+  sensorgen.frame(devices=4, rows_per_device=30).to_csv(src, index=False)
+  out = tmp_path / 'out'
+  code = preprocess.main(['--input', str(src), '--output', str(out)] + BASE
+                         + ['--entity_column', 'device', '--window_length',
+                            '50'])
+  err = capsys.readouterr().err.strip().splitlines()[-1]
+  assert code == preprocess.EXIT_DATA_QUALITY
+  assert 'no entity has the 50 rows --window_length asks for' in err
+  assert 'the longest has 30' in err
+  assert not (out / 'manifest.json').exists()
