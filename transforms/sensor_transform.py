@@ -120,6 +120,20 @@ def make_preprocessing_fn(channels: int, normalization: str, impute: bool,
   return preprocessing_fn
 
 
+def transform_inputs(values: np.ndarray) -> dict:
+  """The exported transform's inputs for raw values [n, ...]: the values
+  and empty analysis inputs."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  n = len(values)
+  inputs = {VALUES: tf.constant(values, tf.float32)}
+  channels = values.shape[-1]
+  empty = tf.sparse.SparseTensor(tf.zeros([0, 2], tf.int64),
+                                 tf.zeros([0], tf.float32), [n, 0])
+  for c in range(channels):
+    inputs[f'{_ANALYSIS_PREFIX}{c}'] = empty
+  return inputs
+
+
 def analysis_instances(values: np.ndarray, length: int, channels: int,
                        block: int = ANALYSIS_BLOCK):
   """tf.Transform analysis input from training rows [n, channels].
