@@ -1,0 +1,337 @@
+"""Measurement code shared by image_benchmark.py and sensor_benchmark.py.
+
+Runs each measured command as its own child process (cwd and PYTHONPATH =
+repository root, output to a log file) and records:
+
+- wall seconds;
+- peak RSS of that one command: GNU `/usr/bin/time -v` "Maximum resident
+  set size" when present, else a fresh wrapper process that reports its own
+  RUSAGE_CHILDREN maximum (both: the largest single process of the tree);
+- the peak of the summed RSS of the whole process tree, sampled from /proc
+  every 0.2 s (differs only when a command starts worker processes);
+- CPU seconds and utilization (cores busy on average), and the share of the
+  machine's CPUs that other processes used meanwhile ("other load"), a
+  noise indicator.
+
+`measure` runs several commands interleaved (a, b, a, b, ...), `summarize`
+takes medians over the repeats and `print_table` prints them. Throughput is
+per "unit" (images, rows, ...): the keys are `<unit>_per_second` per run and
+`<unit>_per_second_median` per command.
+"""
+
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH_DIR = os.path.join(REPO, 'benchmarks')
+GNU_TIME = '/usr/bin/time'
+
+# Runs argv[1:] and writes its own RUSAGE_CHILDREN peak RSS (KiB on Linux) to
+# the file in the environment; a fresh process per measured child, so the
+# maximum is that child's and not the maximum over earlier children.
+_WRAPPER = r'''
+import os, resource, subprocess, sys
+rc = subprocess.call(sys.argv[1:])
+with open(os.environ['BENCH_RSS_FILE'], 'w') as f:
+  ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+  f.write('%d %f' % (ru.ru_maxrss, ru.ru_utime + ru.ru_stime))
+sys.exit(rc)
+'''
+
+
+class BenchmarkError(RuntimeError):
+  """A child failed or produced the wrong output."""
+
+
+def base_name(name):
+  """'ours@20000' -> 'ours': the command a measured job name stands for."""
+  return name.split('@')[0]
+
+
+def warm_page_cache(root):
+  """Reads every file under root (or root itself) once; returns the bytes.
+
+  So no measured command pays for the first read from disk.
+  """
+  paths = [root] if os.path.isfile(root) else (
+      os.path.join(dirpath, name)
+      for dirpath, _, names in os.walk(root) for name in names)
+  total = 0
+  for path in paths:
+    with open(path, 'rb') as f:
+      while True:
+        block = f.read(1 << 24)
+        if not block:
+          break
+        total += len(block)
+  return total
+
+
+# ------------------------------------------------------------ measurement --
+
+
+def _tree_rss_kib(root_pid):
+  """Summed RSS (KiB) of root_pid and all its descendants, from /proc."""
+  children = {}
+  rss = {}
+  for entry in os.listdir('/proc'):
+    if not entry.isdigit():
+      continue
+    try:
+      with open(f'/proc/{entry}/stat', 'rb') as f:
+        stat = f.read()
+      # Fields after the command name (which may hold spaces/parens).
+      fields = stat[stat.rindex(b')') + 2:].split()
+      ppid, pages = int(fields[1]), int(fields[21])
+    except (OSError, ValueError, IndexError):
+      continue
+    pid = int(entry)
+    children.setdefault(ppid, []).append(pid)
+    rss[pid] = pages
+  total, stack = 0, [root_pid]
+  while stack:
+    pid = stack.pop()
+    total += rss.get(pid, 0)
+    stack.extend(children.get(pid, ()))
+  return total * (os.sysconf('SC_PAGE_SIZE') // 1024)
+
+
+def _busy_cpu_seconds():
+  """CPU seconds all processes of the machine have used (from /proc/stat)."""
+  try:
+    with open('/proc/stat') as f:
+      fields = [int(x) for x in f.readline().split()[1:]]
+  except (OSError, ValueError):
+    return None
+  idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+  return (sum(fields[:8]) - idle) / os.sysconf('SC_CLK_TCK')
+
+
+class _TreeSampler(threading.Thread):
+  """Samples the process tree's summed RSS until stopped; keeps the peak."""
+
+  def __init__(self, pid, interval=0.2):
+    super().__init__(daemon=True)
+    self.pid, self.interval = pid, interval
+    self.peak_kib = 0
+    self._halt = threading.Event()
+
+  def run(self):
+    while not self._halt.wait(self.interval):
+      try:
+        self.peak_kib = max(self.peak_kib, _tree_rss_kib(self.pid))
+      except OSError:
+        pass
+
+  def stop(self):
+    self._halt.set()
+    self.join()
+
+
+def run_measured(name, cmd, log_path, env):
+  """Runs one command as a child; returns wall seconds and peak RSS (KiB).
+
+  Raises:
+    BenchmarkError: The command exited with a non-zero code.
+  """
+  with tempfile.NamedTemporaryFile('r', suffix='.rss', delete=False) as tmp:
+    rss_file = tmp.name
+  env = dict(env, BENCH_RSS_FILE=rss_file)
+  if os.access(GNU_TIME, os.X_OK):
+    full = [GNU_TIME, '-v', '-o', rss_file] + cmd
+    method = 'gnu-time'
+  else:
+    full = [sys.executable, '-c', _WRAPPER] + cmd
+    method = 'rusage-wrapper'
+  with open(log_path, 'w') as log:
+    log.write('$ ' + shlex.join(cmd) + '\n')
+    log.flush()
+    busy_before = _busy_cpu_seconds()
+    start = time.perf_counter()
+    proc = subprocess.Popen(full, cwd=REPO, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    sampler = _TreeSampler(proc.pid)
+    sampler.start()
+    rc = proc.wait()
+    wall = time.perf_counter() - start
+    busy_after = _busy_cpu_seconds()
+    sampler.stop()
+  with open(rss_file) as f:
+    rss_text = f.read()
+  os.unlink(rss_file)
+  if rc != 0:
+    with open(log_path) as f:
+      tail = f.read()[-4000:]
+    raise BenchmarkError(f'{name} failed with exit code {rc}; command:\n  '
+                         f'{shlex.join(cmd)}\nlog {log_path} ends with:\n'
+                         f'{tail}')
+  if method == 'gnu-time':
+    peak, cpu = None, 0.0
+    for line in rss_text.splitlines():
+      key, _, value = line.strip().rpartition(':')
+      if key == 'Maximum resident set size (kbytes)':
+        peak = int(value)
+      elif key in ('User time (seconds)', 'System time (seconds)'):
+        cpu += float(value)
+    if peak is None:
+      raise BenchmarkError(f'no peak RSS in /usr/bin/time output:\n{rss_text}')
+  else:
+    peak_text, cpu_text = rss_text.split()
+    peak, cpu = int(peak_text), float(cpu_text)
+  # CPU the rest of the machine used meanwhile, as a share of all CPUs: a
+  # noise indicator (0 on an idle machine).
+  other = None
+  if busy_before is not None and busy_after is not None:
+    other = max(0.0, (busy_after - busy_before - cpu) /
+                (wall * (os.cpu_count() or 1)))
+  return {'seconds': wall, 'peak_rss_kib': peak,
+          'tree_rss_kib_sampled': sampler.peak_kib, 'cpu_seconds': cpu,
+          'cpu_utilization': cpu / wall, 'other_load_share': other,
+          'rss_method': method}
+
+
+def last_json_line(log_path):
+  """The last line of a log that is a JSON object, parsed; else None."""
+  with open(log_path) as f:
+    for line in reversed(f.read().splitlines()):
+      line = line.strip()
+      if line.startswith('{') and line.endswith('}'):
+        return json.loads(line)
+  return None
+
+
+def child_env():
+  env = dict(os.environ)
+  env['PYTHONPATH'] = REPO + (os.pathsep + env['PYTHONPATH']
+                              if env.get('PYTHONPATH') else '')
+  return env
+
+
+def measure(jobs, repeats, logdir, unit, inspect, check=None):
+  """Runs `jobs` ({name: (argv, out, n)}) interleaved `repeats` times.
+
+  Args:
+    jobs: {name: (argv, output path, units of work)}; throughput is n/s.
+    repeats: Runs of each job.
+    logdir: Where each run's output goes, as <name>_r<k>.log.
+    unit: What n counts ('images', 'rows'): names the throughput key.
+    inspect: inspect(name, out, log_path) -> dict of fields to add to the
+      run's result (e.g. records written); called before the run's line is
+      printed, may raise BenchmarkError.
+    check: Optional check(name, res, out, repeat) called after the run's
+      line is printed, to print warnings about its output.
+
+  Returns:
+    {name: [result dict of each run]}.
+  """
+  env = child_env()
+  key = f'{unit}_per_second'
+  runs = {name: [] for name in jobs}
+  for r in range(repeats):
+    for name, (cmd, out, n) in jobs.items():
+      log_path = os.path.join(logdir, f'{name}_r{r + 1}.log')
+      print(f'[repeat {r + 1}/{repeats}] {name}: {shlex.join(cmd)}',
+            flush=True)
+      res = run_measured(name, cmd, log_path, env)
+      extra = inspect(name, out, log_path)
+      res[key] = n / res['seconds']
+      res.update(extra)
+      res['log'] = log_path
+      runs[name].append(res)
+      other = res['other_load_share']
+      print(f'    {res["seconds"]:.1f} s, {res[key]:.1f} '
+            f'{unit}/s, peak RSS {res["peak_rss_kib"] / 1024:.0f} MiB '
+            f'(tree, sampled: {res["tree_rss_kib_sampled"] / 1024:.0f} MiB), '
+            f'CPU {res["cpu_utilization"]:.2f} cores, other load '
+            f'{"?" if other is None else f"{other:.0%}"}', flush=True)
+      if check is not None:
+        check(name, res, out, r + 1)
+  return runs
+
+
+def summarize(runs, unit):
+  """Medians (and maxima) over the repeats of each job of `measure`."""
+  key = f'{unit}_per_second'
+  out = {}
+  for name, rs in runs.items():
+    others = [r['other_load_share'] for r in rs
+              if r['other_load_share'] is not None]
+    out[name] = {
+        f'{key}_median': statistics.median(r[key] for r in rs),
+        'seconds_median': statistics.median(r['seconds'] for r in rs),
+        'peak_rss_mib_median': statistics.median(
+            r['peak_rss_kib'] for r in rs) / 1024,
+        'peak_rss_mib_max': max(r['peak_rss_kib'] for r in rs) / 1024,
+        'tree_rss_mib_sampled_max': max(
+            r['tree_rss_kib_sampled'] for r in rs) / 1024,
+        'cpu_utilization_median': statistics.median(
+            r['cpu_utilization'] for r in rs),
+        'other_load_share_max': max(others) if others else None,
+        'runs': rs,
+    }
+  return out
+
+
+def print_table(rows, s, unit):
+  """rows: [(label, name)]; s: summarize() output."""
+  key = f'{unit}_per_second_median'
+  rate = f'{unit}/s'
+  header = (f'{"":30s} {rate:>9s} {"wall s":>7s} {"peak RSS MiB":>13s}'
+            f' {"tree RSS MiB":>13s} {"CPU cores":>9s} {"other load":>10s}')
+  print(header)
+  print('-' * len(header))
+  for label, name in rows:
+    r = s[name]
+    other = r['other_load_share_max']
+    print(f'{label:30s} {r[key]:9.1f} '
+          f'{r["seconds_median"]:7.1f} {r["peak_rss_mib_median"]:13.0f} '
+          f'{r["tree_rss_mib_sampled_max"]:13.0f} '
+          f'{r["cpu_utilization_median"]:9.2f} '
+          f'{"?" if other is None else f"{other:.0%}":>10s}')
+  print('-' * len(header))
+
+
+def print_columns_note(unit):
+  print(f'{unit}/s, wall s, peak RSS, CPU cores: medians over repeats; '
+        'tree RSS: max of the /proc samples; other load: max share of all '
+        'CPUs used by other processes during a run (noise).')
+
+
+def print_problems(problems, what='wrong number of records written'):
+  """Prints a WARNING block with one line per problem (nothing if none)."""
+  if problems:
+    print()
+    print(f'WARNING: {what} (timings above still count the whole run):')
+    for p in problems:
+      print(f'  {p}')
+
+
+def machine_info():
+  return {'cpus': os.cpu_count(), 'python': sys.executable,
+          'python_version': platform.python_version(),
+          'platform': platform.platform(),
+          'rss_method': 'gnu-time' if os.access(GNU_TIME, os.X_OK) else
+                        'rusage-wrapper'}
+
+
+def make_dirs(workdir):
+  """(WORKDIR/out, WORKDIR/logs), created if missing."""
+  outdir = os.path.join(workdir, 'out')
+  logdir = os.path.join(workdir, 'logs')
+  os.makedirs(outdir, exist_ok=True)
+  os.makedirs(logdir, exist_ok=True)
+  return outdir, logdir
+
+
+def print_commands(jobs):
+  print(f'commands (cwd={REPO}, PYTHONPATH={REPO}):')
+  for name, (cmd, _, _) in jobs.items():
+    print(f'  {name:11s} {shlex.join(cmd)}')
