@@ -233,15 +233,23 @@ class ParseRows(beam.DoFn):
       if name == 'train':
         train = rows.values[in_split]
         yield beam.pvalue.TaggedOutput(TRAIN_VALUES, train)
-        for instance in st.analysis_instances(
-            train, sc.window_length, train.shape[1]):
-          yield beam.pvalue.TaggedOutput(ANALYSIS, instance)
+        yield beam.pvalue.TaggedOutput(ANALYSIS, st.analysis_record_batch(
+            train, sc.window_length, train.shape[1]))
 
 
 def _key_by_chunk(batch, entity_stats, chunk_rows):
-  """Splits a row batch into pieces keyed by (entity, time chunk)."""
+  """Splits a row batch into pieces keyed by (entity, time chunk).
+
+  A piece holds only what windowing needs, compactly (the runner may keep
+  every piece in memory while grouping): times, row numbers, float32
+  values, split codes and label codes; the entity is the key, and the
+  source file and label names are stored once per piece.
+  """
   entities, inverse = np.unique(batch['entity'].astype(str),
                                 return_inverse=True)
+  label_names, label_codes = np.unique(batch['label'].astype(str),
+                                       return_inverse=True)
+  code_type = np.uint16 if len(label_names) < 1 << 16 else np.int64
   chunk = np.zeros(len(inverse), np.int64)
   for e, entity in enumerate(entities.tolist()):
     mask = inverse == e
@@ -253,8 +261,11 @@ def _key_by_chunk(batch, entity_stats, chunk_rows):
   bounds = np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1
   for part in np.split(order, bounds):
     first = part[0]
-    yield ((str(entities[inverse[first]]), int(chunk[first])),
-           {k: (v if k == 'source' else v[part]) for k, v in batch.items()})
+    yield ((str(entities[inverse[first]]), int(chunk[first])), {
+        'source': batch['source'], 'label_names': label_names.tolist(),
+        'row': batch['row'][part], 'time': batch['time'][part],
+        'values': batch['values'][part], 'split': batch['split'][part],
+        'label': label_codes[part].astype(code_type)})
 
 
 def _offsets(item):
@@ -275,7 +286,9 @@ class ChunkWindows(beam.DoFn):
     sc = self._sc
     pieces = list(pieces)
     cat = {k: np.concatenate([p[k] for p in pieces])
-           for k in ('row', 'time', 'entity', 'label', 'values', 'split')}
+           for k in ('row', 'time', 'values', 'split')}
+    cat['label'] = np.concatenate([np.asarray(p['label_names'])[p['label']]
+                                   for p in pieces])
     sources = np.concatenate([np.full(len(p['row']), p['source'], object)
                               for p in pieces])
     _, source_codes = np.unique(sources.astype(str), return_inverse=True)
@@ -382,9 +395,9 @@ def _split_only(batch, keep):
 class ToRecords(beam.DoFn):
   """Example batches -> ((shuffle key), (split, record)) per record copy.
 
-  Tagged outputs: 'formed' ((split or '', 1) per window, '' for windows
-  that cross a time cut-off, which are dropped), 'before' and 'after'
-  class counts ((split, label), n).
+  Tagged outputs, counted per batch: 'formed' ((split or '', windows), ''
+  for windows that cross a time cut-off, which are dropped), 'before' and
+  'after' class counts ((split, label), n).
   """
 
   def __init__(self, cfg, spec):
@@ -420,14 +433,23 @@ class ToRecords(beam.DoFn):
         if mode == 'weight':
           weights[i] = rebalance_lib.class_weight(label,
                                                   per_split.get(name, {}))
-    for s, label in zip(split.tolist(), labels):
-      yield beam.pvalue.TaggedOutput('before', ((names[s], label), 1))
+    before: Dict[tuple, int] = {}
+    after: Dict[tuple, int] = {}
+    for s, label, n in zip(split.tolist(), labels, copies.tolist()):
+      key = (names[s], label)
+      before[key] = before.get(key, 0) + 1
+      after[key] = after.get(key, 0) + n
+    for key, n in before.items():
+      yield beam.pvalue.TaggedOutput('before', (key, n))
+    for key, n in after.items():
+      if n:
+        yield beam.pvalue.TaggedOutput('after', (key, n))
     records = st.to_example_records(batch, label_ids, self._spec, weights)
+    ids = batch[st.ID]
     for i, record in enumerate(records):
       name = names[split[i]]
       for k in range(copies[i]):
-        yield beam.pvalue.TaggedOutput('after', ((name, labels[i]), 1))
-        yield (f'{batch[st.ID][i]}#{k}', (name, record))
+        yield (f'{ids[i]}#{k}', (name, record))
 
 
 def _details(cfg, values, splits):
@@ -492,7 +514,6 @@ def _sum_counts(pcoll, label):
 def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
   """Adds the whole sensor job to `pipeline` (see the module docstring)."""
   import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
-  from tensorflow_transform.tf_metadata import dataset_metadata  # pylint: disable=import-outside-toplevel
 
   sc = cfg.sensor
   names = cfg.split_names
@@ -543,13 +564,12 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
                     manifest_lib.join(staging, manifest_lib.DEAD_LETTER_PREFIX),
                     file_name_suffix='.jsonl', num_shards=1))
 
-  raw_metadata = dataset_metadata.DatasetMetadata.from_feature_spec(
-      st.raw_feature_spec(sc.window_length, channels))
+  adapter_config = st.analysis_adapter_config(sc.window_length, channels)
   preprocessing_fn = st.make_preprocessing_fn(
       channels, cfg.normalization, sc.missing == 'impute', sc.bucketize)
   with tft_beam.Context(temp_dir=manifest_lib.join(staging, 'tft_tmp'),
                         force_tf_compat_v1=False):
-    transform_fn = ((stats_out[ANALYSIS], raw_metadata)
+    transform_fn = ((stats_out[ANALYSIS], adapter_config)
                     | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
                         preprocessing_fn))
     transform_done = transform_fn | 'WriteTransformFn' >> (

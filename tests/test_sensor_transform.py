@@ -12,24 +12,22 @@ def _analyze_and_transform(tmp_path, train, values, normalization,
   """Runs AnalyzeDataset on `train` rows and the exported transform on
   `values`; returns the transform's outputs."""
   import apache_beam as beam
-  import tensorflow as tf
   import tensorflow_transform as tft
   import tensorflow_transform.beam as tft_beam
-  from tensorflow_transform.tf_metadata import dataset_metadata
   channels = train.shape[1]
-  metadata = dataset_metadata.DatasetMetadata.from_feature_spec(
-      st.raw_feature_spec(length, channels))
+  config = st.analysis_adapter_config(length, channels)
   fn = st.make_preprocessing_fn(channels, normalization, impute, bucketize)
   out = str(tmp_path / 'tft')
   with beam.Pipeline() as p:
     with tft_beam.Context(temp_dir=str(tmp_path / 'tmp'),
                           force_tf_compat_v1=False):
-      instances = p | beam.Create(list(st.analysis_instances(
-          train, length, channels, block=7)))
-      transform_fn = (instances, metadata) | tft_beam.AnalyzeDataset(fn)
+      batches = p | beam.Create([
+          st.analysis_record_batch(train[:40], length, channels, block=7),
+          st.analysis_record_batch(train[40:], length, channels, block=7)])
+      transform_fn = (batches, config) | tft_beam.AnalyzeDataset(fn)
       _ = transform_fn | tft_beam.WriteTransformFn(out)
   layer = tft.TFTransformOutput(out).transform_features_layer()
-  result = layer({st.VALUES: tf.constant(values, tf.float32)})
+  result = layer(st.transform_inputs(values))
   return {k: v.numpy() for k, v in result.items()}
 
 

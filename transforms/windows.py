@@ -110,16 +110,14 @@ def time_splits(times: np.ndarray, cutoffs: Sequence[int]) -> np.ndarray:
 
 def hash_splits(ids: Sequence[str], ratios, names: Sequence[str]
                 ) -> np.ndarray:
-  """Split index per id from the seeded-free SHA-256 split hash."""
+  """Split index per id from the SHA-256 split hash (each distinct id is
+  hashed once)."""
   index = {n: i for i, n in enumerate(names)}
-  cache: Dict[str, int] = {}
-  out = np.empty(len(ids), np.int8)
-  for i, key in enumerate(ids):
-    s = cache.get(key)
-    if s is None:
-      s = cache[key] = index[split_lib.assign_split(key, list(ratios))]
-    out[i] = s
-  return out
+  distinct, inverse = np.unique(np.asarray(ids, dtype=object).astype(str),
+                                return_inverse=True)
+  per_id = np.array([index[split_lib.assign_split(key, list(ratios))]
+                     for key in distinct.tolist()], np.int8)
+  return per_id[inverse] if len(per_id) else np.zeros(0, np.int8)
 
 
 def chunk_index(times: np.ndarray, t_min: int, t_max: int, count: int,
