@@ -34,6 +34,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import manifest as manifest_lib
+from transforms.split import unit_hash
 from transforms import rebalance as rebalance_lib
 from transforms import sensor_transform as st
 from transforms import sinks
@@ -393,7 +394,14 @@ def _split_only(batch, keep):
 
 
 class ToRecords(beam.DoFn):
-  """Example batches -> ((shuffle key), (split, record)) per record copy.
+  """Example batches -> serialized records, grouped for the shuffle.
+
+  Main output: ((split index, bucket), [(hash, record)]) per batch. Each
+  record copy gets a seeded hash in [0, 1) of its id and copy number; the
+  bucket is that hash times `buckets`, so after grouping, every bucket is
+  a uniform sample and is written in hash order (see
+  sinks.SeededShuffle). Grouping a batch's records per bucket keeps the
+  shuffle to a few elements per batch instead of one per record.
 
   Tagged outputs, counted per batch: 'formed' ((split or '', windows), ''
   for windows that cross a time cut-off, which are dropped), 'before' and
@@ -404,7 +412,7 @@ class ToRecords(beam.DoFn):
     super().__init__()
     self._cfg, self._spec = cfg, spec
 
-  def process(self, batch, label_ids, class_counts):
+  def process(self, batch, label_ids, class_counts, buckets):
     cfg, names = self._cfg, self._cfg.split_names
     split = np.asarray(batch['split'])
     crossing = int((split < 0).sum())
@@ -445,11 +453,14 @@ class ToRecords(beam.DoFn):
       if n:
         yield beam.pvalue.TaggedOutput('after', (key, n))
     records = st.to_example_records(batch, label_ids, self._spec, weights)
-    ids = batch[st.ID]
+    ids, seed = batch[st.ID], str(cfg.seed)
+    groups: Dict[tuple, list] = {}
     for i, record in enumerate(records):
-      name = names[split[i]]
       for k in range(copies[i]):
-        yield (f'{ids[i]}#{k}', (name, record))
+        u = unit_hash('shuffle', seed, f'{ids[i]}#{k}')
+        key = (int(split[i]), min(int(u * buckets), buckets - 1))
+        groups.setdefault(key, []).append((u, record))
+    yield from groups.items()
 
 
 def _details(cfg, values, splits):
@@ -627,25 +638,34 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
       class_counts = _sum_counts(stats_out[ROW_CLASSES], 'CountRowClasses')
   else:
     class_counts = pipeline | 'NoClassCounts' >> beam.Create([])
+  buckets = (entity_stats if sc.windowed else counts) | (
+      'ShuffleBuckets' >> beam.combiners.ToList()) | 'BucketCount' >> (
+          beam.Map(_shuffle_buckets, sc))
   records = normalized | 'ToRecords' >> beam.ParDo(
       ToRecords(cfg, spec), beam.pvalue.AsSingleton(label_ids),
-      beam.pvalue.AsList(class_counts)).with_outputs(
+      beam.pvalue.AsList(class_counts),
+      beam.pvalue.AsSingleton(buckets)).with_outputs(
           'formed', 'before', 'after', main='records')
-  shuffled = records.records | 'ShuffleRecords' >> sinks.SeededShuffle(
-      cfg.seed, buckets=1024)
+  shuffled = (records.records
+              | 'GroupBuckets' >> beam.GroupByKey()
+              | 'BucketInHashOrder' >> beam.Map(_in_hash_order))
+  # -> (split index, [records])
   by_split = shuffled | 'PartitionBySplit' >> beam.Partition(
-      lambda v, n: names.index(v[0]), len(names))
+      lambda group, n: group[0], len(names))
   shards_all, fps_all = [], []
   for index, split in enumerate(names):
-    split_records = by_split[index] | f'Record[{split}]' >> beam.Map(
-        lambda v: v[1])
+    groups = by_split[index] | f'Records[{split}]' >> beam.Map(
+        lambda group: group[1])
     fps_all.append(
-        split_records
+        groups
         | f'Fingerprint[{split}]' >> beam.CombineGlobally(
-            sinks.FingerprintFn())
+            sinks.FingerprintListsFn())
         | f'TagFingerprint[{split}]' >> beam.Map(lambda fp, s=split: (s, fp)))
-    shards = split_records | f'WriteSplit[{split}]' >> sinks.WriteSplit(
-        staging, cfg.name, split, cfg.num_shards, cfg.compression == 'gzip')
+    shards = (groups
+              | f'OneRecordEach[{split}]' >> beam.FlatMap(lambda g: g)
+              | f'WriteSplit[{split}]' >> sinks.WriteSplit(
+                  staging, cfg.name, split, cfg.num_shards,
+                  cfg.compression == 'gzip'))
     shards_all.append(shards | f'TagShards[{split}]' >> beam.Map(
         lambda s, sp=split: (sp, s)))
 
@@ -672,6 +692,28 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
       entity_rows=entity_stats | 'EntityRows' >> beam.Map(
           lambda kv: (kv[0], kv[1][0])),
       formed=formed, rows_windowed=extra['rows_windowed'])
+
+
+# Records per shuffle bucket the bucket count aims at (a bucket is grouped
+# on one worker).
+_RECORDS_PER_BUCKET = 2000
+
+
+def _shuffle_buckets(stats, sc) -> int:
+  """Shuffle buckets for the expected number of examples (a function of
+  the data only, so reruns shuffle alike)."""
+  if sc.windowed:
+    expected = sum(win.window_count(rows, sc.window_length, sc.window_stride)
+                   for _, (rows, _, _) in stats)
+  else:
+    expected = sum(n for (_, kind), n in stats if kind == 'used')
+  return int(min(max(expected // _RECORDS_PER_BUCKET, 16), 1 << 16))
+
+
+def _in_hash_order(item):
+  (split, _), groups = item
+  pairs = sorted((p for group in groups for p in group), key=lambda p: p[0])
+  return split, [record for _, record in pairs]
 
 
 def _merge_ranges(values):

@@ -56,6 +56,16 @@ class FingerprintFn(beam.CombineFn):
     return {'fingerprint': format(acc[0], '032x'), 'records': acc[1]}
 
 
+class FingerprintListsFn(FingerprintFn):
+  """FingerprintFn over lists of records (the same result)."""
+
+  def add_input(self, acc, records):
+    total, count = acc
+    for record in records:
+      total += record_digest(record)
+    return (total % _MOD, count + len(records))
+
+
 def to_example_bytes(example: dict, label_ids: dict) -> bytes:
   """Serializes a pipeline example as a tf.train.Example.
 
