@@ -26,7 +26,7 @@ for how windows are cut without holding an entity's whole history.
 
 import json
 import posixpath
-from typing import Dict, List, NamedTuple
+from typing import Dict, List, NamedTuple, Optional
 
 import apache_beam as beam
 import numpy as np
@@ -135,20 +135,25 @@ class ParseRows(beam.DoFn):
     super().__init__()
     self._cfg, self._plan, self._statistics = cfg, plan, statistics
 
-  def process(self, path):
-    cfg, sc, plan = self._cfg, self._cfg.sensor, self._plan
+  def process(self, path, entity_stats=None):
+    sc, plan = self._cfg.sensor, self._plan
     source = _source_name(plan.root, path)
+    # Statistics pass: each entity's last time so far in this file (is the
+    # file in time order?). Example pass: windows of entities in order.
+    last_times: Dict[str, int] = {}
+    streamer = (win.StreamWindower(sc.window_length, sc.window_stride)
+                if entity_stats is not None else None)
     try:
       batches = tabular.iter_batches(path, tabular.format_of(path),
                                      plan.columns, sc.timestamp_unit)
       for rows, bad in batches:
-        yield from self._batch(source, rows, bad)
+        yield from self._batch(source, rows, bad, last_times, streamer,
+                               entity_stats)
     except tabular.ColumnError as e:
       if self._statistics:
         yield beam.pvalue.TaggedOutput(
             DEAD, dead_letter(source, 'read', str(e)))
         yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), 1))
-    del cfg
 
   def _splits(self, source, rows):
     cfg, sc = self._cfg, self._cfg.sensor
@@ -160,7 +165,7 @@ class ParseRows(beam.DoFn):
     ids = [f'{source}:{r}' for r in rows.row.tolist()]
     return win.hash_splits(ids, cfg.split_ratios, names)
 
-  def _batch(self, source, rows, bad):
+  def _batch(self, source, rows, bad, last_times, streamer, entity_stats):
     sc, names = self._cfg.sensor, self._cfg.split_names
     stats = self._statistics
     if stats:
@@ -203,20 +208,45 @@ class ParseRows(beam.DoFn):
     if not len(rows.row):
       return
     if stats:
-      yield from self._summaries(rows, split)
+      yield from self._summaries(source, rows, split, last_times)
       return
-    yield {'source': source, 'row': rows.row, 'time': rows.time,
-           'entity': rows.entity, 'label': rows.label,
-           'values': rows.values.astype(np.float32), 'split': split}
+    values = rows.values.astype(np.float32)
+    if streamer is None:
+      yield {'source': source, 'row': rows.row, 'time': rows.time,
+             'entity': rows.entity, 'label': rows.label, 'values': values,
+             'split': split}
+      return
+    # Windows: entities in time order in this file only are windowed here;
+    # the others go to the (entity, chunk) grouping.
+    chunked = np.ones(len(rows.row), bool)
+    for entity, idx in win.group_rows(rows.entity):
+      if not _streamable(entity_stats[entity]):
+        continue
+      chunked[idx] = False
+      yield beam.pvalue.TaggedOutput('rows', (len(idx), np.bincount(
+          split[idx], minlength=len(names))))
+      done = streamer.add(entity, rows.time[idx], values[idx],
+                          rows.label[idx].astype(str), split[idx])
+      if done is not None:
+        global_starts, starts, time, vals, label, sp = done
+        yield beam.pvalue.TaggedOutput('windows', window_batch(
+            entity, global_starts, starts, time, vals, label, sp, sc))
+    if chunked.any():
+      yield {'source': source, 'row': rows.row[chunked],
+             'time': rows.time[chunked], 'entity': rows.entity[chunked],
+             'label': rows.label[chunked], 'values': values[chunked],
+             'split': split[chunked]}
 
-  def _summaries(self, rows, split):
+  def _summaries(self, source, rows, split, last_times):
     sc, names = self._cfg.sensor, self._cfg.split_names
-    entities, inverse = np.unique(rows.entity.astype(str),
-                                  return_inverse=True)
-    for e, entity in enumerate(entities.tolist()):
-      times = rows.time[inverse == e]
-      yield beam.pvalue.TaggedOutput(ENTITY_STATS, (entity, (
-          len(times), int(times.min()), int(times.max()))))
+    for entity, idx in win.group_rows(rows.entity):
+      times = rows.time[idx]
+      previous = last_times.get(entity)
+      ordered = bool(np.all(times[1:] >= times[:-1])) and (
+          previous is None or times[0] >= previous)
+      last_times[entity] = int(times[-1])
+      yield beam.pvalue.TaggedOutput(ENTITY_STATS, (entity, EntityStats(
+          len(times), int(times.min()), int(times.max()), source, ordered)))
     labels = sorted(set(rows.label.tolist()))
     yield beam.pvalue.TaggedOutput(LABELS, labels)
     for s, name in enumerate(names):
@@ -254,7 +284,7 @@ def _key_by_chunk(batch, entity_stats, chunk_rows):
   chunk = np.zeros(len(inverse), np.int64)
   for e, entity in enumerate(entities.tolist()):
     mask = inverse == e
-    count, t_min, t_max = entity_stats[entity]
+    count, t_min, t_max = entity_stats[entity][:3]
     chunk[mask] = win.chunk_index(batch['time'][mask], t_min, t_max, count,
                                   chunk_rows)
   order = np.lexsort((chunk, inverse))
@@ -474,7 +504,7 @@ def _details(cfg, values, splits):
       split['rows_windowed'] = int(sum(
           r[s] for r in values['rows_windowed']
           for s in [cfg.split_names.index(name)]))
-  entity_rows = dict(values['entity_rows'])
+  entity_rows = dict((e, es[0]) for e, es in values['entity_stats'])
   stats = values['train_stats']
   section = {
       'columns': values['columns'],
@@ -490,6 +520,11 @@ def _details(cfg, values, splits):
       'split_by': sc.split_by,
       'time_cutoffs': [win.format_time(t) for t in sc.time_cutoffs],
       'entities': len(entity_rows),
+      # Windowed while reading (in one file, in time order); the others
+      # were grouped by (entity, time chunk).
+      'entities_in_time_order': sum(
+          1 for _, es in values['entity_stats'] if _streamable(
+              EntityStats(*es))) if sc.windowed else None,
       'longest_entity_rows': max(entity_rows.values(), default=0),
       'rows_dropped': sum(counts.get((n, 'dropped'), 0)
                           for n in cfg.split_names),
@@ -587,14 +622,16 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
         tft_beam.WriteTransformFn(staging))
 
   # The example pass.
-  rows = (files
-          | 'SpreadFilesB' >> beam.Reshuffle()
-          | 'ParseForExamples' >> beam.ParDo(
-              ParseRows(cfg, plan, statistics=False)))
+  spread = files | 'SpreadFilesB' >> beam.Reshuffle()
   extra = {}
   if sc.windowed:
     entity_dict = beam.pvalue.AsDict(entity_stats)
-    pieces = rows | 'KeyByEntityChunk' >> beam.FlatMap(
+    parsed = spread | 'ParseForExamples' >> beam.ParDo(
+        ParseRows(cfg, plan, statistics=False), entity_dict).with_outputs(
+            'windows', 'rows', main='unordered')
+    # Entities in time order within one file were windowed while reading;
+    # the rows of the others are grouped by (entity, time chunk).
+    pieces = parsed.unordered | 'KeyByEntityChunk' >> beam.FlatMap(
         _key_by_chunk, entity_dict, sc.chunk_rows)
     offsets = (pieces
                | 'PieceRows' >> beam.Map(lambda kv: (kv[0], len(kv[1]['row'])))
@@ -612,28 +649,35 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
     assembled = (chunked.fragments
                  | 'GroupFragments' >> beam.GroupByKey()
                  | 'AssembleWindows' >> beam.FlatMap(_assemble, sc))
-    examples = ((chunked.windows, assembled)
-                | 'AllWindows' >> beam.Flatten())
+    # Two branches, not flattened: a Flatten here would make the local
+    # runner hold every window before normalizing them.
+    examples = [('Streamed', parsed.windows), ('Chunked', chunked.windows),
+                ('Crossing', assembled)]
     extra['rows_windowed'] = (
-        chunked.rows
+        (parsed.rows, chunked.rows)
+        | 'AllRowsWindowed' >> beam.Flatten()
         | 'RowsWindowed' >> beam.Map(lambda r: r[1])
         | 'SumRowsWindowed' >> beam.CombineGlobally(
             lambda arrs: [int(v) for v in np.sum(
                 [np.asarray(a) for a in arrs] or [np.zeros(len(names))],
                 axis=0)]).without_defaults())
   else:
-    examples = rows | 'RowExamples' >> beam.Map(
-        _row_examples, plan.columns.entity is not None)
-  normalized = examples | 'Normalize' >> beam.ParDo(
-      ApplyTransform(staging), beam.pvalue.AsList(transform_done))
+    rows = spread | 'ParseForExamples' >> beam.ParDo(
+        ParseRows(cfg, plan, statistics=False))
+    examples = [('Rows', rows | 'RowExamples' >> beam.Map(
+        _row_examples, plan.columns.entity is not None))]
+  normalized = [(name, part | f'Normalize[{name}]' >> beam.ParDo(
+      ApplyTransform(staging), beam.pvalue.AsList(transform_done)))
+                for name, part in examples]
   if cfg.rebalance != 'none':
     if sc.windowed:
-      class_counts = (normalized
-                      | 'WindowClasses' >> beam.FlatMap(
-                          lambda b: [((names[s], l), 1) for s, l in zip(
-                              b['split'].tolist(), b[st.LABEL_TEXT])
-                                     if s >= 0])
-                      | 'CountWindowClasses' >> beam.CombinePerKey(sum))
+      class_counts = (
+          [part | f'WindowClasses[{name}]' >> beam.FlatMap(
+              lambda b: [((names[s], l), 1) for s, l in zip(
+                  b['split'].tolist(), b[st.LABEL_TEXT]) if s >= 0])
+           for name, part in normalized]
+          | 'AllWindowClasses' >> beam.Flatten()
+          | 'CountWindowClasses' >> beam.CombinePerKey(sum))
     else:
       class_counts = _sum_counts(stats_out[ROW_CLASSES], 'CountRowClasses')
   else:
@@ -641,12 +685,20 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
   buckets = (entity_stats if sc.windowed else counts) | (
       'ShuffleBuckets' >> beam.combiners.ToList()) | 'BucketCount' >> (
           beam.Map(_shuffle_buckets, sc))
-  records = normalized | 'ToRecords' >> beam.ParDo(
+  parts = [part | f'ToRecords[{name}]' >> beam.ParDo(
       ToRecords(cfg, spec), beam.pvalue.AsSingleton(label_ids),
       beam.pvalue.AsList(class_counts),
       beam.pvalue.AsSingleton(buckets)).with_outputs(
           'formed', 'before', 'after', main='records')
-  shuffled = (records.records
+           for name, part in normalized]
+
+  def tagged(tag):
+    return [getattr(p, tag) for p in parts] | f'All[{tag}]' >> (
+        beam.Flatten())
+
+  records = {tag: tagged(tag) for tag in ('records', 'formed', 'before',
+                                           'after')}
+  shuffled = (records['records']
               | 'GroupBuckets' >> beam.GroupByKey()
               | 'BucketInHashOrder' >> beam.Map(_in_hash_order))
   # -> (split index, [records])
@@ -676,21 +728,20 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
   column_info = pipeline | 'Columns' >> beam.Create([{
       'timestamp': columns.timestamp, 'entity': columns.entity,
       'label': columns.label, 'channels': list(columns.channels)}])
-  formed = _sum_counts(records.formed, 'SumFormed')
+  formed = _sum_counts(records['formed'], 'SumFormed')
   if not sc.windowed:
     extra['rows_windowed'] = pipeline | 'NoRowsWindowed' >> beam.Create([])
   _ = pipeline | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
       cfg, run, staging, spec,
       singletons=('labels', 'train_stats', 'columns'), details=_details,
       labels=labels, inputs=inputs, dead=dead_per_split,
-      before=_sum_counts(records.before, 'SumBefore'),
-      after=_sum_counts(records.after, 'SumAfter'),
+      before=_sum_counts(records['before'], 'SumBefore'),
+      after=_sum_counts(records['after'], 'SumAfter'),
       shards=flat(shards_all, 'AllShards'),
       fingerprints=flat(fps_all, 'AllFingerprints'),
       skipped=skipped, dead_files=dead_files, transform_done=transform_done,
       counts=counts, train_stats=train_stats, columns=column_info,
-      entity_rows=entity_stats | 'EntityRows' >> beam.Map(
-          lambda kv: (kv[0], kv[1][0])),
+      entity_stats=entity_stats,
       formed=formed, rows_windowed=extra['rows_windowed'])
 
 
@@ -703,8 +754,8 @@ def _shuffle_buckets(stats, sc) -> int:
   """Shuffle buckets for the expected number of examples (a function of
   the data only, so reruns shuffle alike)."""
   if sc.windowed:
-    expected = sum(win.window_count(rows, sc.window_length, sc.window_stride)
-                   for _, (rows, _, _) in stats)
+    expected = sum(win.window_count(es[0], sc.window_length,
+                                    sc.window_stride) for _, es in stats)
   else:
     expected = sum(n for (_, kind), n in stats if kind == 'used')
   return int(min(max(expected // _RECORDS_PER_BUCKET, 16), 1 << 16))
@@ -716,10 +767,28 @@ def _in_hash_order(item):
   return split, [record for _, record in pairs]
 
 
+class EntityStats(NamedTuple):
+  """What the statistics pass learns about one entity."""
+  rows: int
+  first: int  # ns
+  last: int  # ns
+  source: Optional[str]  # its only input file; None when in several
+  ordered: bool  # its rows are in time order in that file
+
+
+def _streamable(stats: EntityStats) -> bool:
+  """Windowed while reading: in one file, in time order."""
+  return stats.source is not None and stats.ordered
+
+
 def _merge_ranges(values):
-  rows, first, last = 0, None, None
-  for n, lo, hi in values:
-    rows += n
-    first = lo if first is None else min(first, lo)
-    last = hi if last is None else max(last, hi)
-  return rows, first, last
+  merged = None
+  for v in values:
+    if merged is None:
+      merged = EntityStats(*v)
+      continue
+    same = merged.source is not None and merged.source == v[3]
+    merged = EntityStats(merged.rows + v[0], min(merged.first, v[1]),
+                         max(merged.last, v[2]), merged.source if same
+                         else None, merged.ordered and v[4])
+  return merged

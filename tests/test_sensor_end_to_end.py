@@ -41,6 +41,8 @@ def _dead_letters(out):
 def _read_all(out, split):
   ds = reader.load_dataset(str(out), split, batch_size=1000, shuffle=False)
   batches = list(ds.as_numpy_iterator())
+  if not batches:
+    return {}
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
@@ -158,6 +160,54 @@ def test_chunking_and_runner_do_not_change_the_output(tmp_path):
     runs.append(preprocess.run(args))
   assert runs[0]['fingerprint'] == runs[1]['fingerprint']
   assert runs[0]['sensor']['windows']['formed'] == 3 * 249
+
+
+def test_time_ordered_files_give_the_same_windows(tmp_path):
+  # The same rows three ways: shuffled (every entity grouped by chunks),
+  # in time order (windowed while reading), and in two time-ordered files
+  # with one device in both (that device grouped, the others streamed).
+  df = sensorgen.frame(devices=6, rows_per_device=250, seed=5)
+  ordered = df.sort_values('time', kind='stable')
+  layouts = {'shuffled': {'log.csv': df}, 'ordered': {'log.csv': ordered}}
+  first = ordered[ordered['device'] <= 'dev02']
+  second = ordered[ordered['device'] > 'dev02']
+  moved = second['device'] == 'dev05'
+  layouts['two_files'] = {
+      'a.csv': pd.concat([first, second[moved].iloc[:100]]).sort_values(
+          'time', kind='stable'),
+      'b.csv': pd.concat([second[~moved], second[moved].iloc[100:]])}
+  results = {}
+  for name, files in layouts.items():
+    src = tmp_path / name
+    src.mkdir()
+    for file_name, part in files.items():
+      part.to_csv(src / file_name, index=False)
+    results[name] = _run(src, tmp_path / f'out_{name}', *WINDOWS,
+                         '--chunk_rows', '1000')
+  assert results['shuffled']['sensor']['entities_in_time_order'] == 0
+  assert results['ordered']['sensor']['entities_in_time_order'] == 6
+  assert results['two_files']['sensor']['entities_in_time_order'] == 5
+  assert results['ordered']['totals']['records'] == 6 * 24
+  # The same windows (the statistics, summed in another order, may differ
+  # in the last float32 bits, so values are compared with a tolerance).
+  windows = {}
+  for name in layouts:
+    out = tmp_path / f'out_{name}'
+    got = {}
+    for split in results[name]['splits']:
+      data = _read_all(out, split)
+      for i, ex_id in enumerate(data.get('id', [])):
+        got[ex_id.decode()] = (split, data['label_text'][i],
+                               data['start_time'][i], data['end_time'][i],
+                               data['values'][i])
+    windows[name] = got
+  reference = windows['shuffled']
+  for name in ('ordered', 'two_files'):
+    assert set(windows[name]) == set(reference)
+    for ex_id, (split, label, start, end, values) in windows[name].items():
+      assert (split, label, start, end) == reference[ex_id][:4]
+      np.testing.assert_allclose(values, reference[ex_id][4], atol=1e-4)
+  _assert_valid(tmp_path / 'out_two_files')
 
 
 def test_rows_from_parquet_with_imputation_minmax_and_buckets(tmp_path):

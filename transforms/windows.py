@@ -233,3 +233,60 @@ def assemble(pieces: List[tuple], length: int):
   if position != length:
     return None
   return tuple(np.concatenate([p[i] for p in pieces]) for i in range(1, 5))
+
+
+def group_rows(keys: np.ndarray) -> List[Tuple[str, np.ndarray]]:
+  """[(key, indices of its rows in their original order)] per distinct key
+  (one sort, whatever the number of keys)."""
+  names, inverse = np.unique(np.asarray(keys).astype(str),
+                             return_inverse=True)
+  order = np.argsort(inverse, kind='stable')
+  bounds = np.searchsorted(inverse[order], np.arange(len(names) + 1))
+  return [(str(names[i]), order[bounds[i]:bounds[i + 1]])
+          for i in range(len(names))]
+
+
+class StreamWindower:
+  """Windows of entities whose rows arrive in time order.
+
+  For an entity that is in one input file with its rows in time order
+  (ties in file order, which is the order `sort_rows` gives them), the
+  windows can be cut while the file is read: per entity only the rows of
+  the next, not yet complete windows are held (fewer than `length` when
+  stride <= length), never the entity's history.
+  """
+
+  def __init__(self, length: int, stride: int):
+    self._length, self._stride = length, stride
+    # entity -> (rows seen, global index of the next window start, held
+    # (time, values, label, split) arrays covering [start, seen)).
+    self._state: Dict[str, tuple] = {}
+
+  def add(self, entity: str, time, values, label, split):
+    """Adds the entity's next rows; returns the windows they complete as
+    (global starts, local starts, time, values, label, split) over the
+    returned arrays, or None."""
+    length, stride = self._length, self._stride
+    seen, start, held = self._state.get(entity, (0, 0, None))
+    new = (time, values, label, split)
+    if start > seen:  # rows before the next window start are not needed
+      skip = min(start - seen, len(time))
+      new = tuple(a[skip:] for a in new)
+      arrays, first = new, seen + skip
+    else:
+      arrays = new if held is None else tuple(
+          np.concatenate([h, a]) for h, a in zip(held, new))
+      first = start
+    seen += len(time)
+    count = max(0, (seen - length - start) // stride + 1) if (
+        first == start) else 0
+    next_start = start + count * stride
+    if next_start < seen and first <= next_start:
+      kept = tuple(a[next_start - first:] for a in arrays)
+    else:
+      kept = None
+    self._state[entity] = (seen, next_start, kept)
+    if not count:
+      return None
+    global_starts = start + stride * np.arange(count, dtype=np.int64)
+    return (global_starts, global_starts - first) + arrays
