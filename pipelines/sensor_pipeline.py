@@ -24,6 +24,7 @@ records on their way to the shuffle and the writer. See transforms/windows.py
 for how windows are cut without holding an entity's whole history.
 """
 
+import itertools
 import json
 import posixpath
 from typing import Dict, List, NamedTuple, Optional
@@ -219,18 +220,24 @@ class ParseRows(beam.DoFn):
     # Windows: entities in time order in this file only are windowed here;
     # the others go to the (entity, chunk) grouping.
     chunked = np.ones(len(rows.row), bool)
+    streamed = np.zeros(len(names), np.int64)
+    completed = []
     for entity, idx in win.group_rows(rows.entity):
       if not _streamable(entity_stats[entity]):
         continue
       chunked[idx] = False
-      yield beam.pvalue.TaggedOutput('rows', (len(idx), np.bincount(
-          split[idx], minlength=len(names))))
+      streamed += np.bincount(split[idx], minlength=len(names))
       done = streamer.add(entity, rows.time[idx], values[idx],
                           rows.label[idx].astype(str), split[idx])
       if done is not None:
         global_starts, starts, time, vals, label, sp = done
-        yield beam.pvalue.TaggedOutput('windows', window_batch(
-            entity, global_starts, starts, time, vals, label, sp, sc))
+        completed.append(window_batch(entity, global_starts, starts, time,
+                                      vals, label, sp, sc))
+    if streamed.any():
+      yield beam.pvalue.TaggedOutput('rows', (int(streamed.sum()), streamed))
+    if completed:
+      # One batch per input batch: normalizing and encoding pay per call.
+      yield beam.pvalue.TaggedOutput('windows', concat_batches(completed))
     if chunked.any():
       yield {'source': source, 'row': rows.row[chunked],
              'time': rows.time[chunked], 'entity': rows.entity[chunked],
@@ -359,6 +366,19 @@ def window_batch(entity, global_starts, starts, time, values, label, split,
       st.VALUES: values[index],
       'split': np.where(first == last, first, -1).astype(np.int8),
   }
+
+
+def concat_batches(batches: List[dict]) -> dict:
+  """Joins example batches (lists and arrays key by key)."""
+  if len(batches) == 1:
+    return batches[0]
+  out = {}
+  for key, first in batches[0].items():
+    parts = [b[key] for b in batches]
+    out[key] = (list(itertools.chain.from_iterable(parts))
+                if isinstance(first, list) else
+                np.concatenate(parts))
+  return out
 
 
 def _assemble(item, sc):
