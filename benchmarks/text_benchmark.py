@@ -1,0 +1,304 @@
+"""Throughput and peak memory of our text pipeline against a plain script.
+
+    python benchmarks/text_benchmark.py [--docs 200000] [--repeats 3]
+        [--workdir /tmp/tfrecord_bench] [--json results.json]
+        [--only ours|baseline]
+
+A benchmark, not a test. It makes (or reuses) a CSV of labelled documents
+with benchmarks/text_data.py (text,label; 20..120 made-up words each, 5
+imbalanced labels, a few texts with quotes and line breaks) and runs, each
+as its own process (interpreter start-up and imports included, as a user
+sees it):
+
+  ours      python -m pipelines.preprocess --modality text ... (lowercase
+            whitespace tokens, a 20,000-token vocabulary from the train
+            split, 128 token ids per record, 3 splits by row id)
+  baseline  benchmarks/text_baseline.py: csv module + collections.Counter +
+            one tf.io.TFRecordWriter per split, single process, whole file
+            in memory
+
+in interleaved order (ours, baseline, ours, baseline, ...), and reports the
+median docs/s (docs = input rows) and peak RSS of each and the ratios
+ours/baseline. Measurement (peak RSS, tree RSS, CPU, other load) is
+benchmarks/harness.py, as for image_benchmark.py and sensor_benchmark.py;
+each run's output goes to WORKDIR/logs/text/<name>_r<k>.log (a folder of
+its own: the other benchmarks use the same job names in WORKDIR/logs).
+
+Record counts are checked per split: ours from OUT/manifest.json, the
+baseline from the JSON line it prints, both against the counts that the
+split rule implies (transforms.split.assign_split of '<file name>:<row>'
+for every row) and against each other.
+
+Exit codes: 0 done; 1 a command failed (its log tail is printed); 3 every
+command ran but the per-split record counts disagree (printed as a
+warning; the numbers are still reported).
+"""
+
+import argparse
+import csv
+import json
+import os
+import shlex
+import sys
+import time
+
+# Shared measurement code (benchmarks/harness.py) and the generator, also
+# when run from elsewhere than this folder.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import harness
+from harness import BENCH_DIR
+from harness import BenchmarkError
+from harness import REPO
+import text_data
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+UNIT = 'docs'
+NAMES = ('ours', 'baseline')
+VOCAB_SIZE, MAX_TOKENS = 20000, 128
+SPLITS = (('train', 0.8), ('validation', 0.1), ('test', 0.1))
+
+
+# ------------------------------------------------------------------- data --
+
+
+def count_docs(path):
+  """Data rows of a CSV (quoted line breaks do not start a row)."""
+  with open(path, newline='', encoding='utf-8') as f:
+    return sum(1 for _ in csv.reader(f)) - 1  # header
+
+
+def ensure_csv(workdir, docs):
+  """WORKDIR/text_<docs>.csv, generated unless already there."""
+  path = os.path.join(workdir, f'text_{docs}.csv')
+  if os.path.isfile(path):
+    found = count_docs(path)
+    if found == docs:
+      print(f'data: reusing {path} ({docs} docs)')
+      return path
+    print(f'data: {path} has {found} docs, not {docs}; regenerating')
+  os.makedirs(workdir, exist_ok=True)
+  start = time.perf_counter()
+  print(f'data: generating {docs} docs into {path} ...', flush=True)
+  # generate writes a temporary file and renames it when complete.
+  text_data.generate(path, docs)
+  print(f'data: done in {time.perf_counter() - start:.1f} s')
+  return path
+
+
+def expected_split_records(csv_path, docs):
+  """{split: records} of the split rule: every row in the split of its id.
+
+  The id of row r (0-based, header not counted) is '<file name>:<r>', the
+  same rule as text_baseline.py.
+  """
+  sys.path.insert(0, REPO)
+  from transforms.split import assign_split  # pylint: disable=import-outside-toplevel
+  base = os.path.basename(csv_path)
+  out = {name: 0 for name, _ in SPLITS}
+  for r in range(docs):
+    out[assign_split(f'{base}:{r}', list(SPLITS))] += 1
+  return out
+
+
+# --------------------------------------------------------------- commands --
+
+
+def ours_command(csv_path, out):
+  """The command line of our pipeline (one place to change it)."""
+  return [sys.executable, '-m', 'pipelines.preprocess',
+          '--modality', 'text', '--input', csv_path, '--output', out,
+          '--overwrite', '--text_column', 'text', '--label_column', 'label',
+          '--vocab_size', str(VOCAB_SIZE), '--max_tokens', str(MAX_TOKENS)]
+
+
+def baseline_command(csv_path, out):
+  return [sys.executable, os.path.join(BENCH_DIR, 'text_baseline.py'),
+          '--input', csv_path, '--output', out,
+          '--vocab_size', str(VOCAB_SIZE), '--max_tokens', str(MAX_TOKENS)]
+
+
+def commands(csv_path, outdir, docs):
+  """{name: (argv, output path)} of the measured commands."""
+  ours_out = os.path.join(outdir, f'text_ours_{docs}')
+  base_out = os.path.join(outdir, f'text_baseline_{docs}')
+  return {'ours': (ours_command(csv_path, ours_out), ours_out),
+          'baseline': (baseline_command(csv_path, base_out), base_out)}
+
+
+def split_records(name, out, log_path):
+  """{'records': N, 'splits': {split: N}} a finished command reports."""
+  if name == 'ours':
+    try:
+      with open(os.path.join(out, 'manifest.json')) as f:
+        manifest = json.load(f)
+      splits = {s: int(v['records']) for s, v in manifest['splits'].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+      raise BenchmarkError(
+          f'{name} exited 0 but its manifest is unreadable '
+          f'({type(e).__name__}: {e}); see {log_path}') from None
+    return {'records': sum(splits.values()), 'splits': splits}
+  report = harness.last_json_line(log_path)
+  if report is None or 'splits' not in report:
+    raise BenchmarkError(f'{name} printed no result line; see {log_path}')
+  return {'records': report['records'], 'splits': report['splits'],
+          'docs_read': report.get('docs')}
+
+
+def _inspect(name, out, log_path):
+  return split_records(harness.base_name(name), out, log_path)
+
+
+def _same_splits(a, b):
+  """Equal per-split counts; a split missing on one side counts as 0."""
+  return all(a.get(k, 0) == b.get(k, 0) for k in set(a) | set(b))
+
+
+def _fmt(splits):
+  return ', '.join(f'{k} {v}' for k, v in splits.items())
+
+
+def _check_against(expected):
+  """A harness.measure check: warns right away about wrong counts.
+
+  Args:
+    expected: {split: records}.
+
+  Returns:
+    The check function.
+  """
+
+  def check(name, res, out, repeat):
+    del repeat  # unused
+    if not _same_splits(res['splits'], expected):
+      print(f'    WARNING: {name} wrote {_fmt(res["splits"])}; expected '
+            f'{_fmt(expected)}; output {out}, log {res["log"]}', flush=True)
+
+  return check
+
+
+def record_problems(runs, expected, docs):
+  """One line per run whose split counts (or docs read) are off.
+
+  Args:
+    runs: harness.measure output.
+    expected: {split: records}.
+    docs: Data rows of the input.
+
+  Returns:
+    A list of one-line descriptions.
+  """
+  out = []
+  for name, rs in runs.items():
+    for i, r in enumerate(rs):
+      if not _same_splits(r['splits'], expected):
+        out.append(f'{name} repeat {i + 1}: wrote {_fmt(r["splits"])}, '
+                   f'expected {_fmt(expected)} ({r["log"]})')
+      if r.get('docs_read') not in (None, docs):
+        out.append(f'{name} repeat {i + 1}: read {r["docs_read"]} docs, '
+                   f'the file has {docs} ({r["log"]})')
+  # Ours against the baseline, run by run (also covered by the above
+  # unless the expectation itself is off).
+  if 'ours' in runs and 'baseline' in runs:
+    base = runs['baseline'][0]['splits']
+    for i, r in enumerate(runs['ours']):
+      if not _same_splits(r['splits'], base):
+        out.append(f'ours repeat {i + 1} and the baseline disagree: '
+                   f'{_fmt(r["splits"])} vs {_fmt(base)}')
+  return out
+
+
+# ------------------------------------------------------------------- main --
+
+
+def compare(args):
+  csv_path = ensure_csv(args.workdir, args.docs)
+  print(f'page cache: read '
+        f'{harness.warm_page_cache(csv_path) / 2**20:.0f} MiB of data once '
+        'before measuring')
+  outdir, logdir = harness.make_dirs(args.workdir)
+  logdir = os.path.join(logdir, 'text')
+  os.makedirs(logdir, exist_ok=True)
+  jobs = {name: (cmd, out, args.docs)
+          for name, (cmd, out) in commands(csv_path, outdir,
+                                           args.docs).items()
+          if name in args.only}
+  expected = expected_split_records(csv_path, args.docs)
+  harness.print_commands(jobs)
+  runs = harness.measure(jobs, args.repeats, logdir, UNIT, _inspect,
+                         _check_against(expected))
+  s = harness.summarize(runs, UNIT)
+  problems = record_problems(runs, expected, args.docs)
+  print()
+  print(f'{args.docs} docs, {args.repeats} repeat(s), {os.cpu_count()} CPUs')
+  labels = {'ours': 'ours (pipelines.preprocess)',
+            'baseline': 'baseline (csv + Counter)'}
+  harness.print_table([(labels[n], n) for n in jobs], s, UNIT)
+  ratios = rss_ratios = None
+  if len(jobs) == 2:
+    ratios = {'ours/baseline': s['ours']['docs_per_second_median'] /
+                               s['baseline']['docs_per_second_median']}
+    rss_ratios = {'ours/baseline': s['ours']['peak_rss_mib_median'] /
+                                   s['baseline']['peak_rss_mib_median']}
+    for k, v in ratios.items():
+      print(f'throughput {k:14s} {v:6.2f}x')
+    for k, v in rss_ratios.items():
+      print(f'peak RSS   {k:14s} {v:6.2f}x')
+  else:
+    print(f'(only {", ".join(jobs)} ran: no ratios)')
+  for name in jobs:
+    last = runs[name][-1]['splits']
+    verdict = 'as expected' if _same_splits(last, expected) else 'DIFFERENT'
+    print(f'records {name:9s} {_fmt(last)} ({verdict})')
+  harness.print_columns_note(UNIT)
+  harness.print_problems(problems, 'per-split record counts disagree')
+  return {'mode': 'compare', 'docs': args.docs, 'repeats': args.repeats,
+          'data': csv_path, 'vocab_size': VOCAB_SIZE,
+          'max_tokens': MAX_TOKENS, 'machine': harness.machine_info(),
+          'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
+          'expected_split_records': expected,
+          'results': s, 'throughput_ratios': ratios,
+          'peak_rss_ratios': rss_ratios, 'record_problems': problems}
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(
+      description=__doc__.split('\n')[0],
+      formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument('--docs', type=int, default=200_000,
+                      help='Input documents (default 200000).')
+  parser.add_argument('--repeats', type=int, default=3,
+                      help='Runs of each command; medians are reported '
+                      '(default 3).')
+  parser.add_argument('--workdir', default='/tmp/tfrecord_bench',
+                      help='Data (text_N.csv), outputs and logs '
+                      '(default /tmp/tfrecord_bench).')
+  parser.add_argument('--json', default=None,
+                      help='Also write the results as JSON to this path.')
+  parser.add_argument('--only', default=','.join(NAMES),
+                      help='Comma-separated commands to run: ours, baseline '
+                      '(default both).')
+  args = parser.parse_args(argv)
+  if args.docs < 1 or args.repeats < 1:
+    parser.error('--docs and --repeats must be at least 1')
+  args.only = [n.strip() for n in args.only.split(',') if n.strip()]
+  unknown = [n for n in args.only if n not in NAMES]
+  if unknown or not args.only:
+    parser.error(f'--only takes {" and/or ".join(NAMES)}, got '
+                 f'{", ".join(unknown) or "nothing"}')
+  args.workdir = os.path.abspath(args.workdir)
+  try:
+    result = compare(args)
+  except BenchmarkError as e:
+    print(f'\nBENCHMARK FAILED: {e}', file=sys.stderr)
+    return 1
+  if args.json:
+    with open(args.json, 'w') as f:
+      json.dump(result, f, indent=2)
+    print(f'wrote {args.json}')
+  # Every command ran, but some counts were off: say so in the exit code.
+  return 3 if result['record_problems'] else 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,753 @@
+"""Reading labelled documents for the text modality.
+
+No Beam pipeline in here: plain functions that find the input files, check
+the column names, and turn one table file (CSV, TSV, JSON lines) or a list of
+class-folder documents into batches of good documents plus the documents that
+cannot be used (dead letters), each with a stable id and a short reason.
+
+Layers:
+
+- `list_inputs` and `check_columns` run on the launching machine and turn a
+  bad invocation into a `TextInputError` (one plain sentence);
+- `iter_table_batches` streams one table file and `iter_folder_batches` reads
+  class-folder documents, both in batches, with vectorized pyarrow code for
+  the checks.
+
+Decisions:
+
+- Files are listed and opened with Beam's `FileSystems`, so `gs://` works.
+- Table files: the format comes from the extension (`tabular.format_of`):
+  .csv; .tsv and .tab; .jsonl, .ndjson and .json (all read as JSON lines).
+  A glob keeps only the matched files with one of those extensions and skips
+  empty files; `root` is the deepest folder holding all of them.
+- Class folders: every `root/<label>/<name>.txt` (the extension in any case),
+  exactly one folder level deep. Other files, deeper files and hidden names
+  (starting with '.', such as `.ipynb_checkpoints/`) are ignored.
+- CSV/TSV are read the way `tabular` reads them: `pyarrow.csv.open_csv`,
+  single-threaded (so pyarrow reports the record number of a row with the
+  wrong number of fields, which keeps the row indices exact), with only the
+  text and label columns read, as *binary*: one bad byte then only costs a
+  per-cell decode of that column of that batch instead of failing the block.
+  Quoting applies to TSV as well. Empty lines are not rows; a line of blanks
+  is a one-field row (a dead letter). Memory: about one batch plus one
+  pyarrow block (at least 1 MiB).
+- JSON lines: blocks of `batch_rows` non-blank lines (tabular's reader); a
+  block goes to `pyarrow.json` when every line starts with '{' and the block
+  is valid UTF-8, and the text and label columns come back as strings,
+  integers, booleans or nulls. Anything else (a bad line, floats, nested
+  values, invalid UTF-8) sends the block to a per-line `json.loads` path, so
+  a bad line costs only itself. Numbers and booleans become their JSON
+  spelling ('1', '2.5', 'true'); a text or label that is a JSON array or
+  object is a dead letter. Invalid UTF-8 in JSON lines is found per value
+  (bytes are kept with `surrogateescape`); a JSON escape of a lone surrogate
+  (e.g. "\\ud800") cannot be encoded as UTF-8 either and counts as invalid.
+- The text is kept as written (not stripped; CRLF kept); it is "empty" when
+  missing, null, '' or only whitespace (`pyarrow.compute.utf8_is_space`, for
+  every format). The label is stripped; missing, null or blank labels are
+  dead letters. 'NA', 'null' written as text are kept as text.
+- A document with several problems gets the first of: invalid UTF-8 in the
+  text (policy 'dead_letter'), empty text, invalid UTF-8 in the label,
+  missing label.
+- A column missing from a CSV/TSV file found while reading (for example in a
+  later file of a glob) raises `TextInputError`; in JSON lines a missing key
+  only makes that line a dead letter.
+- Folder documents: read whole (one document per file), a UTF-8 BOM is
+  stripped; an `OSError` while reading is a dead letter ('cannot read: ...');
+  other errors propagate, so that Beam retries them.
+"""
+
+import csv
+import dataclasses
+import io
+import json
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+from apache_beam.io.filesystem import BeamIOError
+from apache_beam.io.filesystems import FileSystems
+
+from transforms import tabular
+# Shared private helpers of the sensor reader (same file handling).
+from transforms.tabular import _BOM
+from transforms.tabular import _column_list
+from transforms.tabular import _csv_block_bytes
+from transforms.tabular import _json_blocks
+from transforms.tabular import _json_fast
+from transforms.tabular import _open
+from transforms.tabular import _read_prefix
+
+FORMATS = ('csv', 'tsv', 'jsonl', 'folder')
+INVALID_UTF8 = ('replace', 'dead_letter')
+
+_TABLE_FORMATS = ('csv', 'tsv', 'jsonl')
+_TABLE_EXTENSIONS = '.csv, .tsv, .tab, .jsonl, .ndjson or .json'
+_GLOB_CHARS = '*?['
+# How much of a table file check_columns looks at.
+_HEADER_BYTES = 1 << 20
+_SAMPLE_LINES = 1000
+
+EMPTY_TEXT = 'empty text'
+MISSING_LABEL = 'missing label'
+INVALID_TEXT = 'invalid UTF-8 in the text'
+INVALID_LABEL = 'invalid UTF-8 in the label'
+NOT_AN_OBJECT = 'line is not a JSON object'
+
+
+class TextInputError(ValueError):
+  """A bad invocation; the message is one plain sentence."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TextColumns:
+  """The columns of a table file that hold the text and the label."""
+  text: str
+  label: str
+
+
+@dataclasses.dataclass
+class TextBatch:
+  """Good documents of one batch (equal lengths).
+
+  Attributes:
+    ids: Stable ids: '<source>:<row>' for table rows (row: 0-based data-row
+      index), the path relative to the root for folder documents.
+    text: The document texts, as written.
+    label: The labels, stripped.
+  """
+  ids: List[str]
+  text: List[str]
+  label: List[str]
+
+  def __len__(self):
+    return len(self.ids)
+
+
+# ---------------------------------------------------------------------------
+# Finding the inputs.
+
+
+def _table_format(path: str) -> Optional[str]:
+  fmt = tabular.format_of(path)
+  return fmt if fmt in _TABLE_FORMATS else None
+
+
+def _match(pattern: str):
+  """FileMetadata of the files matching a pattern ([] when none or failing)."""
+  try:
+    return FileSystems.match([pattern])[0].metadata_list
+  except BeamIOError:
+    return []
+
+
+def _exists(path: str) -> bool:
+  try:
+    return FileSystems.exists(path)
+  except BeamIOError:
+    return False
+
+
+def _strip_slash(path: str) -> str:
+  stripped = path.rstrip('/')
+  if not stripped or stripped.endswith(':/') or stripped.endswith(':'):
+    return path  # '/', 'gs://'
+  return stripped
+
+
+def _folder_of(path: str) -> str:
+  head, sep, _ = path.rpartition('/')
+  if not sep:
+    return '.'
+  if not head or head.endswith(':/'):
+    return head + '/'  # '/x.csv' -> '/', 'gs://x' -> 'gs://'
+  return head
+
+
+def _common_folder(paths: Sequence[str]) -> str:
+  """The deepest folder that holds every path."""
+  folders = [_folder_of(p) for p in paths]
+  first = folders[0].split('/')
+  common = len(first)
+  for folder in folders[1:]:
+    parts = folder.split('/')
+    n = 0
+    while n < min(common, len(parts)) and parts[n] == first[n]:
+      n += 1
+    common = n
+  joined = '/'.join(first[:common])
+  if joined or not folders[0].startswith('/'):
+    return joined or '.'
+  return '/'
+
+
+def _relative_parts(root: str, path: str) -> List[str]:
+  """Path components of `path` below `root` (all of them when not below)."""
+  root = _strip_slash(root)
+  if root not in ('', '.') and path.startswith(root):
+    rest = path[len(root):]
+    if rest.startswith('/') or root.endswith('/'):
+      path = rest
+  elif root == '.' and path.startswith('./'):
+    path = path[2:]
+  return [p for p in path.split('/') if p]
+
+
+def _class_files(root: str) -> List[str]:
+  """Every root/<label>/<name>.txt, sorted."""
+  files = []
+  for meta in _match(FileSystems.join(root, '*', '*')):
+    parts = _relative_parts(root, meta.path)
+    if (len(parts) == 2 and parts[1].lower().endswith('.txt')
+        and not parts[0].startswith('.') and not parts[1].startswith('.')):
+      files.append(meta.path)
+  return sorted(files)
+
+
+def list_inputs(path: str) -> Tuple[str, List[str], str]:
+  """Finds the input files.
+
+  Args:
+    path: A table file (.csv, .tsv, .tab, .jsonl, .ndjson, .json), a glob of
+      table files, or a folder with one folder of .txt documents per class.
+
+  Returns:
+    (kind, files, root): ('table', the matched non-empty table files sorted,
+    the deepest folder holding them) or ('folder', every root/<label>/*.txt
+    sorted, the folder).
+
+  Raises:
+    TextInputError: The path does not exist, a glob matches no table file,
+      every table file is empty, or a folder holds no <label>/*.txt file.
+  """
+  if not path:
+    raise TextInputError('no input path was given')
+  if any(c in path for c in _GLOB_CHARS):
+    matched = _match(path)
+    if not matched:
+      raise TextInputError(f'no files match {path}')
+    tables = [m for m in matched if _table_format(m.path)]
+    if not tables:
+      raise TextInputError(f'none of the {len(matched)} files matching {path} '
+                           f'is a {_TABLE_EXTENSIONS} file')
+    files = sorted(m.path for m in tables if m.size_in_bytes > 0)
+    if not files:
+      raise TextInputError(f'every file matching {path} is empty')
+    return 'table', files, _common_folder(files)
+  if _table_format(path):
+    matched = _match(path)
+    if not matched:
+      raise TextInputError(f'the input file {path} does not exist')
+    if matched[0].size_in_bytes == 0:
+      raise TextInputError(f'the input file {path} is empty')
+    return 'table', [path], _folder_of(path)
+  root = _strip_slash(path)
+  files = _class_files(root)
+  if files:
+    return 'folder', files, root
+  if not _exists(path) and not _match(FileSystems.join(root, '*')):
+    raise TextInputError(f'the input {path} does not exist')
+  raise TextInputError(
+      f'{path} is neither a {_TABLE_EXTENSIONS} file nor a folder with one '
+      'folder of .txt documents per class (<label>/*.txt)')
+
+
+# ---------------------------------------------------------------------------
+# Columns.
+
+
+def _check_format(fmt: str):
+  if fmt not in _TABLE_FORMATS:
+    raise ValueError(f'format {fmt!r} is not a table format '
+                     f'({", ".join(_TABLE_FORMATS)})')
+
+
+def _check_policy(invalid_utf8: str):
+  if invalid_utf8 not in INVALID_UTF8:
+    raise ValueError(f'invalid_utf8 {invalid_utf8!r} is not one of '
+                     f'{", ".join(INVALID_UTF8)}')
+
+
+def _csv_names(path: str, fmt: str) -> List[str]:
+  """The header of a CSV/TSV file (the first non-empty record)."""
+  data, _ = _read_prefix(path, _HEADER_BYTES)
+  text = data.decode('utf-8-sig', errors='replace')
+  if not text.strip():
+    raise TextInputError(f'the file {path} is empty')
+  reader = csv.reader(io.StringIO(text, newline=''),
+                      delimiter='\t' if fmt == 'tsv' else ',')
+  try:
+    for record in reader:
+      if record:
+        return record
+  except csv.Error as e:
+    raise TextInputError(f'cannot read the header of {path}: {e}') from None
+  raise TextInputError(f'the file {path} has no header line')
+
+
+def _jsonl_keys(path: str) -> Tuple[List[str], int]:
+  """The keys of the JSON objects among the first non-blank lines.
+
+  Returns:
+    (keys in first-seen order, number of non-blank lines looked at).
+  """
+  keys = {}
+  seen = 0
+  objects = 0
+  with _open(path) as f:
+    while seen < _SAMPLE_LINES:
+      line = f.readline()
+      if not line:
+        break
+      if not seen and line.startswith(_BOM):
+        line = line[len(_BOM):]
+      if not line.strip(b' \t\r\n'):
+        continue
+      seen += 1
+      try:
+        record = json.loads(line.decode('utf-8', 'surrogateescape'))
+      except (ValueError, RecursionError):
+        continue
+      if isinstance(record, dict):
+        objects += 1
+        for key in record:
+          keys.setdefault(key, None)
+  if not seen:
+    raise TextInputError(f'the file {path} is empty')
+  if not objects:
+    raise TextInputError(f'none of the first {seen} lines of {path} is a JSON '
+                         'object, expected one JSON object per line')
+  return list(keys), seen
+
+
+def check_columns(path: str, fmt: str, text_column: str,
+                  label_column: str) -> TextColumns:
+  """Checks that a table file has the text and label columns.
+
+  Args:
+    path: The file (any path Beam's FileSystems opens).
+    fmt: 'csv', 'tsv' or 'jsonl'.
+    text_column: The column holding the document text.
+    label_column: The column holding the label.
+
+  Returns:
+    The TextColumns.
+
+  Raises:
+    TextInputError: A missing column (the message lists the available ones),
+      a column given for both roles or appearing twice in a CSV header, an
+      empty file, or a JSON-lines file without a JSON object.
+    ValueError: A format that is not a table format.
+  """
+  _check_format(fmt)
+  if text_column == label_column:
+    raise TextInputError(f'the column {text_column!r} is given as both the '
+                         'text and the label column')
+  if fmt == 'jsonl':
+    names, seen = _jsonl_keys(path)
+    where = f'the first {seen} lines of {path}'
+    what = 'keys'
+  else:
+    names = _csv_names(path, fmt)
+    where = f'the header of {path}'
+    what = 'columns'
+  for role, name in (('text', text_column), ('label', label_column)):
+    if name not in names:
+      raise TextInputError(f'the {role} column {name!r} is not in {where} '
+                           f'({what}: {_column_list(names)})')
+    if names.count(name) > 1:
+      raise TextInputError(f'the {role} column {name!r} appears more than '
+                           f'once in {where} ({what}: {_column_list(names)})')
+  return TextColumns(text_column, label_column)
+
+
+# ---------------------------------------------------------------------------
+# Checking one batch (vectorized).
+
+_BadList = List[Tuple[int, str]]
+
+
+def _flat(array) -> pa.Array:
+  if isinstance(array, pa.ChunkedArray):
+    if array.num_chunks == 1:
+      return array.chunk(0)
+    return array.combine_chunks()
+  return array
+
+
+def _mask(array) -> np.ndarray:
+  """A boolean pyarrow array as numpy, nulls as False."""
+  return np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False),
+                    dtype=bool)
+
+
+def _decode(array: pa.Array, replace: bool) -> Tuple[pa.Array, np.ndarray]:
+  """A text column as strings, and where it held invalid UTF-8.
+
+  Args:
+    array: Binary (CSV, folders, per-line JSON), string, integer, boolean
+      (JSON) or null values.
+    replace: Whether invalid cells are decoded with U+FFFD (else null).
+
+  Returns:
+    (string array, boolean mask of the cells with invalid UTF-8).
+  """
+  n = len(array)
+  no_bad = np.zeros(n, bool)
+  t = array.type
+  if pa.types.is_string(t) or pa.types.is_large_string(t):
+    return array, no_bad
+  if pa.types.is_null(t):
+    return pa.nulls(n, pa.string()), no_bad
+  if not (pa.types.is_binary(t) or pa.types.is_large_binary(t)):
+    return pc.cast(array, pa.string()), no_bad
+  try:
+    return pc.cast(array, pa.string()), no_bad
+  except pa.ArrowInvalid:
+    pass
+  # Rare: decode this column of this batch cell by cell.
+  cells = []
+  bad = no_bad.copy()
+  for i, raw in enumerate(array.to_pylist()):
+    if raw is None:
+      cells.append(None)
+      continue
+    try:
+      cells.append(raw.decode('utf-8'))
+    except UnicodeDecodeError:
+      bad[i] = True
+      cells.append(raw.decode('utf-8', 'replace') if replace else None)
+  return pa.array(cells, pa.string()), bad
+
+
+def _as_list(array: pa.Array) -> List[str]:
+  return array.to_numpy(zero_copy_only=False).tolist()
+
+
+def _labels_as_list(array: pa.Array) -> List[str]:
+  """A string array without nulls as a list (one str object per label)."""
+  encoded = pc.dictionary_encode(array)
+  words = np.asarray(encoded.dictionary.to_numpy(zero_copy_only=False),
+                     dtype=object)
+  indices = encoded.indices.to_numpy(zero_copy_only=False)
+  return words[indices].tolist()
+
+
+def _documents(text, label, rows: np.ndarray,
+               make_ids: Callable[[List[int]], List[str]], replace: bool,
+               earlier_bad: _BadList = ()
+               ) -> Tuple[TextBatch, List[Tuple[str, str]]]:
+  """Checks one batch and splits it into good and bad documents.
+
+  Args:
+    text: The text cells (see _decode for the types).
+    label: The label cells.
+    rows: int64 row index (or position) of each cell.
+    make_ids: Turns a list of rows into ids.
+    replace: Whether invalid UTF-8 in the text is replaced with U+FFFD
+      (else the document is a dead letter).
+    earlier_bad: [(row, reason)] found before (not in the arrays).
+
+  Returns:
+    (TextBatch of the good documents, [(id, reason)] sorted by row).
+  """
+  rows = np.asarray(rows, np.int64)
+  n = len(rows)
+  text, text_invalid = _decode(_flat(text), replace)
+  label, label_invalid = _decode(_flat(label), False)
+  empty = (_mask(pc.is_null(text)) | _mask(pc.equal(pc.utf8_length(text), 0))
+           | _mask(pc.utf8_is_space(text)))
+  label = pc.utf8_trim_whitespace(label)
+  label_missing = _mask(pc.is_null(label)) | _mask(pc.equal(label, ''))
+  checks = [(empty, EMPTY_TEXT), (label_invalid, INVALID_LABEL),
+            (label_missing, MISSING_LABEL)]
+  if not replace:
+    checks.insert(0, (text_invalid, INVALID_TEXT))
+  taken = np.zeros(n, bool)
+  bad = list(earlier_bad)
+  for mask, reason in checks:
+    new = mask & ~taken
+    if new.any():
+      bad.extend((row, reason) for row in rows[new].tolist())
+      taken |= new
+  if taken.any():
+    keep = pa.array(~taken)
+    text, label, rows = text.filter(keep), label.filter(keep), rows[~taken]
+  bad.sort(key=lambda item: item[0])
+  bad_ids = make_ids([row for row, _ in bad])
+  batch = TextBatch(ids=make_ids(rows.tolist()), text=_as_list(text),
+                    label=_labels_as_list(label))
+  return batch, [(i, reason) for i, (_, reason) in zip(bad_ids, bad)]
+
+
+def _table_ids(source: str) -> Callable[[List[int]], List[str]]:
+  return lambda rows: [f'{source}:{row}' for row in rows]
+
+
+# ---------------------------------------------------------------------------
+# Table files.
+
+
+def _fields(n: int) -> str:
+  return f'{n} field' if n == 1 else f'{n} fields'
+
+
+def _even_batches(batches: Iterator[pa.RecordBatch],
+                  batch_rows: int) -> Iterator[pa.Table]:
+  """Regroups record batches into tables of batch_rows rows (the last: fewer).
+
+  pyarrow's CSV batches follow its blocks, which hold about (not exactly)
+  batch_rows records; regrouping avoids a small batch after every block.
+  """
+  held: List[pa.RecordBatch] = []
+  count = 0
+  for batch in batches:
+    if not batch.num_rows:
+      continue
+    held.append(batch)
+    count += batch.num_rows
+    if count < batch_rows:
+      continue
+    table = pa.Table.from_batches(held)
+    start = 0
+    while count - start >= batch_rows:
+      yield table.slice(start, batch_rows)
+      start += batch_rows
+    held = [b for b in table.slice(start).to_batches() if b.num_rows]
+    count -= start
+  if count:
+    yield pa.Table.from_batches(held)
+
+
+def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows):
+  needed = list(dict.fromkeys((columns.text, columns.label)))
+  skipped: _BadList = []  # rows pyarrow skipped (wrong field count)
+
+  def on_invalid_row(row):
+    # row.number: 1-based record number, the header being record 1; empty
+    # lines are not counted.
+    number = row.number - 2 if row.number is not None else -1
+    skipped.append((number, f'row has {_fields(row.actual_columns)}, the '
+                            f'header has {row.expected_columns}'))
+    return 'skip'
+
+  read_options = pa_csv.ReadOptions(
+      block_size=_csv_block_bytes(path, batch_rows), use_threads=False)
+  parse_options = pa_csv.ParseOptions(
+      delimiter='\t' if fmt == 'tsv' else ',', newlines_in_values=True,
+      invalid_row_handler=on_invalid_row)
+  convert_options = pa_csv.ConvertOptions(
+      column_types={name: pa.binary() for name in needed},
+      include_columns=needed, strings_can_be_null=True, null_values=[''],
+      quoted_strings_can_be_null=False)
+  next_row = 0
+  with _open(path) as f:
+    try:
+      reader = pa_csv.open_csv(f, read_options=read_options,
+                               parse_options=parse_options,
+                               convert_options=convert_options)
+    except pa.ArrowKeyError:
+      check_columns(path, fmt, columns.text, columns.label)
+      raise
+    except pa.ArrowInvalid as e:
+      head, _ = _read_prefix(path, 1 << 16)
+      head = head[len(_BOM):] if head.startswith(_BOM) else head
+      if len(head.strip().splitlines()) <= 1:
+        return  # Empty, or only a header without a newline: no rows.
+      raise ValueError(f'cannot read the header of {path}: {e}') from None
+
+    def blocks():
+      while True:
+        try:
+          yield reader.read_next_batch()
+        except StopIteration:
+          return
+        except pa.ArrowInvalid as e:
+          raise ValueError(f'cannot read {path} after data row {next_row}: '
+                           f'{e}') from None
+
+    for piece in _even_batches(blocks(), batch_rows):
+      n = piece.num_rows
+      # The n rows of the piece are the first n row indices from next_row on
+      # that pyarrow did not skip.
+      skipped_rows = np.array([r for r, _ in skipped], np.int64)
+      candidates = np.arange(next_row, next_row + n + len(skipped_rows),
+                             dtype=np.int64)
+      rows = candidates[~np.isin(candidates, skipped_rows)][:n]
+      last = int(rows[-1])
+      mine = [item for item in skipped if item[0] < last]
+      skipped[:] = [item for item in skipped if item[0] > last]
+      next_row = last + 1
+      yield _documents(piece.column(columns.text), piece.column(columns.label),
+                       rows, make_ids, replace, mine)
+  if skipped:
+    yield _documents(pa.array([], pa.string()), pa.array([], pa.string()),
+                     np.zeros(0, np.int64), make_ids, replace, skipped)
+
+
+def _json_value(value, role: str) -> Tuple[Optional[bytes], Optional[str]]:
+  """A value from json.loads as the bytes of a cell, or a dead-letter reason.
+
+  Strings keep their invalid bytes (decoded with surrogateescape); a lone
+  surrogate from a JSON escape becomes bytes that are not valid UTF-8.
+  """
+  if value is None:
+    return None, None
+  if isinstance(value, str):
+    try:
+      return value.encode('utf-8', 'surrogateescape'), None
+    except UnicodeEncodeError:
+      return value.encode('utf-8', 'surrogatepass'), None
+  if isinstance(value, bool):
+    return (b'true' if value else b'false'), None
+  if isinstance(value, (int, float)):
+    return repr(value).encode('ascii'), None
+  kind = 'an array' if isinstance(value, list) else 'an object'
+  return None, f'the {role} is {kind}, not a string'
+
+
+def _json_lines(block: bytes, rows: np.ndarray, columns: TextColumns):
+  """Parses every line with json.loads; bad lines become dead letters.
+
+  Returns:
+    (text cells, label cells, their rows, [(row, reason)]).
+  """
+  texts, labels, good, bad = [], [], [], []
+  lines = [line for line in block.split(b'\n') if line.strip(b' \t\r')]
+  for row, line in zip(rows.tolist(), lines):
+    try:
+      record = json.loads(line.decode('utf-8', 'surrogateescape'))
+    except (ValueError, RecursionError) as e:
+      bad.append((row, f'invalid JSON: {e}'))
+      continue
+    if not isinstance(record, dict):
+      bad.append((row, NOT_AN_OBJECT))
+      continue
+    text, problem = _json_value(record.get(columns.text), 'text')
+    if problem is None:
+      label, problem = _json_value(record.get(columns.label), 'label')
+    if problem is not None:
+      bad.append((row, problem))
+      continue
+    texts.append(text)
+    labels.append(label)
+    good.append(row)
+  return (pa.array(texts, pa.binary()), pa.array(labels, pa.binary()),
+          np.array(good, np.int64), bad)
+
+
+def _fast_column(table: pa.Table, name: str, n: int) -> Optional[pa.Array]:
+  """A column read by pyarrow.json when its type converts exactly, or None."""
+  if name not in table.column_names:
+    return pa.nulls(n, pa.string())
+  column = _flat(table.column(name))
+  t = column.type
+  if (pa.types.is_string(t) or pa.types.is_large_string(t)
+      or pa.types.is_null(t) or pa.types.is_integer(t)
+      or pa.types.is_boolean(t)):
+    return column
+  return None  # Floats (pyarrow spells 1.0 as '1'), nested values.
+
+
+def _iter_jsonl(path, columns, make_ids, replace, batch_rows):
+  next_row = 0
+  with _open(path) as f:
+    for block, count, objects in _json_blocks(f, batch_rows):
+      rows = np.arange(next_row, next_row + count, dtype=np.int64)
+      next_row += count
+      table = _json_fast(block, count, objects)
+      if table is not None:
+        text = _fast_column(table, columns.text, count)
+        label = _fast_column(table, columns.label, count)
+        if text is not None and label is not None:
+          yield _documents(text, label, rows, make_ids, replace)
+          continue
+      text, label, good, bad = _json_lines(block, rows, columns)
+      yield _documents(text, label, good, make_ids, replace, bad)
+
+
+def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
+                       invalid_utf8: str = 'replace', batch_rows: int = 10000
+                       ) -> Iterator[Tuple[TextBatch, List[Tuple[str, str]]]]:
+  """Streams one table file as batches of documents.
+
+  Args:
+    path: The file (any path Beam's FileSystems opens).
+    fmt: 'csv', 'tsv' or 'jsonl'.
+    columns: The text and label columns (from check_columns).
+    source: The name in the ids ('<source>:<row>').
+    invalid_utf8: 'replace' (invalid bytes in the text become U+FFFD) or
+      'dead_letter'. Invalid UTF-8 in the label is always a dead letter.
+    batch_rows: Rows per batch (at most).
+
+  Yields:
+    (good documents, [(id, reason)] of the bad ones sorted by row) per batch;
+    a batch may hold only bad documents. Rows are 0-based data-row indices
+    (the header and empty lines are not rows; a quoted CSV record with
+    embedded newlines is one row).
+
+  Raises:
+    ValueError: A bad format, policy or batch size, or a file that cannot be
+      read at all; TextInputError when a CSV/TSV file lacks a column.
+  """
+  _check_format(fmt)
+  _check_policy(invalid_utf8)
+  if batch_rows < 1:
+    raise ValueError(f'batch_rows must be at least 1, got {batch_rows}')
+  replace = invalid_utf8 == 'replace'
+  make_ids = _table_ids(source)
+  if fmt == 'jsonl':
+    return _iter_jsonl(path, columns, make_ids, replace, batch_rows)
+  return _iter_csv(path, fmt, columns, make_ids, replace, batch_rows)
+
+
+# ---------------------------------------------------------------------------
+# Class folders.
+
+
+def _iter_folder(files, root, replace, batch_docs):
+  for start in range(0, len(files), batch_docs):
+    ids, raws, labels, good, bad = [], [], [], [], []
+    for i, path in enumerate(files[start:start + batch_docs]):
+      parts = _relative_parts(root, path)
+      ids.append('/'.join(parts))
+      try:
+        with _open(path) as f:
+          raw = f.read()
+      except OSError as e:
+        bad.append((i, f'cannot read: {e}'))
+        continue
+      if raw.startswith(_BOM):
+        raw = raw[len(_BOM):]
+      raws.append(raw)
+      labels.append(parts[-2] if len(parts) > 1 else '')
+      good.append(i)
+    yield _documents(pa.array(raws, pa.binary()), pa.array(labels, pa.string()),
+                     np.array(good, np.int64),
+                     lambda rows, ids=ids: [ids[r] for r in rows], replace, bad)
+
+
+def iter_folder_batches(files: Sequence[str], root: str,
+                        invalid_utf8: str = 'replace', batch_docs: int = 1000
+                        ) -> Iterator[Tuple[TextBatch, List[Tuple[str, str]]]]:
+  """Reads class-folder documents (one per file) in batches.
+
+  Args:
+    files: The .txt files (from list_inputs), each root/<label>/<name>.
+    root: Their root folder.
+    invalid_utf8: 'replace' or 'dead_letter' (see iter_table_batches).
+    batch_docs: Files per batch.
+
+  Yields:
+    (good documents, [(id, reason)] of the bad ones) per batch of files. The
+    id is the path relative to root ('pos/001.txt'), the label the name of
+    the file's folder.
+
+  Raises:
+    ValueError: A bad policy or batch size.
+  """
+  _check_policy(invalid_utf8)
+  if batch_docs < 1:
+    raise ValueError(f'batch_docs must be at least 1, got {batch_docs}')
+  return _iter_folder(list(files), root, invalid_utf8 == 'replace', batch_docs)
