@@ -24,7 +24,7 @@ records on their way to the shuffle and the writer. See transforms/windows.py
 for how windows are cut without holding an entity's whole history.
 """
 
-import itertools
+import functools
 import json
 import posixpath
 from typing import Dict, List, NamedTuple, Optional
@@ -34,11 +34,9 @@ import numpy as np
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines import batch_examples
 from transforms import manifest as manifest_lib
-from transforms.split import unit_hash
-from transforms import rebalance as rebalance_lib
 from transforms import sensor_transform as st
-from transforms import sinks
 from transforms import tabular
 from transforms import windows as win
 from transforms.sources import InputError
@@ -49,7 +47,6 @@ DEAD = 'dead'
 ENTITY_STATS, COUNTS, LABELS, ANALYSIS, TRAIN_VALUES, ROW_CLASSES = (
     'entity_stats', 'counts', 'labels', 'analysis', 'train_values',
     'row_classes')
-_TRANSFORM_BATCH = 4096
 
 
 class SensorInput(NamedTuple):
@@ -237,7 +234,8 @@ class ParseRows(beam.DoFn):
       yield beam.pvalue.TaggedOutput('rows', (int(streamed.sum()), streamed))
     if completed:
       # One batch per input batch: normalizing and encoding pay per call.
-      yield beam.pvalue.TaggedOutput('windows', concat_batches(completed))
+      yield beam.pvalue.TaggedOutput('windows',
+                                     batch_examples.concat_batches(completed))
     if chunked.any():
       yield {'source': source, 'row': rows.row[chunked],
              'time': rows.time[chunked], 'entity': rows.entity[chunked],
@@ -368,19 +366,6 @@ def window_batch(entity, global_starts, starts, time, values, label, split,
   }
 
 
-def concat_batches(batches: List[dict]) -> dict:
-  """Joins example batches (lists and arrays key by key)."""
-  if len(batches) == 1:
-    return batches[0]
-  out = {}
-  for key, first in batches[0].items():
-    parts = [b[key] for b in batches]
-    out[key] = (list(itertools.chain.from_iterable(parts))
-                if isinstance(first, list) else
-                np.concatenate(parts))
-  return out
-
-
 def _assemble(item, sc):
   (entity, k), pieces = item
   whole = win.assemble(list(pieces), sc.window_length)
@@ -402,115 +387,6 @@ def _row_examples(batch, with_entity):
       st.TIME: batch['time'], st.VALUES: batch['values'],
       'split': batch['split'],
   }
-
-
-class ApplyTransform(beam.DoFn):
-  """Runs the exported tf.Transform graph on each batch's values."""
-
-  def __init__(self, transform_dir: str):
-    super().__init__()
-    self._dir = transform_dir
-    self._layer = None
-
-  def setup(self):
-    self._layer = None
-
-  def process(self, batch, transform_done):
-    del transform_done  # only orders this step after the transform write
-    if self._layer is None:
-      import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
-      self._layer = tft.TFTransformOutput(
-          self._dir).transform_features_layer()
-    values = np.asarray(batch[st.VALUES], np.float32)
-    outs: Dict[str, list] = {}
-    for lo in range(0, len(values), _TRANSFORM_BATCH):
-      part = values[lo:lo + _TRANSFORM_BATCH]
-      # Every input of the graph, the analysis-only ones empty: when one is
-      # missing, TensorFlow first tries (and fails) to bind the call and
-      # formats every input tensor into an error message, which costs ten
-      # times the transform itself.
-      result = self._layer(st.transform_inputs(part))
-      for key, tensor in result.items():
-        outs.setdefault(key, []).append(tensor.numpy())
-    out = dict(batch)
-    for key, parts in outs.items():
-      out[key] = np.concatenate(parts) if parts else parts
-    yield out
-
-
-def _split_only(batch, keep):
-  return {k: ([v[i] for i in np.flatnonzero(keep)] if isinstance(v, list)
-              else v[keep]) for k, v in batch.items()}
-
-
-class ToRecords(beam.DoFn):
-  """Example batches -> serialized records, grouped for the shuffle.
-
-  Main output: ((split index, bucket), [(hash, record)]) per batch. Each
-  record copy gets a seeded hash in [0, 1) of its id and copy number; the
-  bucket is that hash times `buckets`, so after grouping, every bucket is
-  a uniform sample and is written in hash order (see
-  sinks.SeededShuffle). Grouping a batch's records per bucket keeps the
-  shuffle to a few elements per batch instead of one per record.
-
-  Tagged outputs, counted per batch: 'formed' ((split or '', windows), ''
-  for windows that cross a time cut-off, which are dropped), 'before' and
-  'after' class counts ((split, label), n).
-  """
-
-  def __init__(self, cfg, spec):
-    super().__init__()
-    self._cfg, self._spec = cfg, spec
-
-  def process(self, batch, label_ids, class_counts, buckets):
-    cfg, names = self._cfg, self._cfg.split_names
-    split = np.asarray(batch['split'])
-    crossing = int((split < 0).sum())
-    if crossing:
-      yield beam.pvalue.TaggedOutput('formed', ('', crossing))
-      batch = _split_only(batch, split >= 0)
-      split = split[split >= 0]
-    if not len(split):
-      return
-    labels = batch[st.LABEL_TEXT]
-    for s in np.unique(split).tolist():
-      yield beam.pvalue.TaggedOutput('formed', (names[s],
-                                                int((split == s).sum())))
-    copies = np.ones(len(labels), np.int64)
-    weights = None
-    if cfg.rebalance != 'none':
-      per_split: Dict[str, dict] = {}
-      for (sp, label), n in class_counts:
-        per_split.setdefault(sp, {})[label] = n
-      weights = np.ones(len(labels), np.float32)
-      for i, (s, label) in enumerate(zip(split.tolist(), labels)):
-        name = names[s]
-        mode = cfg.rebalance if name in cfg.rebalance_splits else 'none'
-        copies[i] = rebalance_lib.copies(mode, batch[st.ID][i], label,
-                                         per_split.get(name, {}), cfg.seed)
-        if mode == 'weight':
-          weights[i] = rebalance_lib.class_weight(label,
-                                                  per_split.get(name, {}))
-    before: Dict[tuple, int] = {}
-    after: Dict[tuple, int] = {}
-    for s, label, n in zip(split.tolist(), labels, copies.tolist()):
-      key = (names[s], label)
-      before[key] = before.get(key, 0) + 1
-      after[key] = after.get(key, 0) + n
-    for key, n in before.items():
-      yield beam.pvalue.TaggedOutput('before', (key, n))
-    for key, n in after.items():
-      if n:
-        yield beam.pvalue.TaggedOutput('after', (key, n))
-    records = st.to_example_records(batch, label_ids, self._spec, weights)
-    ids, seed = batch[st.ID], str(cfg.seed)
-    groups: Dict[tuple, list] = {}
-    for i, record in enumerate(records):
-      for k in range(copies[i]):
-        u = unit_hash('shuffle', seed, f'{ids[i]}#{k}')
-        key = (int(split[i]), min(int(u * buckets), buckets - 1))
-        groups.setdefault(key, []).append((u, record))
-    yield from groups.items()
 
 
 def _details(cfg, values, splits):
@@ -687,8 +563,8 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
     examples = [('Rows', rows | 'RowExamples' >> beam.Map(
         _row_examples, plan.columns.entity is not None))]
   normalized = [(name, part | f'Normalize[{name}]' >> beam.ParDo(
-      ApplyTransform(staging), beam.pvalue.AsList(transform_done)))
-                for name, part in examples]
+      batch_examples.ApplyTransform(staging, _transform_inputs, st.VALUES),
+      beam.pvalue.AsList(transform_done))) for name, part in examples]
   if cfg.rebalance != 'none':
     if sc.windowed:
       class_counts = (
@@ -704,10 +580,11 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
     class_counts = pipeline | 'NoClassCounts' >> beam.Create([])
   buckets = (entity_stats if sc.windowed else counts) | (
       'ShuffleBuckets' >> beam.combiners.ToList()) | 'BucketCount' >> (
-          beam.Map(_shuffle_buckets, sc))
+          beam.Map(lambda stats: batch_examples.shuffle_buckets(
+              _expected_examples(stats, sc))))
   parts = [part | f'ToRecords[{name}]' >> beam.ParDo(
-      ToRecords(cfg, spec), beam.pvalue.AsSingleton(label_ids),
-      beam.pvalue.AsList(class_counts),
+      batch_examples.ToRecords(cfg, functools.partial(_encode, spec=spec)),
+      beam.pvalue.AsSingleton(label_ids), beam.pvalue.AsList(class_counts),
       beam.pvalue.AsSingleton(buckets)).with_outputs(
           'formed', 'before', 'after', main='records')
            for name, part in normalized]
@@ -718,31 +595,8 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
 
   records = {tag: tagged(tag) for tag in ('records', 'formed', 'before',
                                            'after')}
-  shuffled = (records['records']
-              | 'GroupBuckets' >> beam.GroupByKey()
-              | 'BucketInHashOrder' >> beam.Map(_in_hash_order))
-  # -> (split index, [records])
-  by_split = shuffled | 'PartitionBySplit' >> beam.Partition(
-      lambda group, n: group[0], len(names))
-  shards_all, fps_all = [], []
-  for index, split in enumerate(names):
-    groups = by_split[index] | f'Records[{split}]' >> beam.Map(
-        lambda group: group[1])
-    fps_all.append(
-        groups
-        | f'Fingerprint[{split}]' >> beam.CombineGlobally(
-            sinks.FingerprintListsFn())
-        | f'TagFingerprint[{split}]' >> beam.Map(lambda fp, s=split: (s, fp)))
-    shards = (groups
-              | f'OneRecordEach[{split}]' >> beam.FlatMap(lambda g: g)
-              | f'WriteSplit[{split}]' >> sinks.WriteSplit(
-                  staging, cfg.name, split, cfg.num_shards,
-                  cfg.compression == 'gzip'))
-    shards_all.append(shards | f'TagShards[{split}]' >> beam.Map(
-        lambda s, sp=split: (sp, s)))
-
-  def flat(pcolls, label):
-    return tuple(pcolls) | label >> beam.Flatten()
+  shards, fingerprints = records['records'] | 'WriteShuffled' >> (
+      batch_examples.WriteShuffled(cfg, staging))
 
   columns = plan.columns
   column_info = pipeline | 'Columns' >> beam.Create([{
@@ -757,34 +611,11 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
       labels=labels, inputs=inputs, dead=dead_per_split,
       before=_sum_counts(records['before'], 'SumBefore'),
       after=_sum_counts(records['after'], 'SumAfter'),
-      shards=flat(shards_all, 'AllShards'),
-      fingerprints=flat(fps_all, 'AllFingerprints'),
+      shards=shards, fingerprints=fingerprints,
       skipped=skipped, dead_files=dead_files, transform_done=transform_done,
       counts=counts, train_stats=train_stats, columns=column_info,
       entity_stats=entity_stats,
       formed=formed, rows_windowed=extra['rows_windowed'])
-
-
-# Records per shuffle bucket the bucket count aims at (a bucket is grouped
-# on one worker).
-_RECORDS_PER_BUCKET = 2000
-
-
-def _shuffle_buckets(stats, sc) -> int:
-  """Shuffle buckets for the expected number of examples (a function of
-  the data only, so reruns shuffle alike)."""
-  if sc.windowed:
-    expected = sum(win.window_count(es[0], sc.window_length,
-                                    sc.window_stride) for _, es in stats)
-  else:
-    expected = sum(n for (_, kind), n in stats if kind == 'used')
-  return int(min(max(expected // _RECORDS_PER_BUCKET, 16), 1 << 16))
-
-
-def _in_hash_order(item):
-  (split, _), groups = item
-  pairs = sorted((p for group in groups for p in group), key=lambda p: p[0])
-  return split, [record for _, record in pairs]
 
 
 class EntityStats(NamedTuple):
@@ -799,6 +630,25 @@ class EntityStats(NamedTuple):
 def _streamable(stats: EntityStats) -> bool:
   """Windowed while reading: in one file, in time order."""
   return stats.source is not None and stats.ordered
+
+
+def _expected_examples(stats, sc) -> int:
+  if sc.windowed:
+    return sum(win.window_count(es[0], sc.window_length, sc.window_stride)
+               for _, es in stats)
+  return sum(n for (_, kind), n in stats if kind == 'used')
+
+
+def _encode(batch, label_ids, weights, spec):
+  return st.to_example_records(batch, label_ids, spec, weights)
+
+
+def _transform_inputs(batch, lo, hi):
+  # Every input of the graph, the analysis-only ones empty: when one is
+  # missing, TensorFlow first tries (and fails) to bind the call and formats
+  # every input tensor into an error message, which costs ten times the
+  # transform itself.
+  return st.transform_inputs(np.asarray(batch[st.VALUES][lo:hi], np.float32))
 
 
 def _merge_ranges(values):

@@ -251,51 +251,23 @@ def to_example_records(batch: dict, label_ids: dict, spec: dict,
     weights: Per-example weights, for --rebalance weight.
 
   Returns:
-    Serialized records. tfx_bsl's Arrow encoder builds them; its map order
-    varies between calls, so each record is re-serialized with sorted keys
-    (equal examples give equal bytes, which the fingerprint relies on).
+    Serialized records (see transforms.example_encoding).
   """
-  import pyarrow as pa  # pylint: disable=import-outside-toplevel
-  from tfx_bsl.coders import example_coder  # pylint: disable=import-outside-toplevel
-  from tensorflow.core.example import example_pb2  # pylint: disable=import-outside-toplevel
+  from transforms import example_encoding  # pylint: disable=import-outside-toplevel
   labels = batch[LABEL_TEXT]
-  n = len(labels)
-  if not n:
-    return []
-  one = np.arange(n + 1, dtype=np.int32)
-
-  def scalar(values, typ):
-    return pa.ListArray.from_arrays(one, pa.array(values, typ))
-
-  def tensor(values, typ):
-    flat = np.ascontiguousarray(values).reshape(n, -1)
-    offsets = np.arange(0, flat.size + 1, max(flat.shape[1], 1),
-                        dtype=np.int32)
-    return pa.ListArray.from_arrays(offsets, pa.array(flat.reshape(-1), typ))
-
   columns = {
-      VALUES: tensor(np.asarray(batch[VALUES], np.float32), pa.float32()),
-      LABEL: scalar(np.array([label_ids[l] for l in labels], np.int64),
-                    pa.int64()),
-      LABEL_TEXT: scalar([l.encode('utf-8') for l in labels], pa.binary()),
-      ID: scalar([i.encode('utf-8') for i in batch[ID]], pa.binary()),
+      VALUES: ('float32', np.asarray(batch[VALUES], np.float32)),
+      LABEL: ('int64', np.array([label_ids[l] for l in labels], np.int64)),
+      LABEL_TEXT: ('bytes', labels),
+      ID: ('bytes', batch[ID]),
   }
   if ENTITY in spec:
-    columns[ENTITY] = scalar([e.encode('utf-8') for e in batch[ENTITY]],
-                             pa.binary())
+    columns[ENTITY] = ('bytes', batch[ENTITY])
   for key in (START_TIME, END_TIME, TIME):
     if key in spec:
-      columns[key] = scalar(np.asarray(batch[key], np.int64), pa.int64())
+      columns[key] = ('int64', np.asarray(batch[key], np.int64))
   if BUCKETS in spec:
-    columns[BUCKETS] = tensor(np.asarray(batch[BUCKETS], np.int64),
-                              pa.int64())
+    columns[BUCKETS] = ('int64', np.asarray(batch[BUCKETS], np.int64))
   if WEIGHT in spec:
-    columns[WEIGHT] = scalar(np.asarray(weights, np.float32), pa.float32())
-  record_batch = pa.RecordBatch.from_arrays(list(columns.values()),
-                                            list(columns))
-  example = example_pb2.Example()
-  out = []
-  for record in example_coder.RecordBatchToExamples(record_batch):
-    example.ParseFromString(record)
-    out.append(example.SerializeToString(deterministic=True))
-  return out
+    columns[WEIGHT] = ('float32', np.asarray(weights, np.float32))
+  return example_encoding.encode(columns, len(labels))
