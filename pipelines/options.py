@@ -19,10 +19,11 @@ from transforms import images
 from transforms import normalize
 from transforms import rebalance
 from transforms import split as split_lib
+from transforms import text_transform
 from transforms import windows
 
-MODALITIES = ('image', 'sensor')
-PLANNED_MODALITIES = ('text',)
+MODALITIES = ('image', 'text', 'sensor')
+PLANNED_MODALITIES = ()
 COMPRESSIONS = ('auto', 'none', 'gzip')
 DEFAULT_SPLITS = 'train=0.8,validation=0.1,test=0.1'
 SPLITS_FROM_INPUT = 'from_input'
@@ -39,8 +40,7 @@ class PreprocessOptions(PipelineOptions):
   def _add_argparse_args(cls, parser):
     add = parser.add_argument
     add('--modality', default='image',
-        help='Kind of input: image or sensor (text is planned). '
-        'Default: image.')
+        help='Kind of input: image, text or sensor. Default: image.')
     add('--input', default=None,
         help='Input: a folder of class folders (<input>/<label>/*.jpg), of '
         'split folders (<input>/train/<label>/*.jpg), or a manifest file '
@@ -51,7 +51,7 @@ class PreprocessOptions(PipelineOptions):
     add('--name', default=None,
         help='Dataset name, used in shard file names '
         '(<name>-<split>.tfrecord-00000-of-00004). Default: images or '
-        'sensor (the modality).')
+        'text or sensor (the modality).')
     add('--image_size', default='224x224',
         help='Target size WIDTHxHEIGHT, or one number for a square. '
         'Default: 224x224.')
@@ -67,13 +67,13 @@ class PreprocessOptions(PipelineOptions):
     add('--color', default='rgb',
         help='rgb (3 channels; grey, palette, CMYK, RGBA and 16-bit inputs '
         'are converted) or grey (1 channel). Default: rgb.')
-    add('--normalization', default='zscore',
+    add('--normalization', default=None,
         help='zscore (per-channel mean/std from a tf.Transform full pass '
         'over the training split), scale (images: to [0, 1]), minmax '
         '(sensor: to [0, 1] by the training min/max) or none. Images: '
         'applied by the exported transform when reading (jpeg/png/uint8 '
         'storage) or stored (float32); sensor values are stored normalized. '
-        'Default: zscore.')
+        'Default: zscore (none for text, which has no normalization).')
     add('--splits', default=DEFAULT_SPLITS,
         help='Split ratios such as train=0.8,validation=0.1,test=0.1 '
         '(assigned by a hash of each image\'s relative path), or from_input '
@@ -97,6 +97,38 @@ class PreprocessOptions(PipelineOptions):
     add('--max_pixels', default='100000000',
         help='Reject images with more pixels than this (decompression '
         'bombs). Default: 100000000.')
+    # Text.
+    add('--text_column', default='text',
+        help='Text: the column holding the document (CSV/TSV/JSONL). '
+        'Default: text.')
+    add('--lowercase', default='true',
+        help='Text: lower-case before tokenizing (true or false). '
+        'Default: true.')
+    add('--strip_punctuation', default=False, action='store_true',
+        help='Text: turn punctuation into spaces before tokenizing.')
+    add('--max_tokens', default='128',
+        help='Text: token ids kept per document (padded with 0 up to it). '
+        'Default: 128.')
+    add('--vocab_size', default='20000',
+        help='Text: the most frequent training tokens kept (top-k); 0 keeps '
+        'all. Default: 20000.')
+    add('--min_frequency', default='1',
+        help='Text: tokens seen fewer times in the training split are '
+        'out of vocabulary. Default: 1.')
+    add('--oov_buckets', default='1',
+        help='Text: hash buckets for out-of-vocabulary tokens; 0 drops them. '
+        'Default: 1.')
+    add('--ngrams', default='1',
+        help='Text: n-gram sizes as n or lo,hi (such as 1,2 for words and '
+        'word pairs). Default: 1.')
+    add('--text_output', default='ids',
+        help='Text: ids (padded token id sequences), bow (term ids and '
+        'counts) or tfidf (term ids and tf-idf weights). Default: ids.')
+    add('--keep_text', default=False, action='store_true',
+        help='Text: also store the raw text.')
+    add('--invalid_utf8', default='replace',
+        help='Text: documents with invalid UTF-8: replace (U+FFFD) or '
+        'dead_letter. Default: replace.')
     # Sensor (time series and tabular rows).
     add('--timestamp_column', default='timestamp',
         help='Sensor: the timestamp column (ISO-8601 strings or epoch '
@@ -169,6 +201,7 @@ class PreprocessConfig:
   max_bad_fraction: float
   overwrite: bool
   sensor: Optional[windows.SensorConfig] = None
+  text: Optional[text_transform.TextConfig] = None
 
   @property
   def split_names(self) -> List[str]:
@@ -184,6 +217,8 @@ class PreprocessConfig:
     d['rebalance_splits'] = list(self.rebalance_splits)
     if self.sensor is not None:
       d['sensor'] = self.sensor.to_json()
+    if self.text is not None:
+      d['text'] = self.text.to_json()
     return d
 
   def config_hash(self) -> str:
@@ -295,6 +330,36 @@ def _sensor_config(o) -> windows.SensorConfig:
       chunk_rows=_int('chunk_rows', o.chunk_rows, 1000))
 
 
+def _bool(flag: str, value) -> bool:
+  v = str(value).strip().lower()
+  if v in ('true', '1', 'yes', 'on'):
+    return True
+  if v in ('false', '0', 'no', 'off'):
+    return False
+  raise UsageError(f'--{flag} must be true or false (got {value!r}).')
+
+
+def _text_config(o) -> text_transform.TextConfig:
+  try:
+    ngrams = text_transform.parse_ngrams(o.ngrams)
+  except ValueError as e:
+    raise UsageError(f'--ngrams: {e}.') from None
+  return text_transform.TextConfig(
+      text_column=str(o.text_column).strip(),
+      label_column=str(o.label_column).strip(),
+      lowercase=_bool('lowercase', o.lowercase),
+      strip_punctuation=bool(o.strip_punctuation),
+      max_tokens=_int('max_tokens', o.max_tokens, 1, 100000),
+      vocab_size=_int('vocab_size', o.vocab_size, 0, 10_000_000),
+      min_frequency=_int('min_frequency', o.min_frequency, 1),
+      oov_buckets=_int('oov_buckets', o.oov_buckets, 0, 100000),
+      ngrams=ngrams,
+      output=_choice('text_output', o.text_output, text_transform.OUTPUTS),
+      keep_text=bool(o.keep_text),
+      invalid_utf8=_choice('invalid_utf8', o.invalid_utf8,
+                           ('replace', 'dead_letter')))
+
+
 def resolve_config(options: PipelineOptions) -> PreprocessConfig:
   """Checks the flags and builds the run's configuration.
 
@@ -308,23 +373,35 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
                      f'{" and ".join(MODALITIES)} are.')
   modality = _choice('modality', modality, MODALITIES)
   if not o.input:
-    raise UsageError('--input is required: ' + (
-        'a folder of class folders or a manifest file.' if modality ==
-        'image' else 'a CSV, TSV, JSONL or Parquet file, or a folder or '
-        'pattern of them.'))
+    raise UsageError('--input is required: ' + {
+        'image': 'a folder of class folders or a manifest file.',
+        'text': 'a CSV, TSV or JSONL file (or a pattern of them), or a '
+                'folder of class folders of .txt files.',
+        'sensor': 'a CSV, TSV, JSONL or Parquet file, or a folder or '
+                  'pattern of them.'}[modality])
   if not o.output:
     raise UsageError('--output is required: the folder to write the dataset '
                      'into.')
   image = _image_config(o) if modality == 'image' else None
   sensor = _sensor_config(o) if modality == 'sensor' else None
-  normalization = _choice(
-      'normalization', o.normalization,
-      normalize.NORMALIZATIONS if image else windows.NORMALIZATIONS)
+  text = _text_config(o) if modality == 'text' else None
+  if text is not None:
+    if o.normalization not in (None, 'none'):
+      raise UsageError('--normalization does not apply to text (documents '
+                       'become token ids).')
+    normalization = 'none'
+  else:
+    normalization = _choice(
+        'normalization', o.normalization or 'zscore',
+        normalize.NORMALIZATIONS if image else windows.NORMALIZATIONS)
   splits_text = str(o.splits).strip()
   from_input = splits_text.lower() == SPLITS_FROM_INPUT
   if from_input and sensor:
     raise UsageError('--splits from_input is for images; sensor rows are '
                      'split by --split_by hash, entity or time.')
+  if from_input and text:
+    raise UsageError('--splits from_input is for images; documents are '
+                     'split by a hash of their id.')
   ratios: Tuple[Tuple[str, float], ...] = ()
   if not from_input:
     try:
@@ -337,15 +414,16 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
     known = split_lib.KNOWN_SPLITS
   else:
     known = tuple(n for n, _ in ratios)
-  needs_train = normalization in ('zscore', 'minmax') or (
+  needs_train = normalization in ('zscore', 'minmax') or text is not None or (
       sensor is not None and (sensor.missing == 'impute' or
                               sensor.bucketize > 0))
   if (needs_train and not from_input and
       not (sensor and sensor.split_by == 'time') and
       dict(ratios).get('train', 0) <= 0):
     what = (f'--normalization {normalization}' if normalization in
-            ('zscore', 'minmax') else '--missing impute' if sensor and
-            sensor.missing == 'impute' else '--bucketize')
+            ('zscore', 'minmax') else 'the text vocabulary' if text else
+            '--missing impute' if sensor and sensor.missing == 'impute' else
+            '--bucketize')
     raise UsageError(f'{what} needs a train split with a ratio above 0 to '
                      'compute its statistics on.')
   mode = _choice('rebalance', o.rebalance, rebalance.MODES)
@@ -371,7 +449,8 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
     raise UsageError(f'--max_bad_fraction must be a number from 0 to 1 '
                      f'(got {o.max_bad_fraction!r}).')
   name = str(o.name if o.name is not None else
-             ('images' if modality == 'image' else modality)).strip()
+             {'image': 'images', 'text': 'text', 'sensor': 'sensor'}[
+                 modality]).strip()
   if not name or any(c in name for c in '/\\*?[]{}') or '-' in name:
     raise UsageError(f'--name must be a plain name without "-", "/" or '
                      f'wildcards (got {o.name!r}).')
@@ -382,4 +461,4 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
       rebalance_splits=rebalance_splits, seed=_int('seed', o.seed, 0),
       num_shards=_int('num_shards', o.num_shards, 0, 100000),
       compression=compression, max_bad_fraction=max_bad,
-      overwrite=bool(o.overwrite), sensor=sensor)
+      overwrite=bool(o.overwrite), sensor=sensor, text=text)

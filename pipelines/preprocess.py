@@ -50,9 +50,9 @@ def print_help() -> None:
   import argparse  # pylint: disable=import-outside-toplevel
   parser = argparse.ArgumentParser(
       prog='python -m pipelines.preprocess',
-      description='Turns labelled images or sensor rows into a sharded, '
-      'validated TFRecord dataset. Any other option goes to Apache Beam (--runner, '
-      '--direct_running_mode, --direct_num_workers, ...).')
+      description='Turns labelled images, documents or sensor rows into a '
+      'sharded, validated TFRecord dataset. Any other option goes to Apache '
+      'Beam (--runner, --direct_running_mode, --direct_num_workers, ...).')
   options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
   parser.print_help()
 
@@ -173,6 +173,10 @@ def run(argv: Optional[List[str]] = None) -> dict:
     from pipelines import sensor_pipeline  # pylint: disable=import-outside-toplevel
     plan = sensor_pipeline.check_input(cfg)
     build = lambda p: sensor_pipeline.build(p, cfg, run_info, staging, plan)
+  elif cfg.modality == 'text':
+    from pipelines import text_pipeline  # pylint: disable=import-outside-toplevel
+    plan = text_pipeline.check_input(cfg)
+    build = lambda p: text_pipeline.build(p, cfg, run_info, staging, plan)
   else:
     from pipelines import image_pipeline  # pylint: disable=import-outside-toplevel
     from transforms import sources  # pylint: disable=import-outside-toplevel

@@ -86,8 +86,10 @@ def load_dataset(output: str, split: str, batch_size: int = 32,
   files = shard_paths(output, manifest, split)
   spec = schema.to_tf_feature_spec(manifest['feature_spec'])
   compression = 'GZIP' if manifest.get('compression') == 'gzip' else ''
-  # Sensor values are stored normalized; images may need the transform.
-  key = 'values' if manifest.get('modality') == 'sensor' else schema.IMAGE
+  # Sensor values and text ids are stored transformed; images may need the
+  # transform.
+  key = {'sensor': 'values', 'text': 'token_ids'}.get(
+      manifest.get('modality'), schema.IMAGE)
   transform_at_read = (manifest['normalization']['applied'] == 'at_read')
 
   ds = tf.data.Dataset.from_tensor_slices(tf.constant(files, tf.string))
@@ -121,7 +123,12 @@ def load_dataset(output: str, split: str, batch_size: int = 32,
     ds = ds.map(transform, num_parallel_calls=tf.data.AUTOTUNE,
                 deterministic=not shuffle)
   if as_supervised:
-    ds = ds.map(lambda f: (f[key], f[schema.LABEL]))
+    if key == 'token_ids' and key not in manifest['feature_spec']:
+      # bag-of-words / tf-idf: the term ids and weights (sparse).
+      ds = ds.map(lambda f: ({k: f[k] for k in ('term_ids', 'term_weights')},
+                             f[schema.LABEL]))
+    else:
+      ds = ds.map(lambda f: (f[key], f[schema.LABEL]))
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
@@ -129,7 +136,83 @@ def check_transform(output: str, manifest: dict) -> dict:
   """Checks the exported transform against the manifest (see below)."""
   if manifest.get('modality') == 'sensor':
     return check_sensor_transform(output, manifest)
+  if manifest.get('modality') == 'text':
+    return check_text_transform(output, manifest)
   return check_image_transform(output, manifest)
+
+
+def check_text_transform(output: str, manifest: dict) -> dict:
+  """Feeds the exported transform two probe documents.
+
+  One holds a single token that is in no vocabulary: with unigrams it must
+  count as one unknown token and get the first OOV id (or be dropped
+  without OOV buckets), followed by padding. The other holds the
+  vocabulary's first three single-word tokens: they must get ids 1, 2, 3
+  (0 is padding) in that order, or be among the term ids for bag-of-words
+  and tf-idf. The vocabulary file must have the manifest's size.
+
+  Returns:
+    {'ok': bool, 'detail': str}.
+  """
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  from transforms import text_transform as tt  # pylint: disable=import-outside-toplevel
+  text = manifest['text']
+  vocab = text['vocabulary']
+  try:
+    out = tft.TFTransformOutput(output)
+    tokens = out.vocabulary_by_name(tt.TOKENS_VOCABULARY)
+    layer = out.transform_features_layer()
+  except Exception as e:  # pylint: disable=broad-except
+    return {'ok': False, 'detail': f'the transform does not load: '
+                                   f'{type(e).__name__}: {e}'}
+  if len(tokens) != vocab['size']:
+    return {'ok': False, 'detail': f'the vocabulary file has {len(tokens)} '
+                                   f'tokens, the manifest says '
+                                   f'{vocab["size"]}'}
+  unigrams = text['ngrams'][0] == 1
+  known = [t.decode('utf-8') for t in tokens[:3]
+           if b' ' not in t and (not text['lowercase'] or t.lower() == t)]
+  known = known if unigrams and len(known) == min(3, len(tokens)) else []
+  unknown = 'qq' + 'x' * 40 + 'notatoken'
+  try:
+    result = layer(tt.transform_inputs([unknown, ' '.join(known)]))
+  except Exception as e:  # pylint: disable=broad-except
+    return {'ok': False, 'detail': f'the transform does not run: '
+                                   f'{type(e).__name__}: {e}'}
+  problems = []
+  oov = result[tt.OOV_TOKENS].numpy().tolist()
+  if oov[0] != (1 if unigrams else 0):
+    problems.append(f'an unknown word counted {oov[0]} unknown tokens')
+  first_oov, buckets = vocab['size'] + 1, vocab['oov_buckets']
+  expected = list(range(1, len(known) + 1))
+  if text['output'] == 'ids':
+    ids = np.asarray(result[tt.TOKEN_IDS].numpy()).tolist()
+    if len(ids[0]) != text['max_tokens']:
+      problems.append(f'{len(ids[0])} ids per document, not '
+                      f'{text["max_tokens"]}')
+    if unigrams and buckets and not first_oov <= ids[0][0] < (
+        first_oov + buckets):
+      problems.append(f'the unknown word got id {ids[0][0]}, not an OOV id '
+                      f'from {first_oov}')
+    if any(ids[0][1 if unigrams and buckets else 0:]):
+      problems.append('no padding after the unknown word')
+    if ids[1][:len(known)] != expected:
+      problems.append(f'{known} got ids {ids[1][:len(known)]}, not '
+                      f'{expected}')
+    detail = f'unknown word -> {ids[0][:2]}, {known} -> {ids[1][:4]}'
+  else:
+    terms = tf.sparse.to_dense(result[tt.TERM_IDS]).numpy()
+    weights = tf.sparse.to_dense(result[tt.TERM_WEIGHTS]).numpy()
+    got = set(terms[1][weights[1] > 0].tolist())
+    if not set(expected) <= got:
+      problems.append(f'{known} did not give term ids {expected} ({sorted(got)})')
+    detail = f'{known} -> term ids {sorted(got)}'
+  if problems:
+    return {'ok': False, 'detail': '; '.join(problems)}
+  return {'ok': True, 'detail': f'vocabulary of {len(tokens)} tokens; '
+                                f'{detail}'}
 
 
 def check_sensor_transform(output: str, manifest: dict) -> dict:

@@ -37,7 +37,7 @@ def _run(capsys, argv, code=preprocess.EXIT_USAGE, main=preprocess.main):
     (['--image_size', 'big'], '--image_size must be WIDTHxHEIGHT'),
     (['--num_shards', '-1'], '--num_shards must be between'),
     (['--max_bad_fraction', '2'], '--max_bad_fraction must be a number'),
-    (['--modality', 'text'], 'not available yet'),
+    (['--modality', 'text'], 'folder of .txt documents'),
     (['--modality', 'audio'], '--modality must be one of'),
     (['--storag', 'jpeg'], 'unknown option --storag'),
 ])

@@ -407,9 +407,15 @@ def test_config_hash_ignores_output_and_overwrite():
     (['--splits', 'train=0.8;test=0.2'], '--splits: .*is not a number'),
     (['--splits', 'train=0.5,train=0.5'], 'given twice'),
     (['--splits', 'train=1.5,test=-0.5'], 'between 0 and 1'),
-    (['--modality', 'audio'], r"--modality must be one of image, sensor "
-     r"\(got 'audio'\)"),
-    (['--modality', 'text'], '--modality text is not available yet'),
+    (['--modality', 'audio'], r"--modality must be one of image, text, "
+     r"sensor \(got 'audio'\)"),
+    (['--modality', 'text', '--normalization', 'zscore'],
+     '--normalization does not apply to text'),
+    (['--modality', 'text', '--ngrams', '0'], '--ngrams'),
+    (['--modality', 'text', '--min_frequency', '0'],
+     '--min_frequency must be >= 1'),
+    (['--modality', 'text', '--splits', 'from_input'],
+     '--splits from_input is for images'),
     (['--modality', 'sensor', '--window_length', '50', '--split_by',
       'hash'], '--split_by hash would put overlapping windows'),
     (['--modality', 'sensor', '--window_length', '10'],
@@ -507,6 +513,23 @@ def test_sensor_flags_resolve():
   assert timed.to_json()['sensor']['time_cutoffs'][0].startswith(
       '2024-03-01T00:00:00')
   assert timed.config_hash() != cfg.config_hash()
+
+
+def test_text_flags_resolve():
+  cfg = _resolve('--modality', 'text', '--text_column', 'body',
+                 '--vocab_size', '500', '--max_tokens', '64', '--ngrams',
+                 '1,2', '--text_output', 'tfidf', '--lowercase', 'false',
+                 '--oov_buckets', '3', '--keep_text')
+  tc = cfg.text
+  assert cfg.name == 'text' and cfg.normalization == 'none'
+  assert (tc.text_column, tc.label_column) == ('body', 'label')
+  assert (tc.vocab_size, tc.max_tokens, tc.ngrams) == (500, 64, (1, 2))
+  assert (tc.output, tc.lowercase, tc.oov_buckets, tc.keep_text) == (
+      'tfidf', False, 3, True)
+  assert cfg.to_json()['text']['ngrams'] == [1, 2]
+  defaults = _resolve('--modality', 'text').text
+  assert (defaults.vocab_size, defaults.max_tokens, defaults.output,
+          defaults.invalid_utf8) == (20000, 128, 'ids', 'replace')
 
 
 def test_missing_input_and_output():

@@ -63,10 +63,13 @@ def feature_spec(storage: str, height: int, width: int, channels: int,
 
 
 def to_tf_feature_spec(spec: Dict[str, Dict[str, Any]]):
-  """The manifest's JSON spec as a `tf.io.parse_example` feature spec."""
+  """The manifest's JSON spec as a `tf.io.parse_example` feature spec
+  (shape None: a variable number of values, parsed as a SparseTensor)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   dtypes = {'string': tf.string, 'int64': tf.int64, 'float32': tf.float32}
   return {
-      key: tf.io.FixedLenFeature(entry['shape'], dtypes[entry['dtype']])
+      key: (tf.io.VarLenFeature(dtypes[entry['dtype']])
+            if entry['shape'] is None else
+            tf.io.FixedLenFeature(entry['shape'], dtypes[entry['dtype']]))
       for key, entry in spec.items()
   }

@@ -67,8 +67,9 @@ def check_record(record: bytes, manifest: dict) -> Dict:
       vals = _feature_values(feats[key], entry['dtype'])
     except ValueError as e:
       raise ValueError(f'feature {key!r} {e}') from None
-    size = int(np.prod(entry['shape'])) if entry['shape'] else 1
-    if len(vals) != size:
+    size = None if entry['shape'] is None else (
+        int(np.prod(entry['shape'])) if entry['shape'] else 1)
+    if size is not None and len(vals) != size:
       raise ValueError(f'feature {key!r} has {len(vals)} values, expected '
                        f'{size}')
     values[key] = vals
@@ -89,6 +90,9 @@ def check_record(record: bytes, manifest: dict) -> Dict:
          'channel_sum_squares': None, 'pixels': 0}
   if manifest.get('modality') == 'sensor':
     _check_sensor_values(values, manifest)
+    return out
+  if manifest.get('modality') == 'text':
+    _check_text_values(values, manifest)
     return out
   img = manifest['image']
   h, w, c = img['height'], img['width'], img['channels']
@@ -126,6 +130,39 @@ def _check_sensor_values(values: Dict, manifest: dict) -> None:
   if 'start_time' in values and values['start_time'][0] > values[
       'end_time'][0]:
     raise ValueError('start_time is after end_time')
+
+
+def _check_text_values(values: Dict, manifest: dict) -> None:
+  """Token ids are in range and padded after `length`; terms are sound."""
+  text = manifest['text']
+  vocab = text['vocabulary']
+  highest = vocab['size'] + vocab['oov_buckets']
+  tokens = values['num_tokens'][0]
+  if 'token_ids' in values:
+    ids = np.asarray(values['token_ids'], np.int64)
+    length = values['length'][0]
+    if not 0 <= length <= min(len(ids), tokens):
+      raise ValueError(f'length {length} is not between 0 and '
+                       f'min(max_tokens, num_tokens {tokens})')
+    if vocab['oov_buckets'] and length != min(len(ids), tokens):
+      raise ValueError(f'length {length} should be min(max_tokens, '
+                       f'num_tokens {tokens}) with OOV buckets')
+    if ids[:length].min(initial=1) < 1 or ids[:length].max(
+        initial=1) > highest:
+      raise ValueError(f'token ids outside 1..{highest}')
+    if ids[length:].any():
+      raise ValueError(f'token ids after position {length} are not padding')
+    return
+  term_ids = np.asarray(values['term_ids'], np.int64)
+  weights = np.asarray(values['term_weights'], np.float32)
+  if len(term_ids) != len(weights):
+    raise ValueError(f'{len(term_ids)} term ids but {len(weights)} weights')
+  if len(term_ids) and (term_ids.min() < 0 or term_ids.max() > highest):
+    raise ValueError(f'term ids outside 0..{highest}')
+  if len(set(term_ids.tolist())) != len(term_ids):
+    raise ValueError('a term id appears twice')
+  if not np.all(np.isfinite(weights)) or (weights < 0).any():
+    raise ValueError('term weights must be finite and not negative')
 
 
 def check_shard(shard: dict, output: str, manifest: dict) -> dict:

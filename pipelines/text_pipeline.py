@@ -1,0 +1,276 @@
+"""Assembles the text preprocessing pipeline (labelled documents).
+
+The input is read twice, so no document waits in memory for the
+vocabulary:
+
+    statistics pass:  ParseDocs --(bad documents)--> dead letter
+        -> documents per split, label names, class counts
+        -> training documents (Arrow batches) -> tf.Transform
+           AnalyzeDataset (token vocabulary, label vocabulary)
+           -> WriteTransformFn
+    example pass:     ParseDocs (good documents, in batches)
+        -> the exported transform (tokenize, look up, pad) per batch
+        -> [rebalance] -> tf.train.Example, grouped by shuffle bucket
+        -> per split: WriteSplit, fingerprint
+    FinalizeDataset (quality gate, publish, manifest last)
+
+Documents are ids by `<file>:<row>` for table files and by their path
+relative to the input folder for class folders, and split by a hash of
+that id.
+"""
+
+import functools
+import json
+import posixpath
+from typing import List, NamedTuple
+
+import apache_beam as beam
+import numpy as np
+
+from pipelines import batch_examples
+from transforms import manifest as manifest_lib
+from transforms import tabular
+from transforms import text_io
+from transforms import text_transform as tt
+from transforms import windows as win
+from transforms.sources import InputError
+from transforms.sources import dead_letter
+
+DEAD, COUNTS, LABELS, ANALYSIS, CLASSES = ('dead', 'counts', 'labels',
+                                           'analysis', 'classes')
+# Class-folder documents per pipeline element.
+_FILES_PER_ELEMENT = 500
+
+
+class TextInput(NamedTuple):
+  """What the launch-time input check found."""
+  kind: str  # 'table' or 'folder'
+  files: List[str]
+  root: str
+  columns: text_io.TextColumns
+
+
+def check_input(cfg) -> TextInput:
+  """Lists the input and checks its columns on the launching machine.
+
+  Raises:
+    InputError: No documents, or columns that do not exist; one sentence.
+  """
+  tc = cfg.text
+  try:
+    kind, files, root = text_io.list_inputs(cfg.input)
+    columns = text_io.TextColumns(tc.text_column, tc.label_column)
+    if kind == 'table':
+      for path in files:
+        columns = text_io.check_columns(
+            path, tabular.format_of(path), tc.text_column,
+            tc.label_column)
+  except text_io.TextInputError as e:
+    raise InputError(str(e)) from None
+  return TextInput(kind, files, root, columns)
+
+
+def _source_name(root: str, path: str) -> str:
+  root = root.rstrip('/')
+  if root and path.startswith(root + '/'):
+    return path[len(root) + 1:]
+  return posixpath.basename(path)
+
+
+class ParseDocs(beam.DoFn):
+  """A table file or a group of class-folder files -> document batches.
+
+  Output (example pass): {'id', 'text', 'label_text', 'split'} batches.
+  Statistics pass (tagged, all small but the analysis input): dead letters,
+  ((split, 'inputs'|'used'), n), label names, ((split, label), n), and the
+  training documents as Arrow record batches.
+  """
+
+  def __init__(self, cfg, plan: TextInput, statistics: bool):
+    super().__init__()
+    self._cfg, self._plan, self._statistics = cfg, plan, statistics
+
+  def process(self, element):
+    kind, payload = element
+    tc, plan = self._cfg.text, self._plan
+    if kind == 'folder':
+      batches = text_io.iter_folder_batches(payload, plan.root,
+                                            tc.invalid_utf8)
+    else:
+      batches = text_io.iter_table_batches(
+          payload, tabular.format_of(payload), plan.columns,
+          _source_name(plan.root, payload), tc.invalid_utf8)
+    for docs, bad in batches:
+      yield from self._batch(docs, bad)
+
+  def _batch(self, docs, bad):
+    cfg, names = self._cfg, self._cfg.split_names
+    stats = self._statistics
+    if stats and bad:
+      bad_split = win.hash_splits([i for i, _ in bad], cfg.split_ratios,
+                                  names)
+      for (doc_id, reason), s in zip(bad, bad_split.tolist()):
+        yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+            doc_id, 'parse', reason, names[s]))
+      for s in np.unique(bad_split).tolist():
+        yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), int(
+            (bad_split == s).sum())))
+    if not len(docs.ids):
+      return
+    split = win.hash_splits(docs.ids, cfg.split_ratios, names)
+    if not stats:
+      yield {tt.ID: docs.ids, tt.TEXT: docs.text,
+             tt.LABEL_TEXT: docs.label, 'split': split}
+      return
+    yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
+    labels = np.asarray(docs.label, dtype=object)
+    for s in np.unique(split).tolist():
+      mask = split == s
+      n = int(mask.sum())
+      yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), n))
+      yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'used'), n))
+      split_labels, counts = np.unique(labels[mask].astype(str),
+                                       return_counts=True)
+      for label, count in zip(split_labels.tolist(), counts.tolist()):
+        yield beam.pvalue.TaggedOutput(CLASSES, ((names[s], label), count))
+      if names[s] == 'train':
+        index = np.flatnonzero(mask)
+        yield beam.pvalue.TaggedOutput(ANALYSIS, tt.analysis_record_batch(
+            [docs.text[i] for i in index], [docs.label[i] for i in index]))
+
+
+def _transform_inputs(batch, lo, hi):
+  return tt.transform_inputs(batch[tt.TEXT][lo:hi],
+                             batch[tt.LABEL_TEXT][lo:hi])
+
+
+def _encode(batch, label_ids, weights, spec):
+  return tt.to_example_records(batch, label_ids, spec, weights)
+
+
+def _vocabulary_size(_, staging):
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  return int(tft.TFTransformOutput(staging).vocabulary_size_by_name(
+      tt.TOKENS_VOCABULARY))
+
+
+def _details(cfg, values, splits):
+  """The manifest's text section and (no) normalization."""
+  tc = cfg.text
+  per_split = tt.summarize(values['text_stats'], tc.max_tokens)
+  for name, split in splits.items():
+    split['text'] = per_split.get(name, tt.summarize([], tc.max_tokens))
+  section = {
+      'columns': {'text': tc.text_column, 'label': tc.label_column},
+      'input_kind': values['input_kind'],
+      'output': tc.output,
+      'max_tokens': tc.max_tokens,
+      'lowercase': tc.lowercase,
+      'strip_punctuation': tc.strip_punctuation,
+      'ngrams': list(tc.ngrams),
+      'invalid_utf8': tc.invalid_utf8,
+      'keep_text': tc.keep_text,
+      'vocabulary': {
+          'size': values['vocabulary_size'],
+          'top_k': tc.vocab_size or None,
+          'min_frequency': tc.min_frequency,
+          'oov_buckets': tc.oov_buckets,
+          # Ids: 0 padding, 1..size vocabulary, then the OOV buckets.
+          'padding_id': 0,
+          'first_oov_id': values['vocabulary_size'] + 1,
+          'file': f'transform_fn/assets/{tt.TOKENS_VOCABULARY}',
+          'statistics_split': 'train',
+      },
+  }
+  normalization = {'method': 'none', 'applied': 'stored',
+                   'statistics_split': 'train'}
+  return section, normalization
+
+
+def _sum_counts(pcoll, label):
+  return pcoll | label >> beam.CombinePerKey(sum)
+
+
+def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
+  """Adds the whole text job to `pipeline` (see the module docstring)."""
+  import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
+
+  tc = cfg.text
+  names = cfg.split_names
+  spec = tt.feature_spec(tc, cfg.rebalance == 'weight')
+  if plan.kind == 'folder':
+    elements = [('folder', plan.files[i:i + _FILES_PER_ELEMENT])
+                for i in range(0, len(plan.files), _FILES_PER_ELEMENT)]
+  else:
+    elements = [('table', path) for path in plan.files]
+  inputs_ = pipeline | 'InputFiles' >> beam.Create(elements)
+  skipped = pipeline | 'NothingSkipped' >> beam.Create([0])
+
+  stats_out = (inputs_
+               | 'SpreadInputsA' >> beam.Reshuffle()
+               | 'ParseForStatistics' >> beam.ParDo(
+                   ParseDocs(cfg, plan, statistics=True)).with_outputs(
+                       DEAD, COUNTS, LABELS, ANALYSIS, CLASSES))
+  dead = stats_out[DEAD]
+  counts = _sum_counts(stats_out[COUNTS], 'SumCounts')
+  labels = (stats_out[LABELS]
+            | 'LabelNames' >> beam.CombineGlobally(
+                lambda sets: sorted(set().union(*map(set, sets)))))
+  label_ids = labels | 'LabelIds' >> beam.Map(
+      lambda ls: {n: i for i, n in enumerate(ls)})
+  inputs = counts | 'Inputs' >> beam.FlatMap(
+      lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else [])
+  dead_per_split = (dead
+                    | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '',
+                                                           1))
+                    | 'CountDead' >> beam.CombinePerKey(sum))
+  dead_files = (dead
+                | 'DeadLetterToJson' >> beam.Map(
+                    lambda d: json.dumps(d, ensure_ascii=False))
+                | 'WriteDeadLetters' >> beam.io.WriteToText(
+                    manifest_lib.join(staging, manifest_lib.DEAD_LETTER_PREFIX),
+                    file_name_suffix='.jsonl', num_shards=1))
+  with tft_beam.Context(temp_dir=manifest_lib.join(staging, 'tft_tmp'),
+                        force_tf_compat_v1=False):
+    transform_fn = ((stats_out[ANALYSIS], tt.analysis_adapter_config())
+                    | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
+                        tt.make_preprocessing_fn(tc)))
+    transform_done = transform_fn | 'WriteTransformFn' >> (
+        tft_beam.WriteTransformFn(staging))
+  vocabulary_size = transform_done | 'VocabularySize' >> beam.Map(
+      _vocabulary_size, staging)
+
+  docs = (inputs_
+          | 'SpreadInputsB' >> beam.Reshuffle()
+          | 'ParseForExamples' >> beam.ParDo(
+              ParseDocs(cfg, plan, statistics=False)))
+  transformed = docs | 'Transform' >> beam.ParDo(
+      batch_examples.ApplyTransform(staging, _transform_inputs, tt.ID),
+      beam.pvalue.AsList(transform_done))
+  if cfg.rebalance != 'none':
+    class_counts = _sum_counts(stats_out[CLASSES], 'CountClasses')
+  else:
+    class_counts = pipeline | 'NoClassCounts' >> beam.Create([])
+  buckets = counts | 'ShuffleBuckets' >> beam.combiners.ToList() | (
+      'BucketCount' >> beam.Map(lambda stats: batch_examples.shuffle_buckets(
+          sum(n for (_, kind), n in stats if kind == 'used'))))
+  records = transformed | 'ToRecords' >> beam.ParDo(
+      batch_examples.ToRecords(cfg, functools.partial(_encode, spec=spec),
+                               tt.describe),
+      beam.pvalue.AsSingleton(label_ids), beam.pvalue.AsList(class_counts),
+      beam.pvalue.AsSingleton(buckets)).with_outputs(
+          'formed', 'before', 'after', 'extra', main='records')
+  shards, fingerprints = records.records | 'WriteShuffled' >> (
+      batch_examples.WriteShuffled(cfg, staging))
+  kind = pipeline | 'InputKind' >> beam.Create([plan.kind])
+  _ = pipeline | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
+      cfg, run, staging, spec,
+      singletons=('labels', 'vocabulary_size', 'input_kind'),
+      details=_details,
+      labels=labels, inputs=inputs, dead=dead_per_split,
+      before=_sum_counts(records.before, 'SumBefore'),
+      after=_sum_counts(records.after, 'SumAfter'),
+      shards=shards, fingerprints=fingerprints, skipped=skipped,
+      dead_files=dead_files, transform_done=transform_done,
+      vocabulary_size=vocabulary_size, input_kind=kind,
+      text_stats=records.extra)

@@ -1,0 +1,277 @@
+"""Text with tf.Transform: tokens, a training vocabulary, padded ids.
+
+The `preprocessing_fn` maps a raw document (`text`, a string) to what is
+stored, entirely in TensorFlow, so the exported transform (`transform_fn/`)
+does the same at serving time:
+
+- normalize: lower-case (Unicode), optionally punctuation to spaces;
+- tokenize on whitespace; optionally n-grams (`tf.strings.ngrams`);
+- `tft.compute_and_apply_vocabulary` over the training split (top-k,
+  minimum frequency, OOV buckets): vocabulary tokens get ids 1..V, OOV
+  buckets V+1..V+B, and 0 is padding (with no OOV bucket, unknown tokens
+  are dropped);
+- `token_ids`: the first `max_tokens` ids padded with 0, `length` the
+  number of ids kept, `num_tokens` the number before truncation; or, with
+  `--text_output bow|tfidf`, `term_ids` and `term_weights` (counts, or
+  `tft.tfidf` weights) instead of the sequence;
+- `oov_tokens`: unknown tokens per document (for the manifest's OOV rate).
+
+A label vocabulary (`tft.vocabulary`, file `labels`) is computed as well;
+the dataset's label ids are the manifest's sorted `labels`.
+"""
+
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+TEXT = 'text'
+LABEL = 'label'
+LABEL_TEXT = 'label_text'
+ID = 'id'
+WEIGHT = 'weight'
+TOKEN_IDS = 'token_ids'
+LENGTH = 'length'
+NUM_TOKENS = 'num_tokens'
+TERM_IDS = 'term_ids'
+TERM_WEIGHTS = 'term_weights'
+OOV_TOKENS = 'oov_tokens'
+TOKENS_VOCABULARY = 'tokens'
+LABELS_VOCABULARY = 'labels'
+OUTPUTS = ('ids', 'bow', 'tfidf')
+# Token counts above this share one bin of the length histogram.
+LENGTH_BINS = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class TextConfig:
+  """The checked text settings of a run."""
+  text_column: str
+  label_column: str
+  lowercase: bool
+  strip_punctuation: bool
+  max_tokens: int
+  vocab_size: int  # 0: no limit
+  min_frequency: int
+  oov_buckets: int
+  ngrams: Tuple[int, int]  # (smallest, largest) n
+  output: str  # 'ids', 'bow' or 'tfidf'
+  keep_text: bool
+  invalid_utf8: str
+
+  def to_json(self) -> dict:
+    d = dataclasses.asdict(self)
+    d['ngrams'] = list(self.ngrams)
+    return d
+
+
+def parse_ngrams(text: str) -> Tuple[int, int]:
+  """'1' -> (1, 1); '1,2' or '1-2' -> (1, 2).
+
+  Raises:
+    ValueError: Not one or two whole numbers from 1 to 5 in order.
+  """
+  parts = [p for p in str(text).replace('-', ',').split(',') if p.strip()]
+  try:
+    nums = [int(p) for p in parts]
+  except ValueError:
+    nums = []
+  if len(nums) == 1:
+    nums = nums * 2
+  if len(nums) != 2 or not 1 <= nums[0] <= nums[1] <= 5:
+    raise ValueError(f'{text!r} is not n or lo,hi with 1 <= lo <= hi <= 5')
+  return nums[0], nums[1]
+
+
+def feature_spec(tc: TextConfig, with_weight: bool) -> Dict[str, dict]:
+  """The stored features as a JSON-able spec (shape None: variable)."""
+  spec = {
+      LABEL: {'dtype': 'int64', 'shape': []},
+      LABEL_TEXT: {'dtype': 'string', 'shape': []},
+      ID: {'dtype': 'string', 'shape': []},
+      NUM_TOKENS: {'dtype': 'int64', 'shape': []},
+  }
+  if tc.output == 'ids':
+    spec[TOKEN_IDS] = {'dtype': 'int64', 'shape': [tc.max_tokens]}
+    spec[LENGTH] = {'dtype': 'int64', 'shape': []}
+  else:
+    spec[TERM_IDS] = {'dtype': 'int64', 'shape': None}
+    spec[TERM_WEIGHTS] = {'dtype': 'float32', 'shape': None}
+  if tc.keep_text:
+    spec[TEXT] = {'dtype': 'string', 'shape': []}
+  if with_weight:
+    spec[WEIGHT] = {'dtype': 'float32', 'shape': []}
+  return spec
+
+
+def tokenize(text, tc: TextConfig):
+  """Strings [batch] -> tokens (RaggedTensor [batch, None])."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  if tc.lowercase:
+    text = tf.strings.lower(text, encoding='utf-8')
+  if tc.strip_punctuation:
+    text = tf.strings.regex_replace(text, r'\pP', ' ')
+  tokens = tf.strings.split(text)
+  if tc.ngrams != (1, 1):
+    lo, hi = tc.ngrams
+    tokens = tf.strings.ngrams(tokens, ngram_width=tuple(range(lo, hi + 1)),
+                               separator=' ')
+  return tokens
+
+
+def make_preprocessing_fn(tc: TextConfig):
+  """Builds the preprocessing_fn (see the module docstring)."""
+
+  def preprocessing_fn(inputs):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+
+    tokens = tokenize(inputs[TEXT], tc)
+    ids = tft.compute_and_apply_vocabulary(
+        tokens, top_k=tc.vocab_size or None,
+        frequency_threshold=tc.min_frequency if tc.min_frequency > 1
+        else None,
+        num_oov_buckets=tc.oov_buckets, vocab_filename=TOKENS_VOCABULARY)
+    _ = tft.vocabulary(inputs[LABEL], vocab_filename=LABELS_VOCABULARY)
+    known = tft.experimental.get_vocabulary_size_by_name(TOKENS_VOCABULARY)
+    unknown = tf.logical_or(ids < 0, ids >= known)
+    outputs = {
+        OOV_TOKENS: tf.reduce_sum(tf.cast(unknown, tf.int64), axis=1),
+        NUM_TOKENS: tf.cast(tokens.row_lengths(), tf.int64),
+    }
+    # 0 is padding: shift the ids, and drop unknown tokens when there is no
+    # OOV bucket (their id would be -1).
+    ids = tf.ragged.boolean_mask(ids, ids >= 0) + 1
+    if tc.output == 'ids':
+      kept = ids[:, :tc.max_tokens]
+      outputs[LENGTH] = tf.cast(kept.row_lengths(), tf.int64)
+      outputs[TOKEN_IDS] = kept.to_tensor(default_value=0,
+                                          shape=[None, tc.max_tokens])
+      return outputs
+    sparse = ids.to_sparse()
+    if tc.output == 'tfidf':
+      size = (tc.vocab_size or 1 << 24) + tc.oov_buckets + 1
+      term_ids, weights = tft.tfidf(sparse, size)
+      outputs[TERM_IDS] = term_ids
+      outputs[TERM_WEIGHTS] = weights
+    else:
+      counts = tf.sparse.bincount(ids, axis=-1)
+      outputs[TERM_IDS] = tf.SparseTensor(
+          counts.indices, counts.indices[:, 1], counts.dense_shape)
+      outputs[TERM_WEIGHTS] = tf.SparseTensor(
+          counts.indices, tf.cast(counts.values, tf.float32),
+          counts.dense_shape)
+    return outputs
+
+  return preprocessing_fn
+
+
+def analysis_record_batch(texts: List[str], labels: List[str]):
+  """tf.Transform analysis input: one Arrow row per training document."""
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
+  n = len(texts)
+  offsets = np.arange(n + 1, dtype=np.int32)
+
+  def column(values):
+    return pa.ListArray.from_arrays(offsets, pa.array(
+        [v.encode('utf-8', 'surrogateescape') for v in values], pa.binary()))
+
+  return pa.RecordBatch.from_arrays([column(texts), column(labels)],
+                                    [TEXT, LABEL])
+
+
+def analysis_adapter_config():
+  """How tf.Transform turns analysis_record_batch columns into tensors."""
+  import pyarrow as pa  # pylint: disable=import-outside-toplevel
+  from tensorflow_metadata.proto.v0 import schema_pb2  # pylint: disable=import-outside-toplevel
+  from tfx_bsl.public import tfxio  # pylint: disable=import-outside-toplevel
+  rep = schema_pb2.TensorRepresentation
+  scalar = schema_pb2.FixedShape()
+  reps = {name: rep(dense_tensor=rep.DenseTensor(column_name=name,
+                                                 shape=scalar))
+          for name in (TEXT, LABEL)}
+  schema = pa.schema([pa.field(TEXT, pa.list_(pa.binary())),
+                      pa.field(LABEL, pa.list_(pa.binary()))])
+  return tfxio.TensorAdapterConfig(schema, reps)
+
+
+def transform_inputs(texts: List[str], labels: Optional[List[str]] = None):
+  """The exported transform's inputs for a list of documents (the label
+  input only feeds the label vocabulary; any value will do)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  text = tf.constant([t.encode('utf-8', 'surrogateescape') for t in texts],
+                     tf.string)
+  label = tf.constant([l.encode('utf-8') for l in labels], tf.string) if (
+      labels is not None) else tf.fill(tf.shape(text), '')
+  return {TEXT: text, LABEL: label}
+
+
+def to_example_records(batch: dict, label_ids: dict, spec: dict,
+                       weights: Optional[np.ndarray] = None) -> List[bytes]:
+  """Serializes a transformed batch as deterministic tf.train.Examples."""
+  from transforms import example_encoding  # pylint: disable=import-outside-toplevel
+  labels = batch[LABEL_TEXT]
+  columns = {
+      LABEL: ('int64', np.array([label_ids[l] for l in labels], np.int64)),
+      LABEL_TEXT: ('bytes', labels),
+      ID: ('bytes', batch[ID]),
+      NUM_TOKENS: ('int64', np.asarray(batch[NUM_TOKENS], np.int64)),
+  }
+  if TOKEN_IDS in spec:
+    columns[TOKEN_IDS] = ('int64', np.asarray(batch[TOKEN_IDS], np.int64))
+    columns[LENGTH] = ('int64', np.asarray(batch[LENGTH], np.int64))
+  else:
+    columns[TERM_IDS] = ('int64', batch[TERM_IDS])
+    columns[TERM_WEIGHTS] = ('float32', batch[TERM_WEIGHTS])
+  if TEXT in spec:
+    columns[TEXT] = ('bytes', [t.encode('utf-8', 'surrogateescape')
+                               for t in batch[TEXT]])
+  if WEIGHT in spec:
+    columns[WEIGHT] = ('float32', np.asarray(weights, np.float32))
+  return example_encoding.encode(columns, len(labels))
+
+
+def describe(batch: dict, split_names) -> List[tuple]:
+  """Per split of a batch: (split, [tokens, oov tokens, length histogram])
+  for the manifest's OOV rate and token-length distribution."""
+  split = np.asarray(batch['split'])
+  tokens = np.asarray(batch[NUM_TOKENS], np.int64)
+  oov = np.asarray(batch[OOV_TOKENS], np.int64)
+  out = []
+  for s in np.unique(split).tolist():
+    mask = split == s
+    hist = np.bincount(np.minimum(tokens[mask], LENGTH_BINS),
+                       minlength=LENGTH_BINS + 1)
+    out.append((split_names[s], (int(tokens[mask].sum()),
+                                 int(oov[mask].sum()), hist)))
+  return out
+
+
+def summarize(stats, max_tokens: int) -> Dict[str, dict]:
+  """describe() outputs, summed per split -> the manifest's text stats."""
+  sums: Dict[str, list] = {}
+  for split, (tokens, oov, hist) in stats:
+    if split not in sums:
+      sums[split] = [0, 0, np.zeros(LENGTH_BINS + 1, np.int64)]
+    sums[split][0] += tokens
+    sums[split][1] += oov
+    sums[split][2] += hist
+  out = {}
+  for split, (tokens, oov, hist) in sums.items():
+    docs = int(hist.sum())
+    cum = np.cumsum(hist)
+
+    def pct(q, cum=cum, docs=docs):
+      return int(np.searchsorted(cum, q * docs, side='left')) if docs else 0
+
+    out[split] = {
+        'documents': docs, 'tokens': tokens, 'oov_tokens': oov,
+        'oov_rate': oov / tokens if tokens else 0.0,
+        'truncated_documents': int(hist[max_tokens + 1:].sum()),
+        'token_length': {
+            'mean': tokens / docs if docs else 0.0, 'p50': pct(0.5),
+            'p90': pct(0.9), 'p99': pct(0.99),
+            'max': int(np.flatnonzero(hist).max()) if docs else 0,
+            'capped_at': LENGTH_BINS},
+    }
+  return out
