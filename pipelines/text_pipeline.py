@@ -196,7 +196,6 @@ def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
   import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
 
   tc = cfg.text
-  names = cfg.split_names
   spec = tt.feature_spec(tc, cfg.rebalance == 'weight')
   if plan.kind == 'folder':
     elements = [('folder', plan.files[i:i + _FILES_PER_ELEMENT])
