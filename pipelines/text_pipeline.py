@@ -38,6 +38,10 @@ from transforms.sources import dead_letter
 
 DEAD, COUNTS, LABELS, ANALYSIS, CLASSES = ('dead', 'counts', 'labels',
                                            'analysis', 'classes')
+# Training documents per tf.Transform analysis batch (an Arrow record
+# batch). The vocabulary analyzer sends each batch's distinct tokens to Beam,
+# so fewer, larger batches mean far fewer elements.
+ANALYSIS_BATCH = 50000
 # Class-folder documents per pipeline element.
 _FILES_PER_ELEMENT = 500
 
@@ -100,10 +104,22 @@ class ParseDocs(beam.DoFn):
       batches = text_io.iter_table_batches(
           payload, tabular.format_of(payload), plan.columns,
           _source_name(plan.root, payload), tc.invalid_utf8)
+    pending = ([], [])  # training documents not yet sent to the analysis
     for docs, bad in batches:
-      yield from self._batch(docs, bad)
+      yield from self._batch(docs, bad, pending)
+      if len(pending[0]) >= ANALYSIS_BATCH:
+        yield self._analysis(pending)
+    if pending[0]:
+      yield self._analysis(pending)
 
-  def _batch(self, docs, bad):
+  @staticmethod
+  def _analysis(pending):
+    batch = tt.analysis_record_batch(*pending)
+    pending[0].clear()
+    pending[1].clear()
+    return beam.pvalue.TaggedOutput(ANALYSIS, batch)
+
+  def _batch(self, docs, bad, pending):
     cfg, names = self._cfg, self._cfg.split_names
     stats = self._statistics
     if stats and bad:
@@ -135,8 +151,8 @@ class ParseDocs(beam.DoFn):
         yield beam.pvalue.TaggedOutput(CLASSES, ((names[s], label), count))
       if names[s] == 'train':
         index = np.flatnonzero(mask)
-        yield beam.pvalue.TaggedOutput(ANALYSIS, tt.analysis_record_batch(
-            [docs.text[i] for i in index], [docs.label[i] for i in index]))
+        pending[0].extend(docs.text[i] for i in index)
+        pending[1].extend(docs.label[i] for i in index)
 
 
 def _transform_inputs(batch, lo, hi):

@@ -127,8 +127,12 @@ def make_preprocessing_fn(tc: TextConfig):
     import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
 
     tokens = tokenize(inputs[TEXT], tc)
+    # Unit weights make tf.Transform count tokens per batch inside the
+    # graph (distinct tokens and their sums) instead of sending every token
+    # occurrence to Beam to be counted; the counts are the same.
     ids = tft.compute_and_apply_vocabulary(
-        tokens, top_k=tc.vocab_size or None,
+        tokens, weights=tf.ones_like(tokens, tf.float32),
+        top_k=tc.vocab_size or None,
         frequency_threshold=tc.min_frequency if tc.min_frequency > 1
         else None,
         num_oov_buckets=tc.oov_buckets, vocab_filename=TOKENS_VOCABULARY)
