@@ -1,0 +1,106 @@
+"""The text preprocessing_fn with real tf.Transform, and its helpers."""
+
+import numpy as np
+import pytest
+
+from transforms import text_transform as tt
+
+
+def _config(**overrides):
+  base = dict(text_column='text', label_column='label', lowercase=True,
+              strip_punctuation=False, max_tokens=6, vocab_size=0,
+              min_frequency=1, oov_buckets=1, ngrams=(1, 1), output='ids',
+              keep_text=False, invalid_utf8='replace')
+  base.update(overrides)
+  return tt.TextConfig(**base)
+
+
+def _analyze(tmp_path, train, probe, tc):
+  """AnalyzeDataset on `train` documents, then the exported transform on
+  `probe`; returns (outputs, token vocabulary)."""
+  import apache_beam as beam
+  import tensorflow_transform as tft
+  import tensorflow_transform.beam as tft_beam
+  out = str(tmp_path / 'tft')
+  with beam.Pipeline() as p:
+    with tft_beam.Context(temp_dir=str(tmp_path / 'tmp'),
+                          force_tf_compat_v1=False):
+      batches = p | beam.Create([
+          tt.analysis_record_batch(train[:2], ['a'] * 2),
+          tt.analysis_record_batch(train[2:], ['b'] * (len(train) - 2))])
+      transform_fn = ((batches, tt.analysis_adapter_config())
+                      | tft_beam.AnalyzeDataset(tt.make_preprocessing_fn(tc)))
+      _ = transform_fn | tft_beam.WriteTransformFn(out)
+  output = tft.TFTransformOutput(out)
+  result = output.transform_features_layer()(tt.transform_inputs(probe))
+  vocab = [t.decode() for t in output.vocabulary_by_name('tokens')]
+  return result, vocab
+
+
+TRAIN = ['the cat sat', 'The cat ran!', 'a dog sat', 'the dog, the cat']
+
+
+def test_ids_vocabulary_padding_and_oov(tmp_path):
+  tc = _config(vocab_size=3)
+  result, vocab = _analyze(tmp_path, TRAIN, ['The cat saw a zebra', ''], tc)
+  # Lower-cased counts: the 4, cat 3, sat 2, dog 2 ... top 3 kept.
+  assert vocab[:2] == ['the', 'cat'] and len(vocab) == 3
+  ids = result[tt.TOKEN_IDS].numpy()
+  assert ids.shape == (2, 6)
+  assert ids[0][:2].tolist() == [1, 2]  # the, cat
+  assert ids[0][2] == 4 and ids[0][4] == 4  # saw, zebra: the OOV id
+  assert ids[1].tolist() == [0] * 6  # empty: all padding
+  assert result[tt.LENGTH].numpy().tolist() == [5, 0]
+  assert result[tt.NUM_TOKENS].numpy().tolist() == [5, 0]
+  oov = result[tt.OOV_TOKENS].numpy().tolist()
+  assert oov[0] == 5 - sum(t in vocab for t in 'the cat saw a zebra'.split())
+
+
+def test_truncation_min_frequency_and_no_oov_bucket(tmp_path):
+  tc = _config(max_tokens=2, min_frequency=3, oov_buckets=0)
+  result, vocab = _analyze(tmp_path, TRAIN, ['zebra the cat the'], tc)
+  assert sorted(vocab) == ['cat', 'the']  # seen at least 3 times
+  ids = result[tt.TOKEN_IDS].numpy()[0].tolist()
+  # The unknown word is dropped (no OOV bucket), then truncated to 2.
+  assert len(ids) == 2 and 0 not in ids
+  assert result[tt.LENGTH].numpy()[0] == 2
+  assert result[tt.NUM_TOKENS].numpy()[0] == 4
+
+
+def test_punctuation_ngrams_and_tfidf(tmp_path):
+  tc = _config(strip_punctuation=True, ngrams=(1, 2), output='tfidf')
+  result, vocab = _analyze(tmp_path, TRAIN, ['the cat, the cat'], tc)
+  assert 'cat' in vocab and 'the cat' in vocab
+  assert not any('!' in t or ',' in t for t in vocab)
+  import tensorflow as tf
+  ids = tf.sparse.to_dense(result[tt.TERM_IDS]).numpy()[0]
+  weights = tf.sparse.to_dense(result[tt.TERM_WEIGHTS]).numpy()[0]
+  present = ids[weights > 0]
+  assert vocab.index('cat') + 1 in present
+  assert (weights >= 0).all() and np.isfinite(weights).all()
+
+
+def test_bag_of_words_counts(tmp_path):
+  tc = _config(output='bow')
+  result, vocab = _analyze(tmp_path, TRAIN, ['cat cat the'], tc)
+  import tensorflow as tf
+  ids = tf.sparse.to_dense(result[tt.TERM_IDS]).numpy()[0]
+  counts = tf.sparse.to_dense(result[tt.TERM_WEIGHTS]).numpy()[0]
+  by_id = {int(i): float(c) for i, c in zip(ids, counts) if c}
+  assert by_id == {vocab.index('cat') + 1: 2.0, vocab.index('the') + 1: 1.0}
+
+
+def test_ngram_parsing_and_summary():
+  assert tt.parse_ngrams('1') == (1, 1)
+  assert tt.parse_ngrams('1,3') == (1, 3)
+  assert tt.parse_ngrams('2-2') == (2, 2)
+  for bad in ('0', '3,1', 'x', '1,9'):
+    with pytest.raises(ValueError):
+      tt.parse_ngrams(bad)
+  batch = {'split': np.array([0, 0, 1]), tt.NUM_TOKENS: np.array([3, 10, 5]),
+           tt.OOV_TOKENS: np.array([1, 0, 5])}
+  stats = tt.summarize(tt.describe(batch, ['train', 'test']), max_tokens=4)
+  assert stats['train']['tokens'] == 13 and stats['train']['oov_tokens'] == 1
+  assert stats['train']['truncated_documents'] == 1
+  assert stats['train']['token_length']['max'] == 10
+  assert stats['test']['oov_rate'] == 1.0
