@@ -10,12 +10,15 @@ full-pass statistics:
            -> WriteTransformFn; exact float64 channel statistics
     example pass:     ParseRows (good rows only)
         rows:    -> examples
-        windows: -> key by (entity, time chunk) -> GroupByKey -> sort
-                 -> windows inside each chunk; fragments of windows that
-                    cross a chunk boundary -> GroupByKey -> assemble
+        windows: entities in one file in time order: windowed while the
+                 file is read; the others: key by (entity, time chunk)
+                 -> GroupByKey -> sort -> windows inside each chunk;
+                 fragments of windows that cross a chunk boundary
+                 -> GroupByKey -> assemble
         -> exported transform (normalize, impute, bucketize) per batch
-        -> [rebalance] -> tf.train.Example -> SeededShuffle
-        -> per split: WriteSplit, fingerprint
+        -> [rebalance] -> tf.train.Example, grouped by shuffle bucket
+        -> GroupByKey -> per split: WriteSplit, fingerprint
+        (pipelines/batch_examples.py)
     FinalizeDataset (quality gate, publish, manifest last)
 
 Elements are NumPy batches (a block of rows, a chunk's windows), never one
@@ -281,27 +284,20 @@ def _key_by_chunk(batch, entity_stats, chunk_rows):
   values, split codes and label codes; the entity is the key, and the
   source file and label names are stored once per piece.
   """
-  entities, inverse = np.unique(batch['entity'].astype(str),
-                                return_inverse=True)
   label_names, label_codes = np.unique(batch['label'].astype(str),
                                        return_inverse=True)
   code_type = np.uint16 if len(label_names) < 1 << 16 else np.int64
-  chunk = np.zeros(len(inverse), np.int64)
-  for e, entity in enumerate(entities.tolist()):
-    mask = inverse == e
+  for entity, idx in win.group_rows(batch['entity']):
     count, t_min, t_max = entity_stats[entity][:3]
-    chunk[mask] = win.chunk_index(batch['time'][mask], t_min, t_max, count,
-                                  chunk_rows)
-  order = np.lexsort((chunk, inverse))
-  keys = np.stack([inverse[order], chunk[order]], axis=1)
-  bounds = np.flatnonzero(np.any(keys[1:] != keys[:-1], axis=1)) + 1
-  for part in np.split(order, bounds):
-    first = part[0]
-    yield ((str(entities[inverse[first]]), int(chunk[first])), {
-        'source': batch['source'], 'label_names': label_names.tolist(),
-        'row': batch['row'][part], 'time': batch['time'][part],
-        'values': batch['values'][part], 'split': batch['split'][part],
-        'label': label_codes[part].astype(code_type)})
+    chunk = win.chunk_index(batch['time'][idx], t_min, t_max, count,
+                            chunk_rows)
+    for c in np.unique(chunk).tolist():
+      part = idx[chunk == c]
+      yield ((entity, int(c)), {
+          'source': batch['source'], 'label_names': label_names.tolist(),
+          'row': batch['row'][part], 'time': batch['time'][part],
+          'values': batch['values'][part], 'split': batch['split'][part],
+          'label': label_codes[part].astype(code_type)})
 
 
 def _offsets(item):
