@@ -7,9 +7,10 @@ The `preprocessing_fn` maps a raw window (or row) of channel values,
 - 'zscore': (x - mean) / std; 'minmax': (x - min) / (max - min); 'none';
 - with --bucketize N, `buckets`: each raw value's quantile bucket (0..N-1).
 
-The analyzers (`tft.mean`, `tft.var`, `tft.min`, `tft.max`,
-`tft.quantiles`) run over the training split's rows, one finite value list
-per channel. The pipeline feeds them the rows in blocks, as Arrow record
+The analyzers (`tft.mean`, `tft.var`, `tft.min`, `tft.max` per channel with
+`reduce_instance_dims=False`, so their number does not grow with the
+channels; `tft.quantiles` per channel) run over the training split's rows;
+missing values (NaN) are left out. The pipeline feeds them the rows in blocks, as Arrow record
 batches (one analysis row per block of rows: `analysis_record_batch`), so
 tf.Transform handles a few hundred rows per million input rows instead of
 one Python dict per row. Serving needs only `values`: tf.Transform prunes the
@@ -37,7 +38,9 @@ TIME = 'time'
 START_TIME = 'start_time'
 END_TIME = 'end_time'
 WEIGHT = 'weight'
-_ANALYSIS_PREFIX = 'analysis_channel_'
+# Analysis-only input: a block of training rows, flattened ([rows x
+# channels] values, NaN where missing).
+ANALYSIS_ROWS = 'analysis_rows'
 # Rows per analysis instance.
 ANALYSIS_BLOCK = 4096
 
@@ -79,30 +82,42 @@ def make_preprocessing_fn(channels: int, normalization: str, impute: bool,
     import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
 
     x = inputs[VALUES]
-    cols = [inputs[f'{_ANALYSIS_PREFIX}{c}'].values for c in range(channels)]
-
-    def per_channel(analyzer, name):
-      return tf.stack([analyzer(c, name=f'{name}_{i}')
-                       for i, c in enumerate(cols)])
-
+    # The training rows, one row per line: the analyzers reduce over the
+    # first axis, per channel, whatever the number of rows per instance.
+    # Accumulated in float64: a float32 sum of a million values around 300
+    # is off by more than a std of 0.5 can absorb.
+    rows = tf.cast(tf.reshape(inputs[ANALYSIS_ROWS].values, [-1, channels]),
+                   tf.float64)
+    missing = tf.math.is_nan(rows)
     outputs = {}
     if impute or normalization == 'zscore':
-      mean = per_channel(tft.mean, 'mean')
+      # tft.mean and tft.var leave NaN out.
+      mean = tf.cast(tft.mean(rows, reduce_instance_dims=False, name='mean'),
+                     tf.float32)
     if impute:
       x = tf.where(tf.math.is_nan(x), tf.broadcast_to(mean, tf.shape(x)), x)
     if bucketize:
-      boundaries = [tft.quantiles(c, num_buckets=bucketize, epsilon=0.001,
-                                  name=f'quantiles_{i}')
-                    for i, c in enumerate(cols)]
+      boundaries = [
+          tft.quantiles(tf.cast(tf.boolean_mask(rows[:, c], ~missing[:, c]),
+                                tf.float32),
+                        num_buckets=bucketize, epsilon=0.001,
+                        name=f'quantiles_{c}')
+          for c in range(channels)]
       outputs[BUCKETS] = tf.stack(
-          [tft.apply_buckets(x[..., i], boundaries[i])
-           for i in range(channels)], axis=-1)
+          [tft.apply_buckets(x[..., c], boundaries[c])
+           for c in range(channels)], axis=-1)
     if normalization == 'zscore':
-      std = tf.sqrt(per_channel(tft.var, 'var'))
+      std = tf.cast(tf.sqrt(tft.var(rows, reduce_instance_dims=False,
+                                    name='var')), tf.float32)
       x = (x - mean) / tf.where(std > 0, std, tf.ones_like(std))
     elif normalization == 'minmax':
-      low = per_channel(tft.min, 'min')
-      span = per_channel(tft.max, 'max') - low
+      # tft.min and tft.max would keep NaN: they see +-inf instead.
+      inf = tf.fill(tf.shape(rows), tf.constant(float('inf'), tf.float64))
+      low = tft.min(tf.where(missing, inf, rows), reduce_instance_dims=False,
+                    name='min')
+      high = tft.max(tf.where(missing, -inf, rows),
+                     reduce_instance_dims=False, name='max')
+      low, span = tf.cast(low, tf.float32), tf.cast(high - low, tf.float32)
       x = (x - low) / tf.where(span > 0, span, tf.ones_like(span))
     outputs[VALUES] = x
     return outputs
@@ -116,11 +131,8 @@ def transform_inputs(values: np.ndarray) -> dict:
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   n = len(values)
   inputs = {VALUES: tf.constant(values, tf.float32)}
-  channels = values.shape[-1]
-  empty = tf.sparse.SparseTensor(tf.zeros([0, 2], tf.int64),
-                                 tf.zeros([0], tf.float32), [n, 0])
-  for c in range(channels):
-    inputs[f'{_ANALYSIS_PREFIX}{c}'] = empty
+  inputs[ANALYSIS_ROWS] = tf.sparse.SparseTensor(
+      tf.zeros([0, 2], tf.int64), tf.zeros([0], tf.float32), [n, 0])
   return inputs
 
 
@@ -128,30 +140,22 @@ def analysis_record_batch(values: np.ndarray, length: int, channels: int,
                           block: int = ANALYSIS_BLOCK):
   """tf.Transform analysis input from training rows [n, channels].
 
-  An Arrow record batch with one row per block of rows: each holds the
-  block's finite values of every channel (a list column per channel) and a
-  zero `values` (unused by the analyzers). Arrow input is what
-  tf.Transform reads natively; instance dicts would be encoded as
-  tf.train.Examples first, value by value.
+  An Arrow record batch with one row per block of rows: the block's values
+  flattened (NaN where missing) and a zero `values` (unused by the
+  analyzers). Arrow input is what tf.Transform reads natively; instance
+  dicts would be encoded as tf.train.Examples first, value by value.
   """
   import pyarrow as pa  # pylint: disable=import-outside-toplevel
   starts = list(range(0, len(values), block))
   size = int(np.prod(value_shape(length, channels)))
-  arrays = [pa.ListArray.from_arrays(
+  dummy = pa.ListArray.from_arrays(
       np.arange(0, size * len(starts) + 1, size, dtype=np.int32),
-      pa.array(np.zeros(size * len(starts), np.float32)))]
-  for c in range(channels):
-    parts, offsets = [], [0]
-    for lo in starts:
-      col = values[lo:lo + block, c]
-      col = col[np.isfinite(col)].astype(np.float32)
-      parts.append(col)
-      offsets.append(offsets[-1] + len(col))
-    flat = np.concatenate(parts) if parts else np.zeros(0, np.float32)
-    arrays.append(pa.ListArray.from_arrays(np.asarray(offsets, np.int32),
-                                           pa.array(flat)))
-  names = [VALUES] + [f'{_ANALYSIS_PREFIX}{c}' for c in range(channels)]
-  return pa.RecordBatch.from_arrays(arrays, names)
+      pa.array(np.zeros(size * len(starts), np.float32)))
+  offsets = np.asarray([min(lo, len(values)) * channels
+                        for lo in starts + [len(values)]], np.int64)
+  flat = pa.array(np.ascontiguousarray(values, np.float32).reshape(-1))
+  rows = pa.LargeListArray.from_arrays(offsets, flat)
+  return pa.RecordBatch.from_arrays([dummy, rows], [VALUES, ANALYSIS_ROWS])
 
 
 def analysis_adapter_config(length: int, channels: int):
@@ -163,15 +167,15 @@ def analysis_adapter_config(length: int, channels: int):
   shape = schema_pb2.FixedShape(dim=[
       schema_pb2.FixedShape.Dim(size=d)
       for d in value_shape(length, channels)])
-  reps = {VALUES: rep(dense_tensor=rep.DenseTensor(column_name=VALUES,
-                                                   shape=shape))}
-  fields = [pa.field(VALUES, pa.list_(pa.float32()))]
-  for c in range(channels):
-    name = f'{_ANALYSIS_PREFIX}{c}'
-    reps[name] = rep(varlen_sparse_tensor=rep.VarLenSparseTensor(
-        column_name=name))
-    fields.append(pa.field(name, pa.list_(pa.float32())))
-  return tfxio.TensorAdapterConfig(pa.schema(fields), reps)
+  reps = {
+      VALUES: rep(dense_tensor=rep.DenseTensor(column_name=VALUES,
+                                               shape=shape)),
+      ANALYSIS_ROWS: rep(varlen_sparse_tensor=rep.VarLenSparseTensor(
+          column_name=ANALYSIS_ROWS)),
+  }
+  schema = pa.schema([pa.field(VALUES, pa.list_(pa.float32())),
+                      pa.field(ANALYSIS_ROWS, pa.large_list(pa.float32()))])
+  return tfxio.TensorAdapterConfig(schema, reps)
 
 
 class ChannelStatsFn(beam.CombineFn):
