@@ -23,7 +23,6 @@ from transforms import text_transform
 from transforms import windows
 
 MODALITIES = ('image', 'text', 'sensor')
-PLANNED_MODALITIES = ()
 COMPRESSIONS = ('auto', 'none', 'gzip')
 DEFAULT_SPLITS = 'train=0.8,validation=0.1,test=0.1'
 SPLITS_FROM_INPUT = 'from_input'
@@ -42,10 +41,13 @@ class PreprocessOptions(PipelineOptions):
     add('--modality', default='image',
         help='Kind of input: image, text or sensor. Default: image.')
     add('--input', default=None,
-        help='Input: a folder of class folders (<input>/<label>/*.jpg), of '
-        'split folders (<input>/train/<label>/*.jpg), or a manifest file '
-        '(.csv/.tsv with path,label[,split] columns, or .jsonl). Local or '
-        'any path Beam can open (gs://...). Required.')
+        help='Input. Images: a folder of class folders '
+        '(<input>/<label>/*.jpg), of split folders '
+        '(<input>/train/<label>/*.jpg), or a manifest file '
+        '(.csv/.tsv with path,label[,split] columns, or .jsonl). Text: a '
+        'CSV/TSV/JSONL file or pattern, or a folder of class folders of '
+        '.txt files. Sensor: a CSV/TSV/JSONL/Parquet file, folder or '
+        'pattern. Local or any path Beam can open (gs://...). Required.')
     add('--output', default=None,
         help='Output folder for the dataset. Required.')
     add('--name', default=None,
@@ -140,7 +142,7 @@ class PreprocessOptions(PipelineOptions):
         help='Sensor: the column naming the recording (device, subject). '
         'Default: none (all rows are one series).')
     add('--label_column', default='label',
-        help='Sensor: the label column. Default: label.')
+        help='Text and sensor: the label column. Default: label.')
     add('--channels', default='',
         help='Sensor: comma-separated numeric channel columns. Default: '
         'every numeric column that is not the timestamp, entity or label.')
@@ -367,11 +369,7 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
     UsageError: A flag is missing or has a value we cannot use.
   """
   o = options.view_as(PreprocessOptions)
-  modality = str(o.modality).strip().lower()
-  if modality in PLANNED_MODALITIES:
-    raise UsageError(f'--modality {modality} is not available yet; '
-                     f'{" and ".join(MODALITIES)} are.')
-  modality = _choice('modality', modality, MODALITIES)
+  modality = _choice('modality', o.modality, MODALITIES)
   if not o.input:
     raise UsageError('--input is required: ' + {
         'image': 'a folder of class folders or a manifest file.',
