@@ -11,8 +11,9 @@ import setuptools
 setuptools.setup(
     name='tfrecord-pipelines',
     version='0.1.0',
-    description=('Apache Beam pipelines that turn image folders into sharded, '
-                 'validated TFRecord datasets.'),
+    description=('Apache Beam pipelines that turn labelled images, documents '
+                 'and sensor rows into sharded, validated TFRecord '
+                 'datasets.'),
     python_requires='>=3.10,<3.13',
     packages=setuptools.find_packages(include=['pipelines', 'pipelines.*',
                                                'transforms', 'transforms.*']),
@@ -24,6 +25,14 @@ setuptools.setup(
         'simplejpeg>=1.7,<2',
         'google-crc32c>=1.5',
         'numpy>=1.26',
+        # Used directly (they also come with Beam and tf.Transform): Arrow
+        # for reading tables and feeding tf.Transform, pandas for ISO-8601
+        # timestamps, tfx-bsl's Arrow -> tf.Example encoder and TFXIO
+        # tensor representations (tensorflow-metadata).
+        'pyarrow>=14',
+        'pandas>=2.0',
+        'tfx-bsl>=1.21,<1.22',
+        'tensorflow-metadata>=1.21,<1.22',
     ],
     extras_require={
         'test': ['pytest>=8'],
