@@ -209,3 +209,26 @@ def test_preprocessing_fn_scale_and_none_decode_jpeg(tmp_path, method, low,
       (out, _), _ = ((p | beam.Create([row]), metadata)
                      | tft_beam.AnalyzeAndTransformDataset(fn))
       assert_that(out, check)
+
+
+def test_count_records_matches_the_records_in_any_block_size():
+  import io
+  import struct
+  rng = np.random.default_rng(0)
+
+  def frame(data):
+    header = struct.pack('<Q', len(data))
+    return (header + struct.pack('<I', tfrecord_files.masked_crc32c(header)) +
+            data + struct.pack('<I', tfrecord_files.masked_crc32c(data)))
+
+  for _ in range(50):
+    records = [rng.bytes(int(rng.integers(0, 3000)))
+               for _ in range(int(rng.integers(0, 40)))]
+    blob = b''.join(frame(r) for r in records)
+    assert list(tfrecord_files.iter_records(io.BytesIO(blob))) == records
+    for block in (1, 13, 4096, 1 << 20):
+      assert tfrecord_files.count_records(io.BytesIO(blob),
+                                          block) == len(records)
+    if blob:
+      with pytest.raises(tfrecord_files.CorruptRecordError):
+        tfrecord_files.count_records(io.BytesIO(blob[:-1]), 64)
