@@ -331,3 +331,34 @@ def test_window_longer_than_every_entity(tmp_path, capsys):
   assert 'no entity has the 50 rows --window_length asks for' in err
   assert 'the longest has 30' in err
   assert not (out / 'manifest.json').exists()
+
+
+def test_weights_majority_labels_from_tsv(tmp_path):
+  df = sensorgen.frame(devices=12, rows_per_device=120, seed=7)
+  src = tmp_path / 'log.tsv'
+  df.to_csv(src, sep='\t', index=False)
+  out = tmp_path / 'out'
+  manifest = _run(src, out, *WINDOWS, '--window_label', 'majority',
+                  '--rebalance', 'weight')
+  assert manifest['feature_spec']['weight'] == {'dtype': 'float32',
+                                                'shape': []}
+  _assert_valid(out)
+  train = _read_all(out, 'train')
+  counts = manifest['splits']['train']['class_counts']
+  total = sum(counts.values())
+  # weight = examples / (classes x examples of the class), per class.
+  for label, weight in zip(train['label_text'], train['weight']):
+    expected = total / (len(counts) * counts[label.decode()])
+    assert weight == pytest.approx(expected, rel=1e-5)
+  # Labels come in bouts of 20 rows and windows hold 20 rows starting at
+  # multiples of 10: half the windows sit on one bout, the others on two
+  # equal halves, where the majority tie goes to the first name in order.
+  per = {'run': 0, 'sit': 1, 'walk': 2}
+  for ex_id, label in zip(train['id'], train['label_text']):
+    start = int(ex_id.decode().split('#')[1])
+    device = int(ex_id.decode().split('#')[0][3:])
+    bouts = {sensorgen.LABELS[(r // 20 + device) % 3]
+             for r in (start, start + 19)}
+    assert label.decode() == min(bouts, key=per.get)
+  test = manifest['splits']['test']
+  assert test['class_counts'] == test['class_counts_before_rebalance']
