@@ -180,6 +180,10 @@ class PreprocessOptions(PipelineOptions):
         help='Sensor windows: about this many rows of one entity are '
         'grouped and windowed together (bounds worker memory). '
         'Default: 100000.')
+    add('--partition', default=None,
+        help='A partition value (such as a run date, 2026-11-20) put in '
+        'place of {partition} in --input and --output, so a nightly job '
+        'names one partition per run.')
     add('--overwrite', default=False, action='store_true',
         help='Replace a dataset already published in --output.')
 
@@ -204,6 +208,7 @@ class PreprocessConfig:
   overwrite: bool
   sensor: Optional[windows.SensorConfig] = None
   text: Optional[text_transform.TextConfig] = None
+  partition: Optional[str] = None
 
   @property
   def split_names(self) -> List[str]:
@@ -362,6 +367,34 @@ def _text_config(o) -> text_transform.TextConfig:
                            ('replace', 'dead_letter')))
 
 
+PARTITION_PLACEHOLDER = '{partition}'
+
+
+def fill_partition(input_path: str, output: str, partition):
+  """Puts --partition in place of {partition} in the two paths.
+
+  Raises:
+    UsageError: A placeholder without a value, a value without a
+      placeholder, or a value that is not a plain path segment.
+  """
+  marked = [p for p in (input_path, output) if PARTITION_PLACEHOLDER in p]
+  if partition is None:
+    if marked:
+      raise UsageError(f'{PARTITION_PLACEHOLDER} is in --input or --output '
+                       'but --partition is not given.')
+    return input_path, output
+  value = str(partition).strip()
+  if not value or any(c in value for c in '/\\*?[]{}') or value in ('.',
+                                                                  '..'):
+    raise UsageError(f'--partition must be a plain path segment such as '
+                     f'2026-11-20 (got {partition!r}).')
+  if not marked:
+    raise UsageError(f'--partition is given but neither --input nor --output '
+                     f'contains {PARTITION_PLACEHOLDER}.')
+  return (input_path.replace(PARTITION_PLACEHOLDER, value),
+          output.replace(PARTITION_PLACEHOLDER, value))
+
+
 def resolve_config(options: PipelineOptions) -> PreprocessConfig:
   """Checks the flags and builds the run's configuration.
 
@@ -380,6 +413,8 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
   if not o.output:
     raise UsageError('--output is required: the folder to write the dataset '
                      'into.')
+  input_path, output = fill_partition(str(o.input), str(o.output),
+                                      o.partition)
   image = _image_config(o) if modality == 'image' else None
   sensor = _sensor_config(o) if modality == 'sensor' else None
   text = _text_config(o) if modality == 'text' else None
@@ -453,10 +488,11 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
     raise UsageError(f'--name must be a plain name without "-", "/" or '
                      f'wildcards (got {o.name!r}).')
   return PreprocessConfig(
-      modality=modality, input=str(o.input), output=str(o.output).rstrip('/'),
+      modality=modality, input=input_path, output=output.rstrip('/'),
       name=name, image=image, normalization=normalization,
       split_ratios=ratios, splits_from_input=from_input, rebalance=mode,
       rebalance_splits=rebalance_splits, seed=_int('seed', o.seed, 0),
       num_shards=_int('num_shards', o.num_shards, 0, 100000),
       compression=compression, max_bad_fraction=max_bad,
-      overwrite=bool(o.overwrite), sensor=sensor, text=text)
+      overwrite=bool(o.overwrite), sensor=sensor, text=text,
+      partition=None if o.partition is None else str(o.partition).strip())

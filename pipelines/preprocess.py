@@ -10,6 +10,8 @@ core.
 
 Exit codes: 0 published; 2 bad invocation (one sentence on stderr);
 3 data-quality gate failed (nothing published); 1 the pipeline failed.
+The last line on stdout is always one JSON object with the run's summary
+(status, exit code, output, counts, dead letters, duration, error).
 """
 
 import logging
@@ -168,11 +170,14 @@ def _make_staging(cfg, run_id: str) -> str:
   return staging
 
 
-def run(argv: Optional[List[str]] = None) -> dict:
+def run(argv: Optional[List[str]] = None,
+        progress: Optional[dict] = None) -> dict:
   """Builds and runs the preprocessing pipeline, then returns the manifest.
 
   Args:
     argv: Command-line arguments (without the program name).
+    progress: Filled as the run goes ('modality', 'output', 'run_id',
+      'staging'), for the summary of a run that fails.
 
   Returns:
     The published manifest.
@@ -190,6 +195,9 @@ def run(argv: Optional[List[str]] = None) -> dict:
   if unknown:
     raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
   cfg = options_lib.resolve_config(options)
+  progress = progress if progress is not None else {}
+  progress.update(modality=cfg.modality, output=cfg.output,
+                  partition=cfg.partition)
   check_output(cfg)
   apply_local_defaults(options, argv, cfg.modality)
   run_id = time.strftime('%Y%m%dT%H%M%S') + '-' + secrets.token_hex(3)
@@ -210,6 +218,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     build = lambda p: image_pipeline.build(p, cfg, run_info, staging,
                                            manifest_format)
   staging = _make_staging(cfg, run_id)
+  progress.update(run_id=run_id, staging=staging)
   try:
     pipeline = beam.Pipeline(options=options)
     build(pipeline)
@@ -224,8 +233,10 @@ def run(argv: Optional[List[str]] = None) -> dict:
     failure = manifest_lib.join(staging, manifest_lib.FAILURE)
     from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
     if FileSystems.exists(failure):
+      failed = _read_json(failure)
+      progress['failed_manifest'] = failed
       raise DataQualityFailure(
-          f'{"; ".join(_read_failures(failure))}; nothing was published '
+          f'{"; ".join(failed.get("failures", []))}; nothing was published '
           f'(dead letters and counts are in {staging}).') from e
     # Nothing in a crashed run's staging folder is worth keeping.
     _remove_tree(staging)
@@ -244,11 +255,11 @@ def _remove_tree(path: str) -> None:
     _LOG.warning('could not remove %s', path)
 
 
-def _read_failures(path: str) -> List[str]:
+def _read_json(path: str) -> dict:
   import json  # pylint: disable=import-outside-toplevel
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
   with FileSystems.open(path, compression_type='uncompressed') as f:
-    return json.loads(f.read().decode('utf-8')).get('failures', [])
+    return json.loads(f.read().decode('utf-8'))
 
 
 def summary_line(manifest: dict) -> str:
@@ -258,6 +269,43 @@ def summary_line(manifest: dict) -> str:
   return (f'published {t["records"]} records ({"; ".join(parts)}); '
           f'{t["dead_lettered"]} of {t["inputs"]} inputs dead-lettered; '
           f'{manifest["timings"]["seconds"]:.1f} s')
+
+
+STATUSES = {EXIT_OK: 'published', EXIT_USAGE: 'bad_invocation',
+            EXIT_DATA_QUALITY: 'data_quality_failed',
+            EXIT_PIPELINE_FAILED: 'pipeline_failed'}
+
+
+def summary_json(code: int, progress: dict, manifest: Optional[dict],
+                 error: Optional[str]) -> str:
+  """The one-line JSON summary a scheduler reads from the end of stdout.
+
+  {"status", "exit_code", "modality", "output", "partition", "run_id",
+   "published", "inputs", "examples", "records", "dead_lettered",
+   "bad_fraction", "splits": {split: records}, "fingerprint", "seconds",
+   "error"}; counts are null when the run stopped before counting, and a
+  data-quality failure carries the counts it was refused for.
+  """
+  import json  # pylint: disable=import-outside-toplevel
+  m = manifest or progress.get('failed_manifest') or {}
+  totals = m.get('totals', {})
+  return json.dumps({
+      'status': STATUSES[code], 'exit_code': code,
+      'modality': progress.get('modality'),
+      'output': progress.get('output'),
+      'partition': progress.get('partition'),
+      'run_id': progress.get('run_id'),
+      'published': code == EXIT_OK,
+      'inputs': totals.get('inputs'), 'examples': totals.get('examples'),
+      'records': totals.get('records'),
+      'dead_lettered': totals.get('dead_lettered'),
+      'bad_fraction': totals.get('bad_fraction'),
+      'splits': {name: s['records'] for name, s in m.get('splits',
+                                                         {}).items()},
+      'fingerprint': m.get('fingerprint') if code == EXIT_OK else None,
+      'seconds': round(time.time() - _PROCESS_START, 3),
+      'error': error,
+  }, sort_keys=False)
 
 
 class _DropInstanceDictAdvice(logging.Filter):
@@ -277,28 +325,40 @@ def configure_logging() -> None:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-  """Command-line entry point; returns the exit code."""
+  """Command-line entry point; returns the exit code.
+
+  Whatever the outcome (except --help), the last line on stdout is one JSON
+  object summarizing the run (see summary_json); the human-readable
+  summary or error goes to stderr.
+  """
   configure_logging()
+  progress: dict = {}
+  manifest, error = None, None
   try:
-    manifest = run(argv)
+    manifest = run(argv, progress)
+    code = EXIT_OK
   except _HelpRequested:
     print_help()
     return EXIT_OK
   except (UsageError, InputError) as e:
     msg = str(e)
-    print(f'error: {msg[0].upper() + msg[1:]}' + ('' if msg.endswith('.')
-                                                  else '.'), file=sys.stderr)
-    return EXIT_USAGE
+    error = msg[0].upper() + msg[1:] + ('' if msg.endswith('.') else '.')
+    print(f'error: {error}', file=sys.stderr)
+    code = EXIT_USAGE
   except DataQualityFailure as e:
-    print(f'error: data quality: {e}', file=sys.stderr)
-    return EXIT_DATA_QUALITY
+    error = f'data quality: {e}'
+    print(f'error: {error}', file=sys.stderr)
+    code = EXIT_DATA_QUALITY
   except Exception as e:  # pylint: disable=broad-except
     traceback.print_exc()
-    print(f'error: the pipeline failed: {type(e).__name__}: '
-          f'{str(e).splitlines()[0] if str(e) else ""}', file=sys.stderr)
-    return EXIT_PIPELINE_FAILED
-  print(summary_line(manifest))
-  return EXIT_OK
+    error = (f'the pipeline failed: {type(e).__name__}: '
+             f'{str(e).splitlines()[0] if str(e) else ""}')
+    print(f'error: {error}', file=sys.stderr)
+    code = EXIT_PIPELINE_FAILED
+  if manifest is not None:
+    print(summary_line(manifest), file=sys.stderr)
+  print(summary_json(code, progress, manifest, error))
+  return code
 
 
 def exit_now(code: int) -> None:

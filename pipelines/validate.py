@@ -8,14 +8,16 @@ class counts and the fingerprint are recomputed and compared with the
 manifest; the exported transform is run on two probe images. The report is
 written to `<output>/validation_report.json` and summarized on stdout.
 
-Exit codes: 0 the dataset is sound; 1 it is not (the summary says why);
-2 bad invocation.
+Exit codes: 0 the dataset is sound; 3 it is not, or the folder is not a
+published dataset (the summary says why); 2 bad invocation; 1 the
+validation pipeline itself failed.
 """
 
 import argparse
 import json
 import os
 import sys
+import traceback
 from typing import List, Optional
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -32,7 +34,10 @@ from transforms import validation
 
 REPORT = 'validation_report.json'
 EXIT_SOUND = 0
-EXIT_UNSOUND = 1
+# Same code as preprocess's data-quality failure, so a scheduler can treat
+# "the data is not sound" alike wherever it is found.
+EXIT_UNSOUND = 3
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
@@ -128,6 +133,11 @@ def main(argv: Optional[List[str]] = None) -> int:
   except reader.DatasetError as e:
     print(f'validation: FAIL: {e}.', file=sys.stderr)
     return EXIT_UNSOUND
+  except Exception as e:  # pylint: disable=broad-except
+    traceback.print_exc()
+    print(f'error: the validation pipeline failed: {type(e).__name__}: '
+          f'{str(e).splitlines()[0] if str(e) else ""}', file=sys.stderr)
+    return EXIT_FAILED
   print(summary(report))
   return EXIT_SOUND if report['verdict'] == 'pass' else EXIT_UNSOUND
 

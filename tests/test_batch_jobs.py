@@ -1,0 +1,177 @@
+"""What a scheduler relies on: the JSON summary line, exit codes,
+partition templating, and a killed run that publishes nothing."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import sensorgen
+from pipelines import options
+from pipelines import preprocess
+from pipelines import reader
+from pipelines import validate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEXT = ['--modality', 'text', '--direct_running_mode', 'in_memory',
+        '--direct_num_workers', '1']
+
+
+def _docs(path, n=120, bad=0):
+  lines = ['text,label']
+  lines += [f'word{i % 7} word{i % 11} common,{("a", "b")[i % 2]}'
+            for i in range(n)]
+  lines += [',a'] * bad  # empty texts: dead letters
+  path.write_text('\n'.join(lines) + '\n')
+
+
+def _last_json(stdout):
+  line = stdout.strip().splitlines()[-1]
+  return json.loads(line)
+
+
+def test_summary_line_of_a_published_run(tmp_path, capsys):
+  src = tmp_path / 'docs.csv'
+  _docs(src, bad=2)
+  out = tmp_path / 'out'
+  code = preprocess.main(['--input', str(src), '--output', str(out)] + TEXT)
+  assert code == preprocess.EXIT_OK
+  summary = _last_json(capsys.readouterr().out)
+  manifest = reader.load_manifest(str(out))
+  assert summary['status'] == 'published' and summary['published']
+  assert summary['exit_code'] == 0 and summary['error'] is None
+  assert summary['output'] == str(out)
+  assert summary['run_id'] == manifest['run_id']
+  assert summary['records'] == manifest['totals']['records'] == 120
+  assert summary['inputs'] == 122 and summary['dead_lettered'] == 2
+  assert summary['splits'] == {n: s['records']
+                               for n, s in manifest['splits'].items()}
+  assert summary['fingerprint'] == manifest['fingerprint']
+  assert summary['seconds'] > 0
+
+
+def test_summary_line_of_a_refused_run(tmp_path, capsys):
+  src = tmp_path / 'docs.csv'
+  _docs(src, bad=30)
+  out = tmp_path / 'out'
+  code = preprocess.main(['--input', str(src), '--output', str(out)] + TEXT)
+  assert code == preprocess.EXIT_DATA_QUALITY
+  captured = capsys.readouterr()
+  summary = _last_json(captured.out)
+  assert summary['status'] == 'data_quality_failed'
+  assert summary['exit_code'] == 3 and not summary['published']
+  # The counts it was refused for.
+  assert summary['inputs'] == 150 and summary['dead_lettered'] == 30
+  assert summary['fingerprint'] is None
+  assert 'dead-lettered' in summary['error']
+  assert not (out / 'manifest.json').exists()
+
+
+def test_summary_line_of_a_bad_invocation(tmp_path, capsys):
+  code = preprocess.main(['--input', str(tmp_path / 'missing.csv'),
+                          '--output', str(tmp_path / 'out')] + TEXT)
+  assert code == preprocess.EXIT_USAGE
+  captured = capsys.readouterr()
+  summary = _last_json(captured.out)
+  assert summary == {**summary, 'status': 'bad_invocation', 'exit_code': 2,
+                     'published': False, 'records': None, 'run_id': None}
+  assert 'does not exist' in summary['error']
+  assert captured.err.strip().count('\n') == 0
+
+
+def test_partition_is_templated_into_input_and_output(tmp_path, capsys):
+  (tmp_path / 'raw' / '2026-11-20').mkdir(parents=True)
+  _docs(tmp_path / 'raw' / '2026-11-20' / 'docs.csv')
+  template_in = str(tmp_path / 'raw' / '{partition}' / 'docs.csv')
+  template_out = str(tmp_path / 'datasets' / '{partition}')
+  code = preprocess.main(['--input', template_in, '--output', template_out,
+                          '--partition', '2026-11-20'] + TEXT)
+  assert code == preprocess.EXIT_OK
+  summary = _last_json(capsys.readouterr().out)
+  out = tmp_path / 'datasets' / '2026-11-20'
+  assert summary['output'] == str(out)
+  assert summary['partition'] == '2026-11-20'
+  manifest = reader.load_manifest(str(out))
+  assert manifest['config']['partition'] == '2026-11-20'
+  assert manifest['config']['input'].endswith('/raw/2026-11-20/docs.csv')
+
+
+@pytest.mark.parametrize('args,match', [
+    (('in/{partition}', 'out', None), '--partition is not given'),
+    (('in', 'out', '2026-11-20'), 'neither --input nor --output'),
+    (('in/{partition}', 'out/{partition}', '2026/11'),
+     'plain path segment'),
+    (('in/{partition}', 'out/{partition}', '*'), 'plain path segment'),
+])
+def test_partition_errors(args, match):
+  with pytest.raises(options.UsageError, match=match):
+    options.fill_partition(*args)
+
+
+def test_fill_partition():
+  assert options.fill_partition('gs://b/raw/{partition}/*.csv',
+                                'gs://b/ds/{partition}', '2026-11-20') == (
+                                    'gs://b/raw/2026-11-20/*.csv',
+                                    'gs://b/ds/2026-11-20')
+  assert options.fill_partition('in', 'out', None) == ('in', 'out')
+
+
+def _preprocess_command(src, out, *extra):
+  return [sys.executable, '-m', 'pipelines.preprocess', '--modality',
+          'sensor', '--input', str(src), '--output', str(out),
+          '--timestamp_column', 'time', '--entity_column', 'device',
+          '--window_length', '20', '--window_stride', '10',
+          '--max_bad_fraction', '0.1'] + list(extra)
+
+
+def test_a_killed_run_publishes_nothing_and_a_rerun_succeeds(tmp_path):
+  src = tmp_path / 'log.csv'
+  sensorgen.frame(devices=40, rows_per_device=2500, seed=9).to_csv(
+      src, index=False)
+  out = tmp_path / 'out'
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  log = open(tmp_path / 'killed.log', 'w+', encoding='utf-8')
+  proc = subprocess.Popen(_preprocess_command(src, out), cwd=ROOT, env=env,
+                          stdout=log, stderr=subprocess.STDOUT)
+  # Kill it while the pipeline runs: after it has built the pipeline and
+  # made its staging folder, before it can publish.
+  deadline = time.time() + 120
+  try:
+    while time.time() < deadline and proc.poll() is None:
+      log.seek(0)
+      if 'running it' in log.read():
+        break
+      time.sleep(0.2)
+    assert proc.poll() is None, 'the run ended before it could be killed'
+    time.sleep(2.0)
+    assert proc.poll() is None, 'the run ended before it could be killed'
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+    log.close()
+  assert proc.returncode == -signal.SIGKILL
+  leftovers = os.listdir(out)
+  assert 'manifest.json' not in leftovers
+  assert not [f for f in leftovers if '.tfrecord' in f], leftovers
+  assert any(f.startswith('.staging-') for f in leftovers), leftovers
+  with pytest.raises(reader.DatasetError):
+    reader.load_manifest(str(out))
+  assert validate.main(['--output', str(out)]) == validate.EXIT_UNSOUND
+  # The rerun (no --overwrite needed: nothing was published) succeeds, and
+  # the dataset holds only its own shards.
+  rerun = subprocess.run(_preprocess_command(src, out), cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600,
+                         check=False)
+  assert rerun.returncode == 0, rerun.stderr[-2000:]
+  summary = _last_json(rerun.stdout)
+  assert summary['status'] == 'published'
+  assert summary['records'] == 40 * 249
+  report = validate.run(['--output', str(out)])
+  assert report['verdict'] == 'pass', [c for c in report['checks']
+                                       if c['status'] != 'pass']
