@@ -120,9 +120,13 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
   Images: multi_threading with one worker per core (Pillow releases the
   GIL while decoding). Text and sensor rows: in_memory with one worker;
   their work is NumPy and TensorFlow batches, and two threads or processes
-  were not faster on 2 cores. Whatever the mode, the timed flush of the
-  local data plane is turned off (see disable_timed_flush).
+  were not faster on 2 cores. Whatever the runner, the timed flush of the
+  local data plane is turned off (see disable_timed_flush); it only
+  concerns runners that run in this process.
   """
+  # Also for a PortableRunner whose job service runs in this process
+  # (--job_endpoint embed): it is the same local runner.
+  disable_timed_flush()
   runner = options.view_as(StandardOptions).runner
   if runner not in (None, 'DirectRunner', 'direct'):
     return
@@ -133,7 +137,6 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
   if not _flag_given(argv, '--direct_running_mode'):
     direct.direct_running_mode = 'multi_threading' if threads else (
         'in_memory')
-  disable_timed_flush()
 
 
 def check_output(cfg) -> None:
