@@ -180,6 +180,10 @@ class PreprocessOptions(PipelineOptions):
         help='Sensor windows: about this many rows of one entity are '
         'grouped and windowed together (bounds worker memory). '
         'Default: 100000.')
+    add('--workers', default=None,
+        help='Workers on the DirectRunner (threads; --direct_num_workers '
+        'and --direct_running_mode still win). Default: one per core for '
+        'images, 1 for text and sensor, which were fastest that way.')
     add('--partition', default=None,
         help='A partition value (such as a run date, 2026-11-20) put in '
         'place of {partition} in --input and --output, so a nightly job '
@@ -254,6 +258,11 @@ def _int(flag: str, value, low: int, high: Optional[int] = None) -> int:
     bound = f'between {low} and {high}' if high is not None else f'>= {low}'
     raise UsageError(f'--{flag} must be {bound} (got {v}).')
   return v
+
+
+def check_workers(value) -> int:
+  """--workers as a number of workers (raises UsageError)."""
+  return _int('workers', value, 1, 256)
 
 
 def parse_image_size(text: str) -> Tuple[int, int]:

@@ -117,8 +117,9 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
                          modality: str = 'image') -> None:
   """Picks the DirectRunner's mode unless the flags name one.
 
-  Images: multi_threading with one worker per core (Pillow releases the
-  GIL while decoding). Text and sensor rows: in_memory with one worker;
+  `--workers N` sets the number of workers (threads when N > 1). Without
+  it: images, multi_threading with one worker per core (Pillow releases the
+  GIL while decoding); text and sensor rows, in_memory with one worker;
   their work is NumPy and TensorFlow batches, and two threads or processes
   were not faster on 2 cores. Whatever the runner, the timed flush of the
   local data plane is turned off (see disable_timed_flush); it only
@@ -131,12 +132,17 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
   if runner not in (None, 'DirectRunner', 'direct'):
     return
   direct = options.view_as(DirectOptions)
-  threads = modality == 'image'
+  workers = options.view_as(options_lib.PreprocessOptions).workers
+  if workers is not None:
+    workers = options_lib.check_workers(workers)
+  else:
+    workers = (os.cpu_count() or 1) if modality == 'image' else 1
   if not _flag_given(argv, '--direct_num_workers'):
-    direct.direct_num_workers = (os.cpu_count() or 1) if threads else 1
+    direct.direct_num_workers = workers
   if not _flag_given(argv, '--direct_running_mode'):
-    direct.direct_running_mode = 'multi_threading' if threads else (
-        'in_memory')
+    direct.direct_running_mode = ('multi_threading'
+                                  if direct.direct_num_workers > 1 else
+                                  'in_memory')
 
 
 def check_output(cfg) -> None:

@@ -125,3 +125,32 @@ def test_help_lists_every_option(capsys):
                '--num_shards', '--compression', '--max_bad_fraction',
                '--overwrite'):
     assert flag in out
+
+
+@pytest.mark.parametrize('argv,modality,expected', [
+    ([], 'image', (os.cpu_count() or 1, 'multi_threading')),
+    ([], 'text', (1, 'in_memory')),
+    (['--workers', '3'], 'sensor', (3, 'multi_threading')),
+    (['--workers', '1'], 'image', (1, 'in_memory')),
+    (['--workers', '4', '--direct_running_mode', 'multi_processing'], 'text',
+     (4, 'multi_processing')),
+    (['--workers', '4', '--direct_num_workers', '2'], 'image',
+     (2, 'multi_threading')),
+])
+def test_local_runner_defaults(argv, modality, expected):
+  from apache_beam.options.pipeline_options import DirectOptions
+  from apache_beam.options.pipeline_options import PipelineOptions
+  options = PipelineOptions(argv)
+  preprocess.apply_local_defaults(options, argv, modality)
+  direct = options.view_as(DirectOptions)
+  if expected[0] == 1 and expected[1] == 'multi_threading':
+    pytest.skip('one core')
+  assert (direct.direct_num_workers, direct.direct_running_mode) == expected
+
+
+def test_bad_workers_is_a_usage_error(tmp_path, capsys):
+  src = tmp_path / 'docs.csv'
+  src.write_text('text,label\nhello,a\n')
+  err = _run(capsys, ['--modality', 'text', '--input', str(src), '--output',
+                      str(tmp_path / 'out'), '--workers', '0'])
+  assert '--workers must be between 1 and 256' in err
