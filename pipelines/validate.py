@@ -5,7 +5,9 @@
 Every shard is read in parallel; every record is parsed against the
 manifest's feature spec and its values checked; record counts, checksums,
 class counts and the fingerprint are recomputed and compared with the
-manifest; the exported transform is run on two probe images. The report is
+manifest; the exported transform is fed probes built from the manifest
+(images: black and white; sensor: values from the training statistics;
+text: an unknown word and the first vocabulary words). The report is
 written to `<output>/validation_report.json` and summarized on stdout.
 
 Exit codes: 0 the dataset is sound; 3 it is not, or the folder is not a
