@@ -32,6 +32,30 @@ RECORDS_PER_BUCKET = 2000
 ID, LABEL_TEXT, SPLIT = 'id', 'label_text', 'split'
 
 
+def source_name(root: str, path: str) -> str:
+  """An input file's name in example ids: its path below `root`."""
+  root = root.rstrip('/')
+  if root and path.startswith(root + '/'):
+    return path[len(root) + 1:]
+  return path.rsplit('/', 1)[-1]
+
+
+def sum_counts(pcoll, label: str):
+  """(key, n) pairs summed per key."""
+  return pcoll | label >> beam.CombinePerKey(sum)
+
+
+class LabelNames(beam.PTransform):
+  """Lists of label names -> (sorted distinct names, {name: id})."""
+
+  def expand(self, name_lists):
+    names = name_lists | 'Distinct' >> beam.CombineGlobally(
+        lambda lists: sorted(set().union(*map(set, lists))))
+    ids = names | 'Ids' >> beam.Map(
+        lambda ls: {n: i for i, n in enumerate(ls)})
+    return names, ids
+
+
 def concat_batches(batches: List[dict]) -> dict:
   """Joins example batches (lists and arrays key by key)."""
   if len(batches) == 1:

@@ -19,7 +19,6 @@ shuffled before decoding, every shard receives examples in a seeded random
 order, whatever the runner does with bundles.
 """
 
-import json
 from typing import Optional
 
 import apache_beam as beam
@@ -154,20 +153,13 @@ def build(pipeline, cfg, run: dict, staging: str,
 
   dead = ((listed[sources.DEAD], decoded[sources.DEAD])
           | 'AllDeadLetters' >> beam.Flatten())
-  dead_per_split = (dead
-                    | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '', 1))
-                    | 'CountDeadPerSplit' >> beam.CombinePerKey(sum))
+  dead_per_split, dead_files = dead | 'DeadLetters' >> (
+      manifest_lib.DeadLetters(staging))
   # Listing dead letters without a split count as inputs too.
   unassigned_inputs = (dead_per_split
                        | 'UnassignedOnly' >> beam.Filter(lambda kv: kv[0] == ''))
   inputs_all = ((inputs_per_split, unassigned_inputs)
                 | 'InputsWithUnassigned' >> beam.Flatten())
-  dead_files = (dead
-                | 'DeadLetterToJson' >> beam.Map(
-                    lambda d: json.dumps(d, ensure_ascii=False))
-                | 'WriteDeadLetters' >> beam.io.WriteToText(
-                    manifest_lib.join(staging, manifest_lib.DEAD_LETTER_PREFIX),
-                    file_name_suffix='.jsonl', num_shards=1))
   skipped = (listed[sources.SKIPPED]
              | 'CountSkipped' >> beam.combiners.Count.Globally())
 

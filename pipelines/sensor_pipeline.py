@@ -28,7 +28,6 @@ for how windows are cut without holding an entity's whole history.
 """
 
 import functools
-import json
 import posixpath
 from typing import Dict, List, NamedTuple, Optional
 
@@ -114,13 +113,6 @@ def check_input(cfg) -> SensorInput:
   return SensorInput(pattern, root, columns)
 
 
-def _source_name(root: str, path: str) -> str:
-  root = root.rstrip('/')
-  if root and path.startswith(root + '/'):
-    return path[len(root) + 1:]
-  return posixpath.basename(path)
-
-
 class ParseRows(beam.DoFn):
   """One input file -> batches of good rows, with their split.
 
@@ -138,7 +130,7 @@ class ParseRows(beam.DoFn):
 
   def process(self, path, entity_stats=None):
     sc, plan = self._cfg.sensor, self._plan
-    source = _source_name(plan.root, path)
+    source = batch_examples.source_name(plan.root, path)
     # Statistics pass: each entity's last time so far in this file (is the
     # file in time order?). Example pass: windows of entities in order.
     last_times: Dict[str, int] = {}
@@ -445,10 +437,6 @@ def _details(cfg, values, splits):
   return section, normalization
 
 
-def _sum_counts(pcoll, label):
-  return pcoll | label >> beam.CombinePerKey(sum)
-
-
 def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
   """Adds the whole sensor job to `pipeline` (see the module docstring)."""
   import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
@@ -476,31 +464,20 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
                        DEAD, ENTITY_STATS, COUNTS, LABELS, ANALYSIS,
                        TRAIN_VALUES, ROW_CLASSES))
   dead = stats_out[DEAD]
-  counts = _sum_counts(stats_out[COUNTS], 'SumCounts')
+  counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
   # -> ((split, 'inputs'|'dead'|'dropped'|'used'), rows)
   entity_stats = (stats_out[ENTITY_STATS]
                   | 'EntityRange' >> beam.CombinePerKey(
                       lambda vs: _merge_ranges(vs)))
   # -> (entity, (rows, first time, last time))
-  labels = (stats_out[LABELS]
-            | 'LabelNames' >> beam.CombineGlobally(
-                lambda sets: sorted(set().union(*map(set, sets)))))
-  label_ids = labels | 'LabelIds' >> beam.Map(
-      lambda ls: {n: i for i, n in enumerate(ls)})
+  labels, label_ids = stats_out[LABELS] | 'LabelNames' >> (
+      batch_examples.LabelNames())
   train_stats = stats_out[TRAIN_VALUES] | 'TrainStats' >> (
       beam.CombineGlobally(st.ChannelStatsFn()))
   inputs = counts | 'Inputs' >> beam.FlatMap(
       lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else [])
-  dead_per_split = (dead
-                    | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '',
-                                                           1))
-                    | 'CountDead' >> beam.CombinePerKey(sum))
-  dead_files = (dead
-                | 'DeadLetterToJson' >> beam.Map(
-                    lambda d: json.dumps(d, ensure_ascii=False))
-                | 'WriteDeadLetters' >> beam.io.WriteToText(
-                    manifest_lib.join(staging, manifest_lib.DEAD_LETTER_PREFIX),
-                    file_name_suffix='.jsonl', num_shards=1))
+  dead_per_split, dead_files = dead | 'DeadLetters' >> (
+      manifest_lib.DeadLetters(staging))
 
   adapter_config = st.analysis_adapter_config(sc.window_length, channels)
   preprocessing_fn = st.make_preprocessing_fn(
@@ -571,7 +548,8 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
           | 'AllWindowClasses' >> beam.Flatten()
           | 'CountWindowClasses' >> beam.CombinePerKey(sum))
     else:
-      class_counts = _sum_counts(stats_out[ROW_CLASSES], 'CountRowClasses')
+      class_counts = batch_examples.sum_counts(stats_out[ROW_CLASSES],
+                                               'CountRowClasses')
   else:
     class_counts = pipeline | 'NoClassCounts' >> beam.Create([])
   buckets = (entity_stats if sc.windowed else counts) | (
@@ -598,15 +576,15 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
   column_info = pipeline | 'Columns' >> beam.Create([{
       'timestamp': columns.timestamp, 'entity': columns.entity,
       'label': columns.label, 'channels': list(columns.channels)}])
-  formed = _sum_counts(records['formed'], 'SumFormed')
+  formed = batch_examples.sum_counts(records['formed'], 'SumFormed')
   if not sc.windowed:
     extra['rows_windowed'] = pipeline | 'NoRowsWindowed' >> beam.Create([])
   _ = pipeline | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
       cfg, run, staging, spec,
       singletons=('labels', 'train_stats', 'columns'), details=_details,
       labels=labels, inputs=inputs, dead=dead_per_split,
-      before=_sum_counts(records['before'], 'SumBefore'),
-      after=_sum_counts(records['after'], 'SumAfter'),
+      before=batch_examples.sum_counts(records['before'], 'SumBefore'),
+      after=batch_examples.sum_counts(records['after'], 'SumAfter'),
       shards=shards, fingerprints=fingerprints,
       skipped=skipped, dead_files=dead_files, transform_done=transform_done,
       counts=counts, train_stats=train_stats, columns=column_info,

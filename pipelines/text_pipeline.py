@@ -20,8 +20,6 @@ that id.
 """
 
 import functools
-import json
-import posixpath
 from typing import List, NamedTuple
 
 import apache_beam as beam
@@ -74,13 +72,6 @@ def check_input(cfg) -> TextInput:
   return TextInput(kind, files, root, columns)
 
 
-def _source_name(root: str, path: str) -> str:
-  root = root.rstrip('/')
-  if root and path.startswith(root + '/'):
-    return path[len(root) + 1:]
-  return posixpath.basename(path)
-
-
 class ParseDocs(beam.DoFn):
   """A table file or a group of class-folder files -> document batches.
 
@@ -103,7 +94,7 @@ class ParseDocs(beam.DoFn):
     else:
       batches = text_io.iter_table_batches(
           payload, tabular.format_of(payload), plan.columns,
-          _source_name(plan.root, payload), tc.invalid_utf8)
+          batch_examples.source_name(plan.root, payload), tc.invalid_utf8)
     pending = ([], [])  # training documents not yet sent to the analysis
     for docs, bad in batches:
       yield from self._batch(docs, bad, pending)
@@ -203,10 +194,6 @@ def _details(cfg, values, splits):
   return section, normalization
 
 
-def _sum_counts(pcoll, label):
-  return pcoll | label >> beam.CombinePerKey(sum)
-
-
 def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
   """Adds the whole text job to `pipeline` (see the module docstring)."""
   import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
@@ -227,24 +214,13 @@ def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
                    ParseDocs(cfg, plan, statistics=True)).with_outputs(
                        DEAD, COUNTS, LABELS, ANALYSIS, CLASSES))
   dead = stats_out[DEAD]
-  counts = _sum_counts(stats_out[COUNTS], 'SumCounts')
-  labels = (stats_out[LABELS]
-            | 'LabelNames' >> beam.CombineGlobally(
-                lambda sets: sorted(set().union(*map(set, sets)))))
-  label_ids = labels | 'LabelIds' >> beam.Map(
-      lambda ls: {n: i for i, n in enumerate(ls)})
+  counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
+  labels, label_ids = stats_out[LABELS] | 'LabelNames' >> (
+      batch_examples.LabelNames())
   inputs = counts | 'Inputs' >> beam.FlatMap(
       lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else [])
-  dead_per_split = (dead
-                    | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '',
-                                                           1))
-                    | 'CountDead' >> beam.CombinePerKey(sum))
-  dead_files = (dead
-                | 'DeadLetterToJson' >> beam.Map(
-                    lambda d: json.dumps(d, ensure_ascii=False))
-                | 'WriteDeadLetters' >> beam.io.WriteToText(
-                    manifest_lib.join(staging, manifest_lib.DEAD_LETTER_PREFIX),
-                    file_name_suffix='.jsonl', num_shards=1))
+  dead_per_split, dead_files = dead | 'DeadLetters' >> (
+      manifest_lib.DeadLetters(staging))
   with tft_beam.Context(temp_dir=manifest_lib.join(staging, 'tft_tmp'),
                         force_tf_compat_v1=False):
     transform_fn = ((stats_out[ANALYSIS], tt.analysis_adapter_config())
@@ -263,7 +239,7 @@ def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
       batch_examples.ApplyTransform(staging, _transform_inputs, tt.ID),
       beam.pvalue.AsList(transform_done))
   if cfg.rebalance != 'none':
-    class_counts = _sum_counts(stats_out[CLASSES], 'CountClasses')
+    class_counts = batch_examples.sum_counts(stats_out[CLASSES], 'CountClasses')
   else:
     class_counts = pipeline | 'NoClassCounts' >> beam.Create([])
   buckets = counts | 'ShuffleBuckets' >> beam.combiners.ToList() | (
@@ -283,8 +259,8 @@ def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
       singletons=('labels', 'vocabulary_size', 'input_kind'),
       details=_details,
       labels=labels, inputs=inputs, dead=dead_per_split,
-      before=_sum_counts(records.before, 'SumBefore'),
-      after=_sum_counts(records.after, 'SumAfter'),
+      before=batch_examples.sum_counts(records.before, 'SumBefore'),
+      after=batch_examples.sum_counts(records.after, 'SumAfter'),
       shards=shards, fingerprints=fingerprints, skipped=skipped,
       dead_files=dead_files, transform_done=transform_done,
       vocabulary_size=vocabulary_size, input_kind=kind,

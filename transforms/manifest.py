@@ -318,6 +318,31 @@ def quality_failures(cfg, manifest: dict) -> List[str]:
   return problems
 
 
+class DeadLetters(beam.PTransform):
+  """Writes the dead letters (one JSON line each) and counts them per split.
+
+  Input: dead-letter dicts (transforms.sources.dead_letter). Output:
+  (counts, files): (split or '' when it has none, dead letters) and the
+  written file paths, both as FinalizeDataset reads them.
+  """
+
+  def __init__(self, staging: str):
+    super().__init__()
+    self._staging = staging
+
+  def expand(self, dead):
+    per_split = (dead
+                 | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '', 1))
+                 | 'CountDeadPerSplit' >> beam.CombinePerKey(sum))
+    files = (dead
+             | 'DeadLetterToJson' >> beam.Map(
+                 lambda d: json.dumps(d, ensure_ascii=False))
+             | 'WriteDeadLetters' >> beam.io.WriteToText(
+                 join(self._staging, DEAD_LETTER_PREFIX),
+                 file_name_suffix='.jsonl', num_shards=1))
+    return per_split, files
+
+
 class FinalizeDataset(beam.PTransform):
   """Checks the run, then publishes it; runs once, after everything else.
 
