@@ -5,17 +5,14 @@ every output is read back with the reader and checked by the validation
 pipeline, and the windows are compared with ones computed in memory.
 """
 
-import json
-import os
 
 import numpy as np
 import pandas as pd
 import pytest
 
+import readback
 import sensorgen
 from pipelines import preprocess
-from pipelines import reader
-from pipelines import validate
 
 BASE = ['--modality', 'sensor', '--timestamp_column', 'time',
         '--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
@@ -27,30 +24,6 @@ WINDOWS = ['--entity_column', 'device', '--window_length', '20',
 def _run(src, out, *extra):
   return preprocess.run(['--input', str(src), '--output', str(out)] + BASE +
                         list(extra))
-
-
-def _dead_letters(out):
-  rows = []
-  for name in os.listdir(out):
-    if name.startswith('dead_letter'):
-      with open(os.path.join(out, name), encoding='utf-8') as f:
-        rows += [json.loads(line) for line in f if line.strip()]
-  return rows
-
-
-def _read_all(out, split):
-  ds = reader.load_dataset(str(out), split, batch_size=1000, shuffle=False)
-  batches = list(ds.as_numpy_iterator())
-  if not batches:
-    return {}
-  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
-
-
-def _assert_valid(out):
-  report = validate.run(['--output', str(out)])
-  failed = [c for c in report['checks'] if c['status'] != 'pass']
-  assert report['verdict'] == 'pass', failed
-  return report
 
 
 @pytest.fixture(scope='module')
@@ -76,7 +49,7 @@ def test_windows_counts_and_dead_letters(windows_run):
   totals = manifest['totals']
   assert totals['inputs'] == good_rows + 4
   assert totals['dead_lettered'] == 4
-  reasons = sorted(d['reason'] for d in _dead_letters(out))
+  reasons = sorted(d['reason'] for d in readback.dead_letters(out))
   assert len(reasons) == 4
   assert any('timestamp' in r and 'yesterday' in r for r in reasons)
   assert any("'ch0'" in r and 'abc' in r for r in reasons)
@@ -93,7 +66,7 @@ def test_windows_counts_and_dead_letters(windows_run):
     assert split['inputs'] == (split['rows_used'] + split['rows_dropped'] +
                                split['dead_lettered'])
     assert split['rows_windowed'] == split['rows_used']
-  _assert_valid(out)
+  readback.assert_valid(out)
 
 
 def test_windows_match_an_in_memory_computation(windows_run):
@@ -105,13 +78,13 @@ def test_windows_match_an_in_memory_computation(windows_run):
   # The statistics are those of the training devices' rows.
   train_devices = set()
   for split in manifest['splits']:
-    data = _read_all(out, split)
+    data = readback.read_all(out, split)
     devices = {e.decode() for e in data['entity']}
     if split == 'train':
       train_devices = devices
     for other in manifest['splits']:
       if other != split:
-        assert not devices & {e.decode() for e in _read_all(
+        assert not devices & {e.decode() for e in readback.read_all(
             out, other)['entity']}, 'an entity is in two splits'
   train_rows = df[df['device'].isin(train_devices)]
   np.testing.assert_allclose(mean, train_rows[channels].mean(), rtol=1e-9)
@@ -125,7 +98,7 @@ def test_windows_match_an_in_memory_computation(windows_run):
       df[channels].to_numpy()).max(axis=0) / std
   seen = 0
   for split in manifest['splits']:
-    data = _read_all(out, split)
+    data = readback.read_all(out, split)
     assert data['values'].shape[1:] == (20, 3)
     for i, ex_id in enumerate(data['id']):
       values, label = expected[ex_id.decode()]
@@ -138,7 +111,7 @@ def test_windows_match_an_in_memory_computation(windows_run):
 
 def test_shards_are_shuffled(windows_run):
   _, _, out, _ = windows_run
-  data = _read_all(out, 'test')
+  data = readback.read_all(out, 'test')
   ids = [i.decode() for i in data['id']]
   assert ids != sorted(ids)
 
@@ -195,7 +168,7 @@ def test_time_ordered_files_give_the_same_windows(tmp_path):
     out = tmp_path / f'out_{name}'
     got = {}
     for split in results[name]['splits']:
-      data = _read_all(out, split)
+      data = readback.read_all(out, split)
       for i, ex_id in enumerate(data.get('id', [])):
         got[ex_id.decode()] = (split, data['label_text'][i],
                                data['start_time'][i], data['end_time'][i],
@@ -207,7 +180,7 @@ def test_time_ordered_files_give_the_same_windows(tmp_path):
     for ex_id, (split, label, start, end, values) in windows[name].items():
       assert (split, label, start, end) == reference[ex_id][:4]
       np.testing.assert_allclose(values, reference[ex_id][4], atol=1e-4)
-  _assert_valid(tmp_path / 'out_two_files')
+  readback.assert_valid(tmp_path / 'out_two_files')
 
 
 def test_rows_from_parquet_with_imputation_minmax_and_buckets(tmp_path):
@@ -227,14 +200,14 @@ def test_rows_from_parquet_with_imputation_minmax_and_buckets(tmp_path):
   assert manifest['totals']['dead_lettered'] == 0
   assert manifest['feature_spec']['values']['shape'] == [3]
   assert manifest['feature_spec']['buckets']['shape'] == [3]
-  _assert_valid(out)
-  data = _read_all(out, 'train')
+  readback.assert_valid(out)
+  data = readback.read_all(out, 'train')
   assert np.isfinite(data['values']).all()
   assert data['buckets'].min() >= 0 and data['buckets'].max() <= 3
   # min-max over the train split: train values lie in [0, 1].
   assert data['values'].min() >= -1e-6 and data['values'].max() <= 1 + 1e-6
   # Both damaged rows became examples with an imputed (finite) value.
-  ids = {i.decode() for s in manifest['splits'] for i in _read_all(
+  ids = {i.decode() for s in manifest['splits'] for i in readback.read_all(
       out, s)['id']}
   assert {'rows.parquet:5', 'rows.parquet:6'} <= ids
   assert data['time'].min() >= sensorgen.START
@@ -259,9 +232,9 @@ def test_time_split_without_entity_from_jsonl(tmp_path):
   assert manifest['totals']['examples'] == 16
   assert manifest['sensor']['rows_dropped'] == 1
   assert manifest['totals']['dead_lettered'] == 0
-  _assert_valid(out)
-  train = _read_all(out, 'train')
-  test = _read_all(out, 'test')
+  readback.assert_valid(out)
+  train = readback.read_all(out, 'train')
+  test = readback.read_all(out, 'test')
   assert train['end_time'].max() < cut.value <= test['start_time'].min()
 
 
@@ -282,7 +255,7 @@ def test_oversampling_windows(tmp_path):
       before.values()) - min(before.values())
   assert manifest['splits']['test']['class_counts'] == manifest['splits'][
       'test']['class_counts_before_rebalance']
-  _assert_valid(out)
+  readback.assert_valid(out)
 
 
 @pytest.mark.parametrize('extra,expected', [
@@ -342,8 +315,8 @@ def test_weights_majority_labels_from_tsv(tmp_path):
                   '--rebalance', 'weight')
   assert manifest['feature_spec']['weight'] == {'dtype': 'float32',
                                                 'shape': []}
-  _assert_valid(out)
-  train = _read_all(out, 'train')
+  readback.assert_valid(out)
+  train = readback.read_all(out, 'train')
   counts = manifest['splits']['train']['class_counts']
   total = sum(counts.values())
   # weight = examples / (classes x examples of the class), per class.

@@ -6,15 +6,14 @@ validation pipeline.
 """
 
 import json
-import os
 import re
 
 import numpy as np
 import pytest
 
+import readback
 from pipelines import preprocess
 from pipelines import reader
-from pipelines import validate
 
 BASE = ['--modality', 'text', '--direct_running_mode', 'in_memory',
         '--direct_num_workers', '1', '--max_bad_fraction', '0.2']
@@ -41,30 +40,6 @@ def _csv_quote(text):
 def _run(src, out, *extra):
   return preprocess.run(['--input', str(src), '--output', str(out)] + BASE +
                         list(extra))
-
-
-def _dead_letters(out):
-  rows = []
-  for name in os.listdir(out):
-    if name.startswith('dead_letter'):
-      with open(os.path.join(out, name), encoding='utf-8') as f:
-        rows += [json.loads(line) for line in f if line.strip()]
-  return rows
-
-
-def _read_all(out, split):
-  ds = reader.load_dataset(str(out), split, batch_size=10000, shuffle=False)
-  batches = list(ds.as_numpy_iterator())
-  if not batches:
-    return {}
-  return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
-
-
-def _assert_valid(out):
-  report = validate.run(['--output', str(out)])
-  failed = [c for c in report['checks'] if c['status'] != 'pass']
-  assert report['verdict'] == 'pass', failed
-  return report
 
 
 @pytest.fixture(scope='module')
@@ -96,7 +71,7 @@ def test_counts_dead_letters_and_ids(csv_run):
   assert totals['inputs'] == len(docs) + 3
   assert totals['dead_lettered'] == 2
   assert totals['records'] == totals['examples'] == len(docs) + 1
-  reasons = {d['input']: d['reason'] for d in _dead_letters(out)}
+  reasons = {d['input']: d['reason'] for d in readback.dead_letters(out)}
   # Rows count records, not lines: the quoted newline and the empty line
   # do not shift them.
   assert reasons == {f'reviews.csv:{len(docs)}': 'empty text',
@@ -107,14 +82,14 @@ def test_counts_dead_letters_and_ids(csv_run):
   assert text['vocabulary']['size'] == 15
   assert text['vocabulary']['first_oov_id'] == 16
   assert manifest['labels'] == ['neg', 'neutral', 'pos']
-  _assert_valid(out)
+  readback.assert_valid(out)
 
 
 def test_ids_padding_lengths_and_statistics(csv_run):
   docs, _, out, manifest = csv_run
   seen = 0
   for name, split in manifest['splits'].items():
-    data = _read_all(out, name)
+    data = readback.read_all(out, name)
     ids, length, tokens = data['token_ids'], data['length'], data['num_tokens']
     assert ids.shape[1] == 16
     assert np.array_equal(length, np.minimum(tokens, 16))
@@ -153,7 +128,7 @@ def test_vocabulary_comes_from_the_training_split(csv_run, tmp_path):
   small = _run(src, tmp_path / 'out', '--vocab_size', '100')
   test_ids = {}
   for name in small['splits']:
-    data = _read_all(tmp_path / 'out', name)
+    data = readback.read_all(tmp_path / 'out', name)
     for doc_id, ids in zip(data.get('id', []), data.get('token_ids', [])):
       test_ids[doc_id.decode()] = (name, ids)
   vocab = [t.decode() for t in tft.TFTransformOutput(
@@ -189,7 +164,7 @@ def test_class_folders_tfidf_ngrams_and_punctuation(tmp_path):
                   '--strip_punctuation', '--invalid_utf8', 'dead_letter')
   assert manifest['text']['input_kind'] == 'folder'
   assert manifest['totals']['records'] == 240
-  reasons = sorted(d['reason'] for d in _dead_letters(out))
+  reasons = sorted(d['reason'] for d in readback.dead_letters(out))
   assert reasons == ['empty text', 'invalid UTF-8 in the text']
   assert manifest['feature_spec']['term_ids']['shape'] is None
   import tensorflow_transform as tft
@@ -197,7 +172,7 @@ def test_class_folders_tfidf_ngrams_and_punctuation(tmp_path):
   # Lower-cased, punctuation gone, word pairs present.
   assert all(t == t.lower() and b'!' not in t for t in vocab)
   assert any(b' ' in t for t in vocab)
-  _assert_valid(out)
+  readback.assert_valid(out)
   ds = reader.load_dataset(str(out), 'train', batch_size=8,
                            as_supervised=True, shuffle=False)
   terms, label = next(iter(ds))
@@ -216,8 +191,8 @@ def test_bag_of_words_without_oov_buckets_and_raw_text(tmp_path):
   manifest = _run(src, out, '--text_column', 'body', '--text_output', 'bow',
                   '--oov_buckets', '0', '--vocab_size', '5', '--keep_text')
   assert manifest['totals']['dead_lettered'] == 1
-  assert 'invalid JSON' in _dead_letters(out)[0]['reason']
-  _assert_valid(out)
+  assert 'invalid JSON' in readback.dead_letters(out)[0]['reason']
+  readback.assert_valid(out)
   batch = next(iter(reader.load_dataset(str(out), 'train', batch_size=1000,
                                         shuffle=False)))
   ids = batch['term_ids'].values.numpy()
