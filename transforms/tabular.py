@@ -786,6 +786,24 @@ def _split(batch, batch_rows: int):
     yield batch.slice(start, batch_rows)
 
 
+def _open_binary_csv(f, path: str, fmt: str, needed: Sequence[str],
+                     batch_rows: int, on_invalid_row):
+  """pyarrow's streaming CSV reader over the `needed` columns, read as
+  binary, single-threaded (so rows with a wrong field count are reported to
+  `on_invalid_row` with their record number), quoted newlines allowed."""
+  return pa_csv.open_csv(
+      f,
+      read_options=pa_csv.ReadOptions(
+          block_size=_csv_block_bytes(path, batch_rows), use_threads=False),
+      parse_options=pa_csv.ParseOptions(
+          delimiter='\t' if fmt == 'tsv' else ',', newlines_in_values=True,
+          invalid_row_handler=on_invalid_row),
+      convert_options=pa_csv.ConvertOptions(
+          column_types={name: pa.binary() for name in needed},
+          include_columns=list(needed), strings_can_be_null=True,
+          null_values=[''], quoted_strings_can_be_null=False))
+
+
 def _iter_csv(path, fmt, columns, unit, batch_rows):
   needed = _needed(columns)
   pending: List[Tuple[int, str]] = []  # wrong field counts, by row index
@@ -797,21 +815,11 @@ def _iter_csv(path, fmt, columns, unit, batch_rows):
                     f'{row.expected_columns}'))
     return 'skip'
 
-  read_options = pa_csv.ReadOptions(
-      block_size=_csv_block_bytes(path, batch_rows), use_threads=False)
-  parse_options = pa_csv.ParseOptions(
-      delimiter='\t' if fmt == 'tsv' else ',', newlines_in_values=True,
-      invalid_row_handler=on_invalid_row)
-  convert_options = pa_csv.ConvertOptions(
-      column_types={name: pa.binary() for name in needed},
-      include_columns=needed, strings_can_be_null=True, null_values=[''],
-      quoted_strings_can_be_null=False)
   next_row = 0
   with _open(path) as f:
     try:
-      reader = pa_csv.open_csv(f, read_options=read_options,
-                               parse_options=parse_options,
-                               convert_options=convert_options)
+      reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
+                                on_invalid_row)
     except pa.ArrowInvalid as e:
       head, _ = _read_prefix(path, 1 << 16)
       if len(head.strip().splitlines()) == 1:

@@ -65,7 +65,6 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pa_csv
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
@@ -73,10 +72,10 @@ from transforms import tabular
 # Shared private helpers of the sensor reader (same file handling).
 from transforms.tabular import _BOM
 from transforms.tabular import _column_list
-from transforms.tabular import _csv_block_bytes
 from transforms.tabular import _json_blocks
 from transforms.tabular import _json_fast
 from transforms.tabular import _open
+from transforms.tabular import _open_binary_csv
 from transforms.tabular import _read_prefix
 
 FORMATS = ('csv', 'tsv', 'jsonl', 'folder')
@@ -532,21 +531,11 @@ def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows):
                             f'header has {row.expected_columns}'))
     return 'skip'
 
-  read_options = pa_csv.ReadOptions(
-      block_size=_csv_block_bytes(path, batch_rows), use_threads=False)
-  parse_options = pa_csv.ParseOptions(
-      delimiter='\t' if fmt == 'tsv' else ',', newlines_in_values=True,
-      invalid_row_handler=on_invalid_row)
-  convert_options = pa_csv.ConvertOptions(
-      column_types={name: pa.binary() for name in needed},
-      include_columns=needed, strings_can_be_null=True, null_values=[''],
-      quoted_strings_can_be_null=False)
   next_row = 0
   with _open(path) as f:
     try:
-      reader = pa_csv.open_csv(f, read_options=read_options,
-                               parse_options=parse_options,
-                               convert_options=convert_options)
+      reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
+                                on_invalid_row)
     except pa.ArrowKeyError:
       check_columns(path, fmt, columns.text, columns.label)
       raise
