@@ -335,3 +335,86 @@ def print_commands(jobs):
   print(f'commands (cwd={REPO}, PYTHONPATH={REPO}):')
   for name, (cmd, _, _) in jobs.items():
     print(f'  {name:11s} {shlex.join(cmd)}')
+
+
+# ------------------------------------------- per-split record count checks --
+# For benchmarks whose commands write splits: ours (counts from its
+# manifest) and a baseline (counts from the JSON line it prints last).
+
+
+def split_records(name, out, log_path, unit):
+  """{'records', 'splits': {split: N}} a finished command reports, and for
+  a baseline '<unit>_read', the inputs it says it read (its JSON `unit`)."""
+  if name == 'ours':
+    try:
+      with open(os.path.join(out, 'manifest.json')) as f:
+        manifest = json.load(f)
+      splits = {s: int(v['records']) for s, v in manifest['splits'].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+      raise BenchmarkError(
+          f'{name} exited 0 but its manifest is unreadable '
+          f'({type(e).__name__}: {e}); see {log_path}') from None
+    return {'records': sum(splits.values()), 'splits': splits}
+  report = last_json_line(log_path)
+  if report is None or 'splits' not in report:
+    raise BenchmarkError(f'{name} printed no result line; see {log_path}')
+  return {'records': report['records'], 'splits': report['splits'],
+          f'{unit}_read': report.get(unit)}
+
+
+def same_splits(a, b):
+  """Equal per-split counts; a split missing on one side counts as 0."""
+  return all(a.get(k, 0) == b.get(k, 0) for k in set(a) | set(b))
+
+
+def format_splits(splits):
+  return ', '.join(f'{k} {v}' for k, v in splits.items())
+
+
+def split_count_check(expected):
+  """A measure() check that warns right away about wrong split counts.
+
+  Args:
+    expected: {job name: {split: records}}.
+  """
+
+  def check(name, res, out, repeat):
+    del repeat  # unused
+    if not same_splits(res['splits'], expected[name]):
+      print(f'    WARNING: {name} wrote {format_splits(res["splits"])}; '
+            f'expected {format_splits(expected[name])}; output {out}, log '
+            f'{res["log"]}', flush=True)
+
+  return check
+
+
+def split_count_problems(runs, expected, inputs, unit):
+  """One line per run whose split counts (or inputs read) are off, and per
+  run of ours that disagrees with the baseline.
+
+  Args:
+    runs: measure() output.
+    expected: {job name: {split: records}}.
+    inputs: {job name: inputs in the data}.
+    unit: What the inputs are ('rows', 'docs').
+  """
+  out = []
+  for name, rs in runs.items():
+    for i, r in enumerate(rs):
+      if not same_splits(r['splits'], expected[name]):
+        out.append(f'{name} repeat {i + 1}: wrote '
+                   f'{format_splits(r["splits"])}, expected '
+                   f'{format_splits(expected[name])} ({r["log"]})')
+      read = r.get(f'{unit}_read')
+      if read not in (None, inputs[name]):
+        out.append(f'{name} repeat {i + 1}: read {read} {unit}, the file has '
+                   f'{inputs[name]} ({r["log"]})')
+  # Ours against the baseline, run by run (also covered by the above
+  # unless the expectation itself is off).
+  if 'ours' in runs and 'baseline' in runs:
+    base = runs['baseline'][0]['splits']
+    for i, r in enumerate(runs['ours']):
+      if not same_splits(r['splits'], base):
+        out.append(f'ours repeat {i + 1} and the baseline disagree: '
+                   f'{format_splits(r["splits"])} vs {format_splits(base)}')
+  return out

@@ -126,86 +126,8 @@ def commands(csv_path, outdir, docs):
           'baseline': (baseline_command(csv_path, base_out), base_out)}
 
 
-def split_records(name, out, log_path):
-  """{'records': N, 'splits': {split: N}} a finished command reports."""
-  if name == 'ours':
-    try:
-      with open(os.path.join(out, 'manifest.json')) as f:
-        manifest = json.load(f)
-      splits = {s: int(v['records']) for s, v in manifest['splits'].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-      raise BenchmarkError(
-          f'{name} exited 0 but its manifest is unreadable '
-          f'({type(e).__name__}: {e}); see {log_path}') from None
-    return {'records': sum(splits.values()), 'splits': splits}
-  report = harness.last_json_line(log_path)
-  if report is None or 'splits' not in report:
-    raise BenchmarkError(f'{name} printed no result line; see {log_path}')
-  return {'records': report['records'], 'splits': report['splits'],
-          'docs_read': report.get('docs')}
-
-
 def _inspect(name, out, log_path):
-  return split_records(harness.base_name(name), out, log_path)
-
-
-def _same_splits(a, b):
-  """Equal per-split counts; a split missing on one side counts as 0."""
-  return all(a.get(k, 0) == b.get(k, 0) for k in set(a) | set(b))
-
-
-def _fmt(splits):
-  return ', '.join(f'{k} {v}' for k, v in splits.items())
-
-
-def _check_against(expected):
-  """A harness.measure check: warns right away about wrong counts.
-
-  Args:
-    expected: {split: records}.
-
-  Returns:
-    The check function.
-  """
-
-  def check(name, res, out, repeat):
-    del repeat  # unused
-    if not _same_splits(res['splits'], expected):
-      print(f'    WARNING: {name} wrote {_fmt(res["splits"])}; expected '
-            f'{_fmt(expected)}; output {out}, log {res["log"]}', flush=True)
-
-  return check
-
-
-def record_problems(runs, expected, docs):
-  """One line per run whose split counts (or docs read) are off.
-
-  Args:
-    runs: harness.measure output.
-    expected: {split: records}.
-    docs: Data rows of the input.
-
-  Returns:
-    A list of one-line descriptions.
-  """
-  out = []
-  for name, rs in runs.items():
-    for i, r in enumerate(rs):
-      if not _same_splits(r['splits'], expected):
-        out.append(f'{name} repeat {i + 1}: wrote {_fmt(r["splits"])}, '
-                   f'expected {_fmt(expected)} ({r["log"]})')
-      if r.get('docs_read') not in (None, docs):
-        out.append(f'{name} repeat {i + 1}: read {r["docs_read"]} docs, '
-                   f'the file has {docs} ({r["log"]})')
-  # Ours against the baseline, run by run (also covered by the above
-  # unless the expectation itself is off).
-  if 'ours' in runs and 'baseline' in runs:
-    base = runs['baseline'][0]['splits']
-    for i, r in enumerate(runs['ours']):
-      if not _same_splits(r['splits'], base):
-        out.append(f'ours repeat {i + 1} and the baseline disagree: '
-                   f'{_fmt(r["splits"])} vs {_fmt(base)}')
-  return out
+  return harness.split_records(harness.base_name(name), out, log_path, UNIT)
 
 
 # ------------------------------------------------------------------- main --
@@ -224,11 +146,13 @@ def compare(args):
                                            args.docs).items()
           if name in args.only}
   expected = expected_split_records(csv_path, args.docs)
+  per_job = {n: expected for n in jobs}
   harness.print_commands(jobs)
   runs = harness.measure(jobs, args.repeats, logdir, UNIT, _inspect,
-                         _check_against(expected))
+                         harness.split_count_check(per_job))
   s = harness.summarize(runs, UNIT)
-  problems = record_problems(runs, expected, args.docs)
+  problems = harness.split_count_problems(
+      runs, per_job, {n: args.docs for n in jobs}, UNIT)
   print()
   print(f'{args.docs} docs, {args.repeats} repeat(s), {os.cpu_count()} CPUs')
   labels = {'ours': 'ours (pipelines.preprocess)',
@@ -248,8 +172,8 @@ def compare(args):
     print(f'(only {", ".join(jobs)} ran: no ratios)')
   for name in jobs:
     last = runs[name][-1]['splits']
-    verdict = 'as expected' if _same_splits(last, expected) else 'DIFFERENT'
-    print(f'records {name:9s} {_fmt(last)} ({verdict})')
+    verdict = 'as expected' if harness.same_splits(last, expected) else 'DIFFERENT'
+    print(f'records {name:9s} {harness.format_splits(last)} ({verdict})')
   harness.print_columns_note(UNIT)
   harness.print_problems(problems, 'per-split record counts disagree')
   return {'mode': 'compare', 'docs': args.docs, 'repeats': args.repeats,
