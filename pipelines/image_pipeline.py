@@ -113,7 +113,7 @@ def build(pipeline, cfg, run: dict, staging: str,
   Args:
     pipeline: A beam.Pipeline.
     cfg: The checked PreprocessConfig.
-    run: {'run_id', 'started'}.
+    run: {'run_id', 'started', 'tft_temp'} (tf.Transform's temporary folder).
     staging: The run's staging folder (inside cfg.output).
     manifest_format: What sources.check_input found for a manifest-file
       input; None for folders.
@@ -176,7 +176,7 @@ def build(pipeline, cfg, run: dict, staging: str,
   # Each input's first copy: the examples before rebalancing.
   firsts = [by_split[i] | f'FirstCopies[{split}]' >> beam.Filter(
       lambda ex: ex['copy'] == 0) for i, split in enumerate(split_names)]
-  with tft_beam.Context(temp_dir=manifest_lib.join(staging, 'tft_tmp'),
+  with tft_beam.Context(temp_dir=run['tft_temp'],
                         force_tf_compat_v1=False):
     # tf.Transform analyzes the training split only, each input once.
     if 'train' in split_names:

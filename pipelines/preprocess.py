@@ -20,7 +20,9 @@ import os
 # TensorFlow's C++ start-up chatter is noise for this tool's users.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import secrets
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 from typing import List, Optional
@@ -29,6 +31,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import TestOptions
 
 from pipelines import options as options_lib
 from pipelines.options import UsageError
@@ -164,6 +167,18 @@ def check_output(cfg) -> None:
                      'replace them.')
 
 
+def _dry_run(options: PipelineOptions) -> bool:
+  """Whether this is Beam's --dry_run of a Dataflow submission."""
+  if not options.view_as(TestOptions).dry_run:
+    return False
+  runner = options.view_as(StandardOptions).runner or ''
+  if runner.split('.')[-1] not in ('DataflowRunner', 'dataflow'):
+    raise UsageError('--dry_run only applies to --runner DataflowRunner (it '
+                     'translates the job without submitting it); other '
+                     'runners would run the pipeline for real.')
+  return True
+
+
 def _make_staging(cfg, run_id: str) -> str:
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
   staging = manifest_lib.join(cfg.output, f'.staging-{run_id}')
@@ -189,7 +204,8 @@ def run(argv: Optional[List[str]] = None,
       'staging'), for the summary of a run that fails.
 
   Returns:
-    The published manifest.
+    The published manifest; for a Dataflow --dry_run, a summary of the
+    translated job instead (see dataflow.describe_dry_run).
 
   Raises:
     UsageError, InputError: A bad invocation.
@@ -207,7 +223,9 @@ def run(argv: Optional[List[str]] = None,
   progress = progress if progress is not None else {}
   progress.update(modality=cfg.modality, output=cfg.output,
                   partition=cfg.partition)
-  check_output(cfg)
+  dry_run = _dry_run(options)
+  if not dry_run:
+    check_output(cfg)
   apply_local_defaults(options, argv, cfg.modality)
   run_id = time.strftime('%Y%m%dT%H%M%S') + '-' + secrets.token_hex(3)
   run_info = {'run_id': run_id, 'started': time.time()}
@@ -226,7 +244,21 @@ def run(argv: Optional[List[str]] = None,
     manifest_format = sources.check_input(cfg.input, cfg.splits_from_input)
     build = lambda p: image_pipeline.build(p, cfg, run_info, staging,
                                            manifest_format)
+  if dry_run:
+    # Nothing is written to the output; tf.Transform's temporary files
+    # (written while the graph is traced) stay on this machine.
+    staging = manifest_lib.join(cfg.output, f'.staging-{run_id}')
+    run_info['tft_temp'] = tempfile.mkdtemp(prefix='tfrecord-dry-run-')
+    progress.update(run_id=run_id)
+    try:
+      pipeline = beam.Pipeline(options=options)
+      build(pipeline)
+      from pipelines import dataflow  # pylint: disable=import-outside-toplevel
+      return dataflow.describe_dry_run(pipeline.run(), options)
+    finally:
+      shutil.rmtree(run_info['tft_temp'], ignore_errors=True)
   staging = _make_staging(cfg, run_id)
+  run_info['tft_temp'] = manifest_lib.join(staging, 'tft_tmp')
   progress.update(run_id=run_id, staging=staging)
   try:
     pipeline = beam.Pipeline(options=options)
@@ -293,18 +325,22 @@ def summary_json(code: int, progress: dict, manifest: Optional[dict],
    "published", "inputs", "examples", "records", "dead_lettered",
    "bad_fraction", "splits": {split: records}, "fingerprint", "seconds",
    "error"}; counts are null when the run stopped before counting, and a
-  data-quality failure carries the counts it was refused for.
+  data-quality failure carries the counts it was refused for. A Dataflow
+  --dry_run has status "dry_run" and adds "job_name" and "job_file".
   """
   import json  # pylint: disable=import-outside-toplevel
   m = manifest or progress.get('failed_manifest') or {}
   totals = m.get('totals', {})
+  dry_run = progress.get('dry_run')
+  extra = {'job_name': dry_run['job_name'],
+           'job_file': dry_run['job_file']} if dry_run else {}
   return json.dumps({
-      'status': STATUSES[code], 'exit_code': code,
+      'status': 'dry_run' if dry_run else STATUSES[code], 'exit_code': code,
       'modality': progress.get('modality'),
       'output': progress.get('output'),
       'partition': progress.get('partition'),
       'run_id': progress.get('run_id'),
-      'published': code == EXIT_OK,
+      'published': code == EXIT_OK and not dry_run,
       'inputs': totals.get('inputs'), 'examples': totals.get('examples'),
       'records': totals.get('records'),
       'dead_lettered': totals.get('dead_lettered'),
@@ -314,6 +350,7 @@ def summary_json(code: int, progress: dict, manifest: Optional[dict],
       'fingerprint': m.get('fingerprint') if code == EXIT_OK else None,
       'seconds': round(time.time() - _PROCESS_START, 3),
       'error': error,
+      **extra,
   }, sort_keys=False)
 
 
@@ -364,7 +401,14 @@ def main(argv: Optional[List[str]] = None) -> int:
              f'{str(e).splitlines()[0] if str(e) else ""}')
     print(f'error: {error}', file=sys.stderr)
     code = EXIT_PIPELINE_FAILED
-  if manifest is not None:
+  if manifest is not None and manifest.get('dry_run'):
+    print(f'dry run: the Dataflow job {manifest["job_name"]} was built and '
+          f'translated ({manifest["transforms"]} transforms; staged: '
+          f'{", ".join(manifest["staged"])}); its description is in '
+          f'{manifest["job_file"]}. Nothing was submitted.', file=sys.stderr)
+    progress['dry_run'] = manifest
+    manifest = None
+  elif manifest is not None:
     print(summary_line(manifest), file=sys.stderr)
   print(summary_json(code, progress, manifest, error))
   return code

@@ -482,7 +482,7 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
   adapter_config = st.analysis_adapter_config(sc.window_length, channels)
   preprocessing_fn = st.make_preprocessing_fn(
       channels, cfg.normalization, sc.missing == 'impute', sc.bucketize)
-  with tft_beam.Context(temp_dir=manifest_lib.join(staging, 'tft_tmp'),
+  with tft_beam.Context(temp_dir=run['tft_temp'],
                         force_tf_compat_v1=False):
     transform_fn = ((stats_out[ANALYSIS], adapter_config)
                     | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(

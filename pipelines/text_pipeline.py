@@ -221,7 +221,7 @@ def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
       lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else [])
   dead_per_split, dead_files = dead | 'DeadLetters' >> (
       manifest_lib.DeadLetters(staging))
-  with tft_beam.Context(temp_dir=manifest_lib.join(staging, 'tft_tmp'),
+  with tft_beam.Context(temp_dir=run['tft_temp'],
                         force_tf_compat_v1=False):
     transform_fn = ((stats_out[ANALYSIS], tt.analysis_adapter_config())
                     | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
