@@ -10,14 +10,18 @@
 #       Preprocesses your own data (see README.md for every option), then
 #       validates OUT.
 set -euo pipefail
-cd "$(dirname "$0")"
-source scripts/ensure_venv.sh
+# Relative paths are taken from the caller's folder; the project itself is
+# installed (editable) in .venv, so it imports from anywhere.
+HERE="$(cd "$(dirname "$0")" && pwd)"
+source "$HERE/scripts/ensure_venv.sh"
 
 if [ "$#" -eq 0 ]; then
-  if [ ! -d sample_data/images ]; then
-    python -m pipelines.sample_data --output sample_data/images --count 300
+  if [ ! -d "$HERE/sample_data/images" ]; then
+    python -m pipelines.sample_data --output "$HERE/sample_data/images" \
+      --count 300
   fi
-  set -- --input sample_data/images --output sample_output/dataset --overwrite
+  set -- --input "$HERE/sample_data/images" \
+    --output "$HERE/sample_output/dataset" --overwrite
 fi
 
 output=""
