@@ -34,6 +34,7 @@ import sys
 import tarfile
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from pipelines import launch
 from pipelines.options import UsageError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,8 +55,8 @@ _LABEL_KEY = re.compile(r'^[a-z][-_a-z0-9]{0,62}$')
 _LABEL_VALUE = re.compile(r'^[-_a-z0-9]{0,63}$')
 _MACHINE_TYPE = re.compile(r'^[a-z][-a-z0-9]*$')
 
-# launcher flag -> (environment variable(s), takes a value)
-_FLAGS = {
+# The launcher's flags -> the environment variables that stand in for them.
+FLAGS = {
     '--project': ('DATAFLOW_PROJECT', 'GOOGLE_CLOUD_PROJECT'),
     '--region': ('DATAFLOW_REGION',),
     '--bucket': ('DATAFLOW_BUCKET',),
@@ -67,76 +68,8 @@ _FLAGS = {
     '--service_account': ('DATAFLOW_SERVICE_ACCOUNT',),
     '--job_file': (),
 }
-_SWITCHES = ('--dry-run', '--dry_run')
-
-
-def _split_args(args: List[str]) -> Tuple[Dict[str, str], bool, List[str]]:
-  """Separates the launcher's flags from those it passes on."""
-  own: Dict[str, str] = {}
-  dry_run = False
-  rest: List[str] = []
-  i = 0
-  while i < len(args):
-    arg = args[i]
-    name, eq, value = arg.partition('=')
-    if name in _SWITCHES:
-      if eq and value.lower() not in ('true', 'false'):
-        raise UsageError(f'{name} takes no value (or true/false), not '
-                         f'"{value}".')
-      dry_run = not eq or value.lower() == 'true'
-    elif name in _FLAGS:
-      if not eq:
-        if i + 1 >= len(args) or args[i + 1].startswith('--'):
-          raise UsageError(f'{name} needs a value.')
-        i += 1
-        value = args[i]
-      own[name] = value
-    else:
-      rest.append(arg)
-    i += 1
-  return own, dry_run, rest
-
-
-def _given(args: List[str], flag: str) -> bool:
-  return any(a == flag or a.startswith(flag + '=') for a in args)
-
-
-def _value(args: List[str], flag: str) -> Optional[str]:
-  for i, a in enumerate(args):
-    if a.startswith(flag + '='):
-      return a.split('=', 1)[1]
-    if a == flag and i + 1 < len(args):
-      return args[i + 1]
-  return None
-
-
-def _setting(own: Mapping[str, str], env: Mapping[str, str],
-             flag: str) -> Optional[str]:
-  if own.get(flag):
-    return own[flag]
-  for var in _FLAGS[flag]:
-    if env.get(var):
-      return env[var]
-  return None
-
-
-def _require(value: Optional[str], what: str, flag: str) -> str:
-  if not value:
-    env = ' or '.join(_FLAGS[flag])
-    raise UsageError(f'a Dataflow submission needs {what}: pass {flag} or '
-                     f'set {env}.')
-  return value
-
-
-def _positive(value: str, flag: str) -> int:
-  try:
-    n = int(value)
-  except ValueError:
-    n = 0
-  if n < 1:
-    raise UsageError(f'{flag} must be a whole number of at least 1, not '
-                     f'"{value}".')
-  return n
+DRY_RUN = ('--dry-run', '--dry_run')
+_JOB = 'a Dataflow submission'
 
 
 def parse_labels(text: str) -> Dict[str, str]:
@@ -181,30 +114,29 @@ def beam_args(args: List[str], env: Mapping[str, str],
   Raises:
     UsageError: Something required is missing or malformed.
   """
-  own, dry_run, rest = _split_args(args)
+  cmd = launch.Command(args, FLAGS, DRY_RUN)
+  own, dry_run, rest = cmd.own, cmd.switch, cmd.rest
   now = now or datetime.datetime.now(datetime.timezone.utc)
-  if _given(rest, '--runner') and _value(rest, '--runner') not in (
+  if cmd.given('--runner') and cmd.value('--runner') not in (
       'DataflowRunner', 'dataflow'):
     raise UsageError('run_dataflow.sh submits to Dataflow; leave out '
                      '--runner (use run_local.sh or run_flink.sh for other '
                      'runners).')
-  project = _require(_setting(own, env, '--project'),
-                     'a Google Cloud project', '--project')
+  project = cmd.require('--project', env, 'a Google Cloud project', _JOB)
   if not _PROJECT.match(project):
     raise UsageError(f'"{project}" is not a Google Cloud project id (6 to '
                      '30 lower-case letters, digits or hyphens, starting '
                      'with a letter).')
-  region = _require(_setting(own, env, '--region'), 'a region', '--region')
+  region = cmd.require('--region', env, 'a region', _JOB)
   if not _REGION.match(region):
     raise UsageError(f'"{region}" is not a Dataflow region (like '
                      'europe-west1 or us-central1).')
   out: List[str] = ['--runner', 'DataflowRunner', '--project', project,
                     '--region', region]
-  if not (_given(rest, '--temp_location') and
-          _given(rest, '--staging_location')):
-    bucket = _require(_setting(own, env, '--bucket'),
-                      'a Cloud Storage bucket for temporary and staged files',
-                      '--bucket')
+  if not (cmd.given('--temp_location') and cmd.given('--staging_location')):
+    bucket = cmd.require(
+        '--bucket', env,
+        'a Cloud Storage bucket for temporary and staged files', _JOB)
     bucket = bucket[len('gs://'):] if bucket.startswith('gs://') else bucket
     bucket = bucket.rstrip('/')
     if not _BUCKET.match(bucket):
@@ -213,39 +145,39 @@ def beam_args(args: List[str], env: Mapping[str, str],
                        'and ending with a letter or digit).')
     for flag, folder in (('--temp_location', 'tmp'),
                          ('--staging_location', 'staging')):
-      if not _given(rest, flag):
+      if not cmd.given(flag):
         out += [flag, f'gs://{bucket}/dataflow/{folder}']
-  if not _given(rest, '--setup_file'):
+  if not cmd.given('--setup_file'):
     out += ['--setup_file', SETUP_FILE]
-  if not (_given(rest, '--machine_type') or
-          _given(rest, '--worker_machine_type')):
-    machine = _setting(own, env, '--machine_type') or DEFAULT_MACHINE_TYPE
+  if not (cmd.given('--machine_type') or cmd.given('--worker_machine_type')):
+    machine = cmd.setting('--machine_type', env) or DEFAULT_MACHINE_TYPE
     if not _MACHINE_TYPE.match(machine):
       raise UsageError(f'"{machine}" is not a Compute Engine machine type '
                        '(like n1-standard-4).')
     out += ['--machine_type', machine]
-  if not _given(rest, '--max_num_workers'):
-    max_workers = _positive(_setting(own, env, '--max_workers') or
-                            str(DEFAULT_MAX_WORKERS), '--max_workers')
+  if not cmd.given('--max_num_workers'):
+    max_workers = launch.positive(
+        cmd.setting('--max_workers', env) or str(DEFAULT_MAX_WORKERS),
+        '--max_workers')
     out += ['--max_num_workers', str(max_workers)]
   else:
-    max_workers = _positive(_value(rest, '--max_num_workers') or '',
-                            '--max_num_workers')
+    max_workers = launch.positive(cmd.value('--max_num_workers') or '',
+                                  '--max_num_workers')
   if own.get('--num_workers'):
-    num = _positive(own['--num_workers'], '--num_workers')
+    num = launch.positive(own['--num_workers'], '--num_workers')
     if num > max_workers:
       raise UsageError(f'--num_workers {num} is more than --max_workers '
                        f'{max_workers}.')
     out += ['--num_workers', str(num)]
-  if not _given(rest, '--autoscaling_algorithm'):
+  if not cmd.given('--autoscaling_algorithm'):
     out += ['--autoscaling_algorithm', 'THROUGHPUT_BASED']
-  account = _setting(own, env, '--service_account')
-  if account and not _given(rest, '--service_account_email'):
+  account = cmd.setting('--service_account', env)
+  if account and not cmd.given('--service_account_email'):
     out += ['--service_account_email', account]
 
-  modality = _value(rest, '--modality') or 'image'
-  partition = _value(rest, '--partition')
-  if not _given(rest, '--job_name'):
+  modality = cmd.value('--modality') or 'image'
+  partition = cmd.value('--partition')
+  if not cmd.given('--job_name'):
     prefix = own.get('--job_name') or f'tfrecord-{label_value(modality)}'
     if not _JOB_NAME.match(prefix):
       raise UsageError(f'the job name "{prefix}" must be lower-case letters, '
@@ -254,7 +186,7 @@ def beam_args(args: List[str], env: Mapping[str, str],
   labels = {'app': 'tfrecord-pipelines', 'modality': label_value(modality)}
   if partition:
     labels['partition'] = label_value(partition)
-  labels.update(parse_labels(_setting(own, env, '--labels') or ''))
+  labels.update(parse_labels(cmd.setting('--labels', env) or ''))
   for key, value in labels.items():
     out += ['--labels', f'{key}={value}']
 
@@ -265,7 +197,7 @@ def beam_args(args: List[str], env: Mapping[str, str],
   elif own.get('--job_file'):
     out += ['--dataflow_job_file', own['--job_file']]
   for flag in ('--input', '--output'):
-    path = _value(rest, flag)
+    path = cmd.value(flag)
     if path and not path.startswith('gs://'):
       if not dry_run:
         raise UsageError(f'{flag} {path} is not a gs:// path; Dataflow '
@@ -379,21 +311,7 @@ def describe_dry_run(result, options) -> dict:
 def main(argv: Optional[List[str]] = None,
          env: Optional[Mapping[str, str]] = None) -> int:
   """Command-line entry point; returns preprocess's exit code."""
-  from pipelines import preprocess  # pylint: disable=import-outside-toplevel
-  argv = list(sys.argv[1:] if argv is None else argv)
-  if '--help' in argv or '-h' in argv:
-    print(__doc__.strip())
-    return preprocess.EXIT_OK
-  try:
-    args, _, _ = beam_args(argv, os.environ if env is None else env)
-  except UsageError as e:
-    preprocess.configure_logging()
-    msg = str(e)
-    error = msg[0].upper() + msg[1:]
-    print(f'error: {error}', file=sys.stderr)
-    print(preprocess.summary_json(preprocess.EXIT_USAGE, {}, None, error))
-    return preprocess.EXIT_USAGE
-  return preprocess.main(args)
+  return launch.main(argv, env, lambda a, e: beam_args(a, e)[0], __doc__)
 
 
 if __name__ == '__main__':

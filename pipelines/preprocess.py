@@ -222,7 +222,9 @@ def run(argv: Optional[List[str]] = None,
   cfg = options_lib.resolve_config(options)
   progress = progress if progress is not None else {}
   progress.update(modality=cfg.modality, output=cfg.output,
-                  partition=cfg.partition)
+                  partition=cfg.partition,
+                  runner=options.view_as(StandardOptions).runner or
+                  'DirectRunner')
   dry_run = _dry_run(options)
   if not dry_run:
     check_output(cfg)
@@ -321,8 +323,8 @@ def summary_json(code: int, progress: dict, manifest: Optional[dict],
                  error: Optional[str]) -> str:
   """The one-line JSON summary a scheduler reads from the end of stdout.
 
-  {"status", "exit_code", "modality", "output", "partition", "run_id",
-   "published", "inputs", "examples", "records", "dead_lettered",
+  {"status", "exit_code", "modality", "runner", "output", "partition",
+   "run_id", "published", "inputs", "examples", "records", "dead_lettered",
    "bad_fraction", "splits": {split: records}, "fingerprint", "seconds",
    "error"}; counts are null when the run stopped before counting, and a
   data-quality failure carries the counts it was refused for. A Dataflow
@@ -337,6 +339,7 @@ def summary_json(code: int, progress: dict, manifest: Optional[dict],
   return json.dumps({
       'status': 'dry_run' if dry_run else STATUSES[code], 'exit_code': code,
       'modality': progress.get('modality'),
+      'runner': progress.get('runner'),
       'output': progress.get('output'),
       'partition': progress.get('partition'),
       'run_id': progress.get('run_id'),

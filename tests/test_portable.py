@@ -1,13 +1,16 @@
 """The pipelines through Beam's portable path: PortableRunner against the
 Python job service, embedded and as separate processes with an external
-worker pool. The output must have the DirectRunner's fingerprint.
+worker pool, and the FlinkRunner's submission path (run_flink.sh) against
+that job service. The output must have the DirectRunner's fingerprint.
 
 This proves the pipelines translate to the portable representation (the
 pipeline proto, gRPC, separate SDK workers) and run there; it does not run
 Flink, whose job server is a jar this machine cannot download.
 """
 
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -17,7 +20,9 @@ import pytest
 
 import imagegen
 import sensorgen
+from pipelines import flink
 from pipelines import preprocess
+from pipelines.options import UsageError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENSOR = ['--modality', 'sensor', '--timestamp_column', 'time',
@@ -122,3 +127,108 @@ def test_separate_job_service_with_external_worker_pool(
                   '--environment_type', 'EXTERNAL', '--environment_config',
                   f'localhost:{pool_port}')
   assert manifest['fingerprint'] == direct_fingerprints[modality]
+
+
+# --- Flink ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize('modality, environment', [
+    ('image', 'EXTERNAL'), ('sensor', 'LOOPBACK')])
+def test_flink_runner_submission_path_through_python_job_service(
+    inputs, direct_fingerprints, tmp_path, job_service_and_worker_pool,
+    modality, environment):
+  """run_flink.sh -> FlinkRunner -> a job service -> SDK workers.
+
+  The job service here is Beam's Python one, not Beam's Flink job server
+  (a jar this machine cannot download), so this proves that the launcher's
+  options and the FlinkRunner's submission path (portable translation,
+  artifact staging, job service API, SDK workers) work with these
+  pipelines; it does not prove that Flink executed them.
+  """
+  job_port, pool_port = job_service_and_worker_pool
+  src, flags = inputs[modality]
+  out = tmp_path / 'out'
+  args = [os.path.join(ROOT, 'run_flink.sh'), '--input', str(src), '--output',
+          str(out), '--flink_master', 'localhost:8081', '--parallelism', '2',
+          '--job_endpoint', f'localhost:{job_port}'] + flags
+  if environment == 'EXTERNAL':
+    args += ['--environment', 'EXTERNAL', '--environment_config',
+             f'localhost:{pool_port}']
+  proc = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True,
+                        timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  summary = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert summary['runner'] == 'FlinkRunner'
+  assert summary['status'] == 'published'
+  assert summary['fingerprint'] == direct_fingerprints[modality]
+
+
+def test_flink_launcher_options(tmp_path):
+  jar = tmp_path / 'beam-runners-flink-1.19-job-server-2.77.0.jar'
+  jar.write_bytes(b'PK')
+  base = ['--modality', 'image', '--input', '/shared/in', '--output',
+          '/shared/out']
+  args = flink.beam_args(base + [
+      '--flink_master', 'flink-jm:8081', '--parallelism', '8',
+      '--environment', 'docker', '--job_server_jar', str(jar)], {})
+  assert args[:6] == base
+  opts = dict(zip(args[6::2], args[7::2]))
+  assert opts == {
+      '--runner': 'FlinkRunner', '--flink_master': 'flink-jm:8081',
+      '--flink_job_server_jar': str(jar), '--parallelism': '8',
+      '--environment_type': 'DOCKER',
+      '--environment_config': flink.sdk_image(),
+      '--setup_file': os.path.join(ROOT, 'setup.py')}
+  assert flink.sdk_image().startswith('apache/beam_python3.')
+  # Environment variables stand in for flags; a local master defaults to
+  # LOOPBACK.
+  args = flink.beam_args(base, {'FLINK_MASTER': 'localhost:8081',
+                                'FLINK_PARALLELISM': '2'})
+  opts = dict(zip(args[6::2], args[7::2]))
+  assert opts['--flink_master'] == 'localhost:8081'
+  assert opts['--parallelism'] == '2'
+  assert opts['--environment_type'] == 'LOOPBACK'
+  assert '--environment_config' not in opts
+  # A running job server needs no master.
+  args = flink.beam_args(base + ['--job_endpoint', 'js:8099', '--environment',
+                                 'EXTERNAL', '--environment_config',
+                                 'localhost:50000'], {})
+  assert '--flink_master' not in args and 'js:8099' in args
+
+
+@pytest.mark.parametrize('extra, message', [
+    ([], 'needs the Flink master address'),
+    (['--flink_master', 'flink-jm'], 'is not HOST:PORT'),
+    (['--flink_master', 'flink-jm:8081'],
+     'cannot reach SDK workers in this process'),
+    (['--flink_master', 'flink-jm:8081', '--environment', 'LOOPBACK'],
+     'which the Flink cluster at flink-jm:8081 cannot reach'),
+    (['--flink_master', 'localhost:8081', '--environment', 'SSH'],
+     '--environment must be one of LOOPBACK, EXTERNAL, DOCKER'),
+    (['--flink_master', 'flink-jm:8081', '--environment', 'EXTERNAL'],
+     'needs --environment_config HOST:PORT'),
+    (['--flink_master', 'localhost:8081', '--parallelism', '0'],
+     '--parallelism must be a whole number'),
+    (['--flink_master', 'localhost:8081', '--job_server_jar', '/no/such.jar'],
+     'the Flink job server jar /no/such.jar does not exist'),
+    (['--flink_master', 'localhost:8081', '--runner', 'DataflowRunner'],
+     'leave out --runner'),
+])
+def test_flink_launcher_bad_invocations(extra, message):
+  with pytest.raises(UsageError, match=re.escape(message)):
+    flink.beam_args(['--modality', 'image'] + extra, {})
+
+
+def test_run_flink_sh_bad_invocation_exits_2():
+  env = {k: v for k, v in os.environ.items() if not k.startswith('FLINK_')}
+  proc = subprocess.run(
+      [os.path.join(ROOT, 'run_flink.sh'), '--modality', 'image', '--input',
+       'in', '--output', 'out'], env=env, capture_output=True, text=True,
+      timeout=120)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines() == [
+      'error: A Flink submission needs the Flink master address (HOST:PORT '
+      'of the JobManager\'s REST endpoint, or [local]) unless --job_endpoint '
+      'names a running Beam Flink job server: pass --flink_master or set '
+      'FLINK_MASTER.']
+  assert json.loads(proc.stdout.strip().splitlines()[-1])['exit_code'] == 2

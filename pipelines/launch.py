@@ -1,0 +1,122 @@
+"""What the cluster launchers (run_dataflow.sh, run_flink.sh) share.
+
+A launcher takes a few flags of its own (with environment variables as
+fallbacks), turns them into Beam's runner options and passes everything else
+to `pipelines.preprocess` unchanged, so exit codes and the JSON summary line
+are those of a local run.
+"""
+
+import sys
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from pipelines.options import UsageError
+
+
+class Command:
+  """A launcher's command line: its own flags and the rest.
+
+  Args:
+    args: The command line (without the program name).
+    flags: The launcher's flags that take a value -> the environment
+      variables that stand in for them, in order of preference.
+    switches: Spellings of the launcher's one on/off flag (or none); it may
+      be given bare or as =true/=false.
+  """
+
+  def __init__(self, args: Sequence[str],
+               flags: Mapping[str, Tuple[str, ...]],
+               switches: Sequence[str] = ()):
+    self._flags = flags
+    self.own: Dict[str, str] = {}
+    self.switch = False
+    self.rest: List[str] = []
+    args = list(args)
+    i = 0
+    while i < len(args):
+      name, eq, value = args[i].partition('=')
+      if name in switches:
+        if eq and value.lower() not in ('true', 'false'):
+          raise UsageError(f'{name} takes no value (or true/false), not '
+                           f'"{value}".')
+        self.switch = not eq or value.lower() == 'true'
+      elif name in flags:
+        if not eq:
+          if i + 1 >= len(args) or args[i + 1].startswith('--'):
+            raise UsageError(f'{name} needs a value.')
+          i += 1
+          value = args[i]
+        self.own[name] = value
+      else:
+        self.rest.append(args[i])
+      i += 1
+
+  def given(self, flag: str) -> bool:
+    """Whether `flag` is among the options passed on."""
+    return any(a == flag or a.startswith(flag + '=') for a in self.rest)
+
+  def value(self, flag: str) -> Optional[str]:
+    """The value of `flag` among the options passed on, or None."""
+    for i, a in enumerate(self.rest):
+      if a.startswith(flag + '='):
+        return a.split('=', 1)[1]
+      if a == flag and i + 1 < len(self.rest):
+        return self.rest[i + 1]
+    return None
+
+  def setting(self, flag: str, env: Mapping[str, str]) -> Optional[str]:
+    """The launcher flag's value, else its first environment variable set."""
+    if self.own.get(flag):
+      return self.own[flag]
+    for var in self._flags[flag]:
+      if env.get(var):
+        return env[var]
+    return None
+
+  def require(self, flag: str, env: Mapping[str, str], what: str,
+              job: str) -> str:
+    """setting(), or a UsageError naming the flag and its variables."""
+    value = self.setting(flag, env)
+    if not value:
+      alternatives = ' or '.join(self._flags[flag])
+      alternatives = f' or set {alternatives}' if alternatives else ''
+      raise UsageError(f'{job} needs {what}: pass {flag}{alternatives}.')
+    return value
+
+
+def positive(value: str, flag: str) -> int:
+  """A whole number >= 1, or a UsageError saying so."""
+  try:
+    n = int(value)
+  except ValueError:
+    n = 0
+  if n < 1:
+    raise UsageError(f'{flag} must be a whole number of at least 1, not '
+                     f'"{value}".')
+  return n
+
+
+def main(argv: Optional[List[str]], env: Optional[Mapping[str, str]],
+         to_preprocess_args: Callable[[List[str], Mapping[str, str]],
+                                      List[str]],
+         doc: str) -> int:
+  """Runs pipelines.preprocess with the launcher's translated arguments.
+
+  A launcher's own usage error gets what preprocess gives its own: one
+  sentence on stderr, the JSON summary on stdout, exit code 2.
+  """
+  import os  # pylint: disable=import-outside-toplevel
+  from pipelines import preprocess  # pylint: disable=import-outside-toplevel
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if '--help' in argv or '-h' in argv:
+    print(doc.strip())
+    return preprocess.EXIT_OK
+  try:
+    args = to_preprocess_args(argv, os.environ if env is None else env)
+  except UsageError as e:
+    preprocess.configure_logging()
+    msg = str(e)
+    error = msg[0].upper() + msg[1:]
+    print(f'error: {error}', file=sys.stderr)
+    print(preprocess.summary_json(preprocess.EXIT_USAGE, {}, None, error))
+    return preprocess.EXIT_USAGE
+  return preprocess.main(args)
