@@ -3,6 +3,7 @@
     python benchmarks/image_benchmark.py [--images 10000] [--repeats 3]
         [--workdir /tmp/tfrecord_bench] [--json results.json]
     python benchmarks/image_benchmark.py --memory-scaling [--repeats 1]
+    python benchmarks/image_benchmark.py --runner-modes [--images 10000]
 
 A benchmark, not a test. It makes (or reuses) a corpus of photo-like JPEGs
 with `pipelines.sample_data.generate` and runs, each as its own process
@@ -33,6 +34,11 @@ WORKDIR/logs/<name>_r<k>.log.
 Exit codes: 0 done; 1 a command failed (its log tail is printed); 3 every
 command ran but one wrote a different number of records than there are
 images (printed as a warning; the numbers are still reported).
+
+--runner-modes instead runs only ours, once per DirectRunner mode
+(in_memory with 1 worker, multi_threading with 2, multi_processing with 2),
+interleaved on one corpus, and reports each mode's throughput against
+in_memory's.
 
 --memory-scaling instead runs only ours on two corpora (default 2,000 and
 20,000 images) and reports the peak RSS of each and their ratio (target:
@@ -173,6 +179,53 @@ def record_problems(runs, expected):
   return out
 
 
+# ------------------------------------------------------------ runner modes --
+
+# DirectRunner modes compared by --runner-modes: (name, mode, workers).
+RUNNER_MODES = (('in_memory', 'in_memory', 1),
+                ('multi_threading', 'multi_threading', 2),
+                ('multi_processing', 'multi_processing', 2))
+
+
+def runner_modes(args):
+  """Ours in each DirectRunner mode on one corpus, interleaved."""
+  corpus = ensure_corpus(args.workdir, args.images)
+  print(f'page cache: read {warm_page_cache(corpus) / 2**20:.0f} MiB of '
+        'corpus once before measuring')
+  outdir, logdir = harness.make_dirs(args.workdir)
+  base, out = commands(corpus, outdir, args.images)['ours']
+  jobs = {f'ours@{name}': (base[:-2] + [f'{out}_{name}', '--overwrite',
+                                        '--direct_running_mode', mode,
+                                        '--direct_num_workers',
+                                        str(workers)],
+                           f'{out}_{name}', args.images)
+          for name, mode, workers in RUNNER_MODES}
+  harness.print_commands(jobs)
+  runs = measure(jobs, args.repeats, logdir)
+  s = harness.summarize(runs, UNIT)
+  problems = record_problems(runs, {n: j[2] for n, j in jobs.items()})
+  print()
+  print(f'DirectRunner modes, {args.images} images, {args.repeats} '
+        f'repeat(s), {os.cpu_count()} CPUs')
+  harness.print_table([(f'ours, {name}, {workers} worker(s)',
+                        f'ours@{name}') for name, _, workers in RUNNER_MODES],
+                      s, UNIT)
+  first = s[f'ours@{RUNNER_MODES[0][0]}']['images_per_second_median']
+  ratios = {}
+  for name, _, _ in RUNNER_MODES[1:]:
+    ratios[f'{name}/{RUNNER_MODES[0][0]}'] = (
+        s[f'ours@{name}']['images_per_second_median'] / first)
+    print(f'throughput {name}/{RUNNER_MODES[0][0]} '
+          f'{ratios[f"{name}/{RUNNER_MODES[0][0]}"]:6.2f}x')
+  harness.print_columns_note(UNIT)
+  harness.print_problems(problems)
+  return {'mode': 'runner_modes', 'images': args.images,
+          'repeats': args.repeats, 'machine': harness.machine_info(),
+          'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
+          'results': s, 'throughput_ratios': ratios,
+          'record_problems': problems}
+
+
 # ------------------------------------------------------------------- main --
 
 
@@ -276,12 +329,21 @@ def main(argv=None):
   parser.add_argument('--scaling-sizes', default='2000,20000',
                       help='The two sizes for --memory-scaling '
                       '(default 2000,20000).')
+  parser.add_argument('--runner-modes', action='store_true',
+                      help='Only run ours, once per DirectRunner mode '
+                      '(in_memory/1, multi_threading/2, multi_processing/2), '
+                      'and compare throughput.')
   args = parser.parse_args(argv)
   if args.images < 1 or args.repeats < 1:
     parser.error('--images and --repeats must be at least 1')
   args.workdir = os.path.abspath(args.workdir)
   try:
-    result = memory_scaling(args) if args.memory_scaling else compare(args)
+    if args.memory_scaling:
+      result = memory_scaling(args)
+    elif args.runner_modes:
+      result = runner_modes(args)
+    else:
+      result = compare(args)
   except BenchmarkError as e:
     print(f'\nBENCHMARK FAILED: {e}', file=sys.stderr)
     return 1
