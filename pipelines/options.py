@@ -190,6 +190,14 @@ class PreprocessOptions(PipelineOptions):
         'names one partition per run.')
     add('--overwrite', default=False, action='store_true',
         help='Replace a dataset already published in --output.')
+    add('--stale_staging_hours', default='72',
+        help='Staging folders that failed or killed runs left in --output '
+        '(a refused run keeps its dead letters there) are deleted by the '
+        'next run into that output once older than this many hours.')
+    add('--detach', default=False, action='store_true',
+        help='DataflowRunner only: return once the job is submitted instead '
+        'of waiting for it (for Flex Template launches). The job still '
+        'publishes the dataset itself, atomically, when it finishes.')
 
 
 @dataclasses.dataclass(frozen=True)

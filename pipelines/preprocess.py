@@ -14,8 +14,10 @@ The last line on stdout is always one JSON object with the run's summary
 (status, exit code, output, counts, dead letters, duration, error).
 """
 
+import calendar
 import logging
 import os
+import re
 
 # TensorFlow's C++ start-up chatter is noise for this tool's users.
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
@@ -179,6 +181,64 @@ def _dry_run(options: PipelineOptions) -> bool:
   return True
 
 
+def _detach(options: PipelineOptions) -> bool:
+  """Whether --detach was given (and may be: Dataflow only)."""
+  if not options.view_as(options_lib.PreprocessOptions).detach:
+    return False
+  runner = options.view_as(StandardOptions).runner or ''
+  if runner.split('.')[-1] not in ('DataflowRunner', 'dataflow'):
+    raise UsageError('--detach only applies to --runner DataflowRunner (a '
+                     'local job runs inside this process and cannot outlive '
+                     'it).')
+  return True
+
+
+def _stale_staging_hours(options: PipelineOptions) -> float:
+  value = options.view_as(options_lib.PreprocessOptions).stale_staging_hours
+  try:
+    hours = float(value)
+  except (TypeError, ValueError):
+    hours = -1.0
+  if not hours >= 0:
+    raise UsageError(f'--stale_staging_hours must be a number of hours, 0 or '
+                     f'more, not "{value}".')
+  return hours
+
+
+_STAGING_NAME = re.compile(r'^\.staging-(\d{8}T\d{6})-[0-9a-f]+$')
+
+
+def remove_stale_staging(output: str, hours: float, now: float) -> List[str]:
+  """Deletes `<output>/.staging-<run id>` folders older than `hours`.
+
+  A run's id starts with its UTC start time, which is what "older" means
+  here; folders whose names do not parse are left alone. Runs that are
+  still going are younger than any sensible limit.
+
+  Returns:
+    The names of the folders deleted.
+  """
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  try:
+    found = FileSystems.match([manifest_lib.join(
+        output, '.staging-*', '**')])[0].metadata_list
+  except Exception:  # pylint: disable=broad-except
+    return []  # no output yet, or nothing to match
+  prefix = manifest_lib.join(output, '')
+  names = {m.path[len(prefix):].split('/', 1)[0] for m in found
+           if m.path.startswith(prefix)}
+  removed = []
+  for name in sorted(names):
+    match = _STAGING_NAME.match(name)
+    if not match:
+      continue
+    started = calendar.timegm(time.strptime(match.group(1), '%Y%m%dT%H%M%S'))
+    if now - started > hours * 3600:
+      _remove_tree(manifest_lib.join(output, name))
+      removed.append(name)
+  return removed
+
+
 def _make_staging(cfg, run_id: str) -> str:
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
   staging = manifest_lib.join(cfg.output, f'.staging-{run_id}')
@@ -205,7 +265,9 @@ def run(argv: Optional[List[str]] = None,
 
   Returns:
     The published manifest; for a Dataflow --dry_run, a summary of the
-    translated job instead (see dataflow.describe_dry_run).
+    translated job instead (see dataflow.describe_dry_run); for a job
+    submitted with --detach (or written as a template), {'submitted': True,
+    'job_id', 'staging'}.
 
   Raises:
     UsageError, InputError: A bad invocation.
@@ -226,10 +288,13 @@ def run(argv: Optional[List[str]] = None,
                   runner=options.view_as(StandardOptions).runner or
                   'DirectRunner')
   dry_run = _dry_run(options)
+  detach = _detach(options)
+  stale_hours = _stale_staging_hours(options)
   if not dry_run:
     check_output(cfg)
   apply_local_defaults(options, argv, cfg.modality)
-  run_id = time.strftime('%Y%m%dT%H%M%S') + '-' + secrets.token_hex(3)
+  run_id = time.strftime('%Y%m%dT%H%M%S', time.gmtime()) + '-' + (
+      secrets.token_hex(3))
   run_info = {'run_id': run_id, 'started': time.time()}
   # Check the input before creating anything in the output.
   if cfg.modality == 'sensor':
@@ -259,6 +324,11 @@ def run(argv: Optional[List[str]] = None,
       return dataflow.describe_dry_run(pipeline.run(), options)
     finally:
       shutil.rmtree(run_info['tft_temp'], ignore_errors=True)
+  removed = remove_stale_staging(cfg.output, stale_hours, time.time())
+  if removed:
+    _LOG.info('removed %d staging folder(s) older than %g hours left by '
+              'failed or killed runs: %s', len(removed), stale_hours,
+              ', '.join(removed))
   staging = _make_staging(cfg, run_id)
   run_info['tft_temp'] = manifest_lib.join(staging, 'tft_tmp')
   progress.update(run_id=run_id, staging=staging)
@@ -271,7 +341,14 @@ def run(argv: Optional[List[str]] = None,
   _LOG.info('pipeline built %.1f s after start; running it', time.time() -
             _PROCESS_START)
   try:
-    pipeline.run().wait_until_finish()
+    result = pipeline.run()
+    if detach or not getattr(result, 'has_job', True):
+      # Submitted and not waited for, or (--template_location) the job was
+      # written as a template instead of submitted: the job publishes
+      # itself when it runs.
+      return {'submitted': True, 'job_id': result.job_id() if
+              result.has_job else None, 'staging': staging}
+    result.wait_until_finish()
   except Exception as e:
     failure = manifest_lib.join(staging, manifest_lib.FAILURE)
     from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
@@ -328,22 +405,29 @@ def summary_json(code: int, progress: dict, manifest: Optional[dict],
    "bad_fraction", "splits": {split: records}, "fingerprint", "seconds",
    "error"}; counts are null when the run stopped before counting, and a
   data-quality failure carries the counts it was refused for. A Dataflow
-  --dry_run has status "dry_run" and adds "job_name" and "job_file".
+  --dry_run has status "dry_run" and adds "job_name" and "job_file"; a
+  Dataflow job submitted with --detach has status "submitted" (published
+  false: the job publishes when it finishes) and adds "job_id".
   """
   import json  # pylint: disable=import-outside-toplevel
   m = manifest or progress.get('failed_manifest') or {}
   totals = m.get('totals', {})
   dry_run = progress.get('dry_run')
+  submitted = progress.get('submitted')
   extra = {'job_name': dry_run['job_name'],
            'job_file': dry_run['job_file']} if dry_run else {}
+  if submitted:
+    extra = {'job_id': submitted['job_id']}
+  status = ('dry_run' if dry_run else 'submitted' if submitted else
+            STATUSES[code])
   return json.dumps({
-      'status': 'dry_run' if dry_run else STATUSES[code], 'exit_code': code,
+      'status': status, 'exit_code': code,
       'modality': progress.get('modality'),
       'runner': progress.get('runner'),
       'output': progress.get('output'),
       'partition': progress.get('partition'),
       'run_id': progress.get('run_id'),
-      'published': code == EXIT_OK and not dry_run,
+      'published': code == EXIT_OK and not (dry_run or submitted),
       'inputs': totals.get('inputs'), 'examples': totals.get('examples'),
       'records': totals.get('records'),
       'dead_lettered': totals.get('dead_lettered'),
@@ -404,7 +488,13 @@ def main(argv: Optional[List[str]] = None) -> int:
              f'{str(e).splitlines()[0] if str(e) else ""}')
     print(f'error: {error}', file=sys.stderr)
     code = EXIT_PIPELINE_FAILED
-  if manifest is not None and manifest.get('dry_run'):
+  if manifest is not None and manifest.get('submitted'):
+    print(f'submitted the Dataflow job {manifest["job_id"] or "(template)"};'
+          f' it publishes {progress.get("output")} when it finishes (not '
+          'waited for: --detach).', file=sys.stderr)
+    progress['submitted'] = manifest
+    manifest = None
+  elif manifest is not None and manifest.get('dry_run'):
     print(f'dry run: the Dataflow job {manifest["job_name"]} was built and '
           f'translated ({manifest["transforms"]} transforms; staged: '
           f'{", ".join(manifest["staged"])}); its description is in '

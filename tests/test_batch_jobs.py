@@ -1,6 +1,7 @@
 """What a scheduler relies on: the JSON summary line, exit codes,
 partition templating, and a killed run that publishes nothing."""
 
+import calendar
 import json
 import os
 import signal
@@ -175,3 +176,51 @@ def test_a_killed_run_publishes_nothing_and_a_rerun_succeeds(tmp_path):
   report = validate.run(['--output', str(out)])
   assert report['verdict'] == 'pass', [c for c in report['checks']
                                        if c['status'] != 'pass']
+
+
+def _staging(out, name, files=('part-0.tfrecord', 'tft_tmp/x/saved.pb')):
+  for f in files:
+    path = out / name / f
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b'left over')
+
+
+def test_stale_staging_folders_are_removed_by_age(tmp_path):
+  out = tmp_path / 'out'
+  now = calendar.timegm(time.strptime('20261121T120000', '%Y%m%dT%H%M%S'))
+  _staging(out, '.staging-20261117T110000-a1b2c3')  # 97 hours old
+  _staging(out, '.staging-20261118T130000-d4e5f6')  # 71 hours old
+  _staging(out, '.staging-notarunid')
+  (out / 'manifest.json').write_text('{}')
+  removed = preprocess.remove_stale_staging(str(out), 72, now)
+  assert removed == ['.staging-20261117T110000-a1b2c3']
+  assert sorted(p.name for p in out.iterdir()) == [
+      '.staging-20261118T130000-d4e5f6', '.staging-notarunid',
+      'manifest.json']
+  assert preprocess.remove_stale_staging(str(out), 0, now) == [
+      '.staging-20261118T130000-d4e5f6']
+  assert preprocess.remove_stale_staging(str(tmp_path / 'none'), 0, now) == []
+
+
+def test_a_run_clears_old_staging_and_keeps_recent(tmp_path, capsys,
+                                                   caplog):
+  src = tmp_path / 'docs.csv'
+  _docs(src)
+  out = tmp_path / 'out'
+  old = '.staging-20200101T000000-abcdef'
+  recent = '.staging-' + time.strftime('%Y%m%dT%H%M%S', time.gmtime(
+      time.time() - 3600)) + '-abcdef'
+  _staging(out, old)
+  _staging(out, recent)
+  code = preprocess.main(['--input', str(src), '--output', str(out)] + TEXT)
+  assert code == preprocess.EXIT_OK, capsys.readouterr().err
+  names = {p.name for p in out.iterdir()}
+  assert old not in names and recent in names and 'manifest.json' in names
+  assert (f'removed 1 staging folder(s) older than 72 hours left by failed '
+          f'or killed runs: {old}') in caplog.text
+  code = preprocess.main(['--input', str(src), '--output', str(out),
+                          '--overwrite', '--stale_staging_hours', 'soon'] +
+                         TEXT)
+  assert code == preprocess.EXIT_USAGE
+  assert ('--stale_staging_hours must be a number of hours, 0 or more, not '
+          '"soon"') in capsys.readouterr().err

@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -273,3 +274,69 @@ def test_dry_run_needs_the_dataflow_runner(inputs, tmp_path, capsys):
   assert json.loads(out.strip().splitlines()[-1])['status'] == (
       'bad_invocation')
   assert not (tmp_path / 'o').exists()
+
+
+def test_flex_template_entry_point_builds_a_detached_dataflow_job(
+    inputs, tmp_path):
+  """examples/flex_template/main.py, called as the template launcher calls
+  it (--name=value parameters and Dataflow options), translated offline.
+
+  Dataflow's launcher itself cannot run here; this shows the entry point
+  accepts that shape of command line, adds the runner, and builds the job
+  for the template's image with no setup.py to stage."""
+  image = 'europe-docker.pkg.dev/example-project-123/images/tfrecord:0.1.0'
+  job_file = tmp_path / 'job.json'
+  src = inputs['image'][inputs['image'].index('--input') + 1]
+  proc = subprocess.run(
+      [sys.executable, os.path.join(ROOT, 'examples', 'flex_template',
+                                    'main.py'),
+       '--modality=image', f'--input={src}',
+       f'--output=gs://{BUCKET}/datasets/{{partition}}',
+       '--partition=2026-11-20', '--project=example-project-123',
+       '--region=europe-west1', f'--temp_location=gs://{BUCKET}/tmp',
+       f'--staging_location=gs://{BUCKET}/staging',
+       '--job_name=tfrecord-flex-20261121', f'--sdk_container_image={image}',
+       '--dry_run=True', f'--dataflow_job_file={job_file}'],
+      cwd=tmp_path, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  summary = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert summary['status'] == 'dry_run'
+  assert summary['runner'] == 'DataflowRunner'
+  description = json.loads(job_file.read_text())
+  options = {d['key']: d['value'] for d in
+             description['job']['environment']['sdkPipelineOptions'][
+                 'display_data']}
+  assert options['detach'] is True or options['detach'] == 'True'
+  pool, = description['job']['environment']['workerPools']
+  assert pool['workerHarnessContainerImage'] == image
+  assert 'workflow.tar.gz' not in {a['staged_name'] for a in
+                                   description['artifacts']}
+  assert any('FinalizeDataset' in s for s in description['transforms'])
+
+
+def test_detach_needs_the_dataflow_runner(inputs, tmp_path, capsys):
+  from pipelines import preprocess  # pylint: disable=import-outside-toplevel
+  code = preprocess.main(inputs['image'] + ['--output', str(tmp_path / 'o'),
+                                            '--detach'])
+  out, err = capsys.readouterr()
+  assert code == 2
+  assert '--detach only applies to --runner DataflowRunner' in err
+  assert json.loads(out.strip().splitlines()[-1])['status'] == (
+      'bad_invocation')
+  assert not (tmp_path / 'o').exists()
+
+
+def test_summary_of_a_detached_submission():
+  """What a scheduler reads after --detach (the submission itself needs
+  Google Cloud): submitted, not yet published, with the job id."""
+  from pipelines import preprocess  # pylint: disable=import-outside-toplevel
+  summary = json.loads(preprocess.summary_json(
+      0, {'modality': 'image', 'runner': 'DataflowRunner',
+          'output': f'gs://{BUCKET}/ds', 'run_id': 'r1',
+          'submitted': {'submitted': True, 'job_id': '2026-11-21_06_00-1',
+                        'staging': f'gs://{BUCKET}/ds/.staging-r1'}},
+      None, None))
+  assert summary['status'] == 'submitted' and summary['exit_code'] == 0
+  assert summary['published'] is False
+  assert summary['job_id'] == '2026-11-21_06_00-1'
+  assert summary['records'] is None
