@@ -47,7 +47,7 @@ DEFAULT_JOB_FILE = 'dataflow_job.json'
 # Google Cloud's naming rules, checked here so a typo gets one sentence
 # instead of a Beam validation error (or, for a bucket Beam cannot parse,
 # an attempt to create a default bucket).
-_PROJECT = re.compile(r'^[a-z][-a-z0-9]{4,28}[a-z0-9]$')
+_PROJECT = re.compile(r'^([a-z0-9.-]+:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$')
 _REGION = re.compile(r'^[a-z]+-[a-z]+[0-9]+$')
 _BUCKET = re.compile(r'^[a-z0-9][-_a-z0-9.]{1,61}[a-z0-9]$')
 _JOB_NAME = re.compile(r'^[a-z]([-a-z0-9]*[a-z0-9])?$')
@@ -147,7 +147,13 @@ def beam_args(args: List[str], env: Mapping[str, str],
                          ('--staging_location', 'staging')):
       if not cmd.given(flag):
         out += [flag, f'gs://{bucket}/dataflow/{folder}']
-  if not cmd.given('--setup_file'):
+  if not (cmd.given('--setup_file') or cmd.given('--sdk_container_image')):
+    # With a custom SDK image, the project is expected to be installed in it.
+    if not os.path.isfile(SETUP_FILE):
+      raise UsageError(f'there is no {SETUP_FILE} to package this project '
+                       'for the workers (an installed copy, not a checkout); '
+                       'pass --setup_file, or --sdk_container_image with an '
+                       'image that has the project installed.')
     out += ['--setup_file', SETUP_FILE]
   if not (cmd.given('--machine_type') or cmd.given('--worker_machine_type')):
     machine = cmd.setting('--machine_type', env) or DEFAULT_MACHINE_TYPE

@@ -489,9 +489,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f'error: {error}', file=sys.stderr)
     code = EXIT_PIPELINE_FAILED
   if manifest is not None and manifest.get('submitted'):
-    print(f'submitted the Dataflow job {manifest["job_id"] or "(template)"};'
-          f' it publishes {progress.get("output")} when it finishes (not '
-          'waited for: --detach).', file=sys.stderr)
+    if manifest['job_id']:
+      print(f'submitted the Dataflow job {manifest["job_id"]} without '
+            f'waiting for it; it publishes {progress.get("output")} when it '
+            'finishes.', file=sys.stderr)
+    else:
+      print('the Dataflow job was written as a template, not submitted; '
+            f'when it runs, it publishes {progress.get("output")}.',
+            file=sys.stderr)
     progress['submitted'] = manifest
     manifest = None
   elif manifest is not None and manifest.get('dry_run'):

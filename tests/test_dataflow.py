@@ -86,6 +86,8 @@ def test_environment_fills_what_flags_leave_out():
   # A flag wins over the environment.
   args, _, _ = _args(['--project', 'flag-project-1'], env)
   assert _flag(args, '--project') == ['flag-project-1']
+  args, _, _ = _args(['--project', 'example.com:legacy-project'], env)
+  assert _flag(args, '--project') == ['example.com:legacy-project']
   # DATAFLOW_PROJECT wins over GOOGLE_CLOUD_PROJECT.
   args, _, _ = _args([], dict(env, DATAFLOW_PROJECT='df-project-1'))
   assert _flag(args, '--project') == ['df-project-1']
@@ -101,6 +103,9 @@ def test_defaults_and_beam_options_given_as_such():
   assert _flag(args, '--max_num_workers') == ['7']
   assert _flag(args, '--job_name') == ['nightly-cats-20261121-063005']
   assert _flag(args, '--machine_type') == [dataflow.DEFAULT_MACHINE_TYPE]
+  # A custom SDK image has the project installed: nothing to package.
+  args, _, _ = _args(CLOUD + ['--sdk_container_image', 'eu.gcr.io/p/img:1'])
+  assert '--setup_file' not in args
   # Both locations given as Beam options: no bucket needed.
   args, _, _ = _args(['--project', 'example-project-123', '--region',
                       'europe-west1', '--temp_location', 'gs://b-one/t',
