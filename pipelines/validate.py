@@ -32,6 +32,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import preprocess
 from pipelines import reader
 from transforms import manifest as manifest_lib
+from transforms import quality_checks
 from transforms import validation
 
 REPORT = 'validation_report.json'
@@ -52,10 +53,38 @@ def _unlisted_files(output: str, manifest: dict) -> List[str]:
                 if os.path.basename(m.path) not in listed)
 
 
-def _write_report(results, output, manifest, extra, report_path):
+class _CheckShardFn(beam.DoFn):
+  """check_shard, with each record's (content hash, (split, id, exact))
+  as a second output for the leakage and duplicate checks."""
+
+  CONTENT = 'content'
+
+  def __init__(self, output: str, manifest: dict):
+    super().__init__()
+    self._output, self._manifest = output, manifest
+
+  def process(self, shard):
+    result = validation.check_shard(shard, self._output, self._manifest)
+    for content, ex_id, exact in result.pop('content'):
+      yield beam.pvalue.TaggedOutput(
+          self.CONTENT, (content, (result['split'], ex_id, exact)))
+    yield result
+
+
+def _repeated(kv):
+  """(content, members) when the content occurs more than once."""
+  content, members = kv
+  members = list(members)
+  if len(members) > 1:
+    yield content, members
+
+
+def _write_report(results, output, manifest, extra, report_path, content,
+                  thresholds):
   report = validation.build_report(
       manifest, results, extra_files=extra,
-      transform_check=reader.check_transform(output, manifest))
+      transform_check=reader.check_transform(output, manifest),
+      content=content, thresholds=thresholds)
   with FileSystems.create(report_path,
                           compression_type='uncompressed') as f:
     f.write(json.dumps(report, indent=2, ensure_ascii=False).encode('utf-8'))
@@ -75,7 +104,27 @@ def run(argv: Optional[List[str]] = None) -> dict:
   parser.add_argument('--report', default=None,
                       help='Where to write the JSON report (default: '
                       f'<output>/{REPORT}).')
+  defaults = quality_checks.Thresholds()
+  parser.add_argument('--feature_drift_warn', default=str(
+      defaults.feature_drift_warn), help='Warn when a feature\'s mean in a '
+                      'split is this many training standard deviations from '
+                      'the training mean (default %(default)s).')
+  parser.add_argument('--feature_drift_fail', default='none',
+                      help='Fail above this feature drift (default none).')
+  parser.add_argument('--class_drift_warn', default=str(
+      defaults.class_drift_warn), help='Warn when a split\'s class shares '
+                      'are this far (total variation distance, 0-1) from '
+                      'the training split\'s (default %(default)s).')
+  parser.add_argument('--class_drift_fail', default='none',
+                      help='Fail above this class drift (default none).')
+  parser.add_argument('--record_warn_mib', default=str(
+      defaults.record_warn_bytes / 2**20), help='Warn about records larger '
+                      'than this many MiB (default %(default)s; protobuf '
+                      'refuses 2 GiB).')
+  parser.add_argument('--strict', action='store_true',
+                      help='Every warning fails the dataset.')
   args, beam_args = parser.parse_known_args(argv)
+  thresholds = _thresholds(args)
   unknown = preprocess.unknown_flags(beam_args)
   if unknown:
     raise preprocess.UsageError(f'unknown option {", ".join(unknown)} '
@@ -96,17 +145,52 @@ def run(argv: Optional[List[str]] = None) -> dict:
   options = PipelineOptions(beam_args)
   preprocess.apply_local_defaults(options, beam_args)
   with beam.Pipeline(options=options) as p:
-    _ = (p
-         | 'ListShards' >> beam.Create(shards)
-         | 'SpreadShards' >> beam.Reshuffle()
-         | 'CheckShard' >> beam.Map(validation.check_shard, output=output,
-                                    manifest=manifest)
+    checked = (p
+               | 'ListShards' >> beam.Create(shards)
+               | 'SpreadShards' >> beam.Reshuffle()
+               | 'CheckShard' >> beam.ParDo(
+                   _CheckShardFn(output, manifest)).with_outputs(
+                       _CheckShardFn.CONTENT, main='results'))
+    # Records of equal content meet in one group, wherever they are.
+    content = (checked[_CheckShardFn.CONTENT]
+               | 'GroupByContent' >> beam.GroupByKey()
+               | 'RepeatedContent' >> beam.FlatMap(_repeated)
+               | 'AllRepeated' >> beam.combiners.ToList()
+               | 'Findings' >> beam.Map(quality_checks.content_findings))
+    _ = (checked.results
          # -> one result per shard
          | 'AllShards' >> beam.combiners.ToList()
          | 'WriteReport' >> beam.Map(_write_report, output, manifest, extra,
-                                     report_path))
+                                     report_path,
+                                     beam.pvalue.AsSingleton(content),
+                                     thresholds))
   with FileSystems.open(report_path, compression_type='uncompressed') as f:
     return json.loads(f.read().decode('utf-8'))
+
+
+def _number(args, name: str, optional: bool) -> Optional[float]:
+  value = getattr(args, name)
+  if optional and str(value).lower() == 'none':
+    return None
+  try:
+    number = float(value)
+  except ValueError:
+    number = -1.0
+  if not number >= 0:
+    raise preprocess.UsageError(
+        f'--{name} must be a number, 0 or more'
+        f'{" (or none)" if optional else ""}, not "{value}".')
+  return number
+
+
+def _thresholds(args) -> quality_checks.Thresholds:
+  return quality_checks.Thresholds(
+      feature_drift_warn=_number(args, 'feature_drift_warn', False),
+      feature_drift_fail=_number(args, 'feature_drift_fail', True),
+      class_drift_warn=_number(args, 'class_drift_warn', False),
+      class_drift_fail=_number(args, 'class_drift_fail', True),
+      record_warn_bytes=int(_number(args, 'record_warn_mib', False) * 2**20),
+      strict=bool(args.strict))
 
 
 def summary(report: dict) -> str:
@@ -115,13 +199,18 @@ def summary(report: dict) -> str:
   for name, s in report['splits'].items():
     lines.append(f'  {name}: {s["records"]} records in {s["shards"]} shards, '
                  f'classes {s["class_counts"]}')
-  failed = [c for c in report['checks'] if c['status'] != 'pass']
+  failed = [c for c in report['checks'] if c['status'] == 'fail']
+  warned = [c for c in report['checks'] if c['status'] == 'warn']
   for c in failed:
     lines.append(f'  FAILED {c["check"]}: {c["detail"]}')
   for e in report.get('record_errors', [])[:10]:
     lines.append(f'    {e}')
+  for c in warned:
+    lines.append(f'  WARNING {c["check"]}: {c["detail"]}')
   if not failed:
-    lines.append(f'  all {len(report["checks"])} checks passed')
+    lines.append(f'  {len(report["checks"]) - len(warned)} of '
+                 f'{len(report["checks"])} checks passed, {len(warned)} '
+                 'warned')
   return '\n'.join(lines)
 
 

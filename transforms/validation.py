@@ -6,6 +6,7 @@ totals with the manifest. Nothing here trusts the manifest's numbers: counts,
 checksums, fingerprints and class counts are all recomputed from the files.
 """
 
+import dataclasses
 import math
 from typing import Dict, List, Optional
 
@@ -14,6 +15,8 @@ import numpy as np
 from transforms import images
 from transforms import manifest as manifest_lib
 from transforms import normalize
+from transforms import quality_checks
+from transforms import report_samples
 from transforms import schema
 from transforms import sinks
 from transforms import tfrecord_files
@@ -34,16 +37,21 @@ def _feature_values(feature, dtype: str):
   return getattr(feature, kind).value
 
 
-def check_record(record: bytes, manifest: dict) -> Dict:
+def check_record(record: bytes, manifest: dict,
+                 stats: Optional[quality_checks.FeatureStats] = None) -> Dict:
   """Parses one record against the manifest and checks its values.
 
   Args:
     record: Serialized tf.train.Example.
     manifest: The dataset's manifest.
+    stats: If given, the record's feature statistics are added to it.
 
   Returns:
-    {'label': str, 'channel_sum', 'channel_sum_squares', 'pixels'} for the
-    aggregates.
+    {'label': str, 'id': str, 'content': content hash, 'exact': whether
+    equal hashes mean equal inputs (not for texts with unknown words),
+    'channel_sum',
+    'channel_sum_squares', 'pixels', 'image': decoded pixels or None,
+    'values': the sensor values or None} for the aggregates.
 
   Raises:
     ValueError: The record is wrong; the message says how.
@@ -87,12 +95,23 @@ def check_record(record: bytes, manifest: dict) -> Dict:
     if not (math.isfinite(w) and w > 0):
       raise ValueError(f'weight {w} is not a positive finite number')
   out = {'label': label_text, 'channel_sum': None,
-         'channel_sum_squares': None, 'pixels': 0}
+         'channel_sum_squares': None, 'pixels': 0, 'image': None,
+         'values': None,
+         'id': values[schema.ID][0].decode('utf-8', 'replace'), 'exact': True,
+         'content': quality_checks.record_content_hash(feats)}
   if manifest.get('modality') == 'sensor':
     _check_sensor_values(values, manifest)
+    out['values'] = values['values']
+    if stats is not None:
+      quality_checks.add_record_stats(stats, values, manifest)
     return out
   if manifest.get('modality') == 'text':
     _check_text_values(values, manifest)
+    # Unknown words share OOV ids, so equal ids are equal texts only when
+    # every token is in the vocabulary.
+    out['exact'] = not quality_checks.has_oov(values, manifest)
+    if stats is not None:
+      quality_checks.add_record_stats(stats, values, manifest)
     return out
   img = manifest['image']
   h, w, c = img['height'], img['width'], img['channels']
@@ -106,12 +125,19 @@ def check_record(record: bytes, manifest: dict) -> Dict:
       raise ValueError(f'image values [{arr.min():.3f}, {arr.max():.3f}] '
                        f'are outside the plausible range [{low:.3f}, '
                        f'{high:.3f}] for {norm["method"]} normalization')
+    if stats is not None:
+      quality_checks.add_record_stats(stats, values, manifest,
+                                      arr.reshape(h, w, c))
     return out
   arr = images.decode_stored(values[schema.IMAGE][0], img['storage'], h, w, c)
   flat = arr.reshape(-1, c).astype(np.float64)
   out['channel_sum'] = flat.sum(axis=0).tolist()
   out['channel_sum_squares'] = (flat * flat).sum(axis=0).tolist()
   out['pixels'] = h * w
+  out['image'] = arr
+  if stats is not None:
+    quality_checks.add_record_stats(stats, values, manifest,
+                                    arr.reshape(h, w, c))
   return out
 
 
@@ -184,27 +210,33 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
             'class_counts': {},
             'fingerprint': 0, 'channel_sum': None,
             'channel_sum_squares': None, 'pixels': 0, 'sha256': None,
-            'readable': True}
+            'readable': True, 'bytes': None, 'largest_record': 0,
+            'stats': {}, 'content': [], 'samples': {}}
   if not FileSystems.exists(path):
     result['readable'] = False
     result['shard_errors'].append(f'{shard["file"]}: file is missing')
     return result
+  result['bytes'] = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+  stats = quality_checks.FeatureStats()
   hashing = tfrecord_files.open_hashing(path)
   stream = tfrecord_files.open_records(
       path, manifest.get('compression') == 'gzip', hashing)
   try:
     for record in tfrecord_files.iter_records(stream, verify=True):
       result['records'] += 1
+      result['largest_record'] = max(result['largest_record'], len(record))
       result['fingerprint'] = (result['fingerprint'] +
                                sinks.record_digest(record)) % (1 << 128)
       try:
-        info = check_record(record, manifest)
+        info = check_record(record, manifest, stats)
       except ValueError as e:
         result['bad_records'] += 1
         if len(result['record_errors']) < MAX_ERRORS_PER_SHARD:
           result['record_errors'].append(
               f'{shard["file"]}: record {result["records"] - 1}: {e}')
         continue
+      result['content'].append((info['content'], info['id'], info['exact']))
+      report_samples.keep(result['samples'], info, manifest)
       counts = result['class_counts']
       counts[info['label']] = counts.get(info['label'], 0) + 1
       if info['pixels']:
@@ -228,28 +260,133 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
     result['shard_errors'].append(f'{shard["file"]}: has {result["records"]} '
                             f'records, the manifest says {shard["records"]}')
   result['fingerprint'] = format(result['fingerprint'], '032x')
+  result['stats'] = stats.stats
+  result['hists'] = stats.hists
   return result
 
 
-def _check(checks: List[dict], name: str, ok: bool, detail: str) -> None:
-  checks.append({'check': name, 'status': 'pass' if ok else 'fail',
+def _check(checks: List[dict], name: str, ok: bool, detail: str,
+           problem: str = 'fail') -> None:
+  checks.append({'check': name, 'status': 'pass' if ok else problem,
                  'detail': detail})
+
+
+def _leveled(checks: List[dict], name: str, warnings: List[str],
+             failures: List[str], passed: str) -> None:
+  """A check that fails on `failures`, else warns on `warnings`."""
+  status = 'fail' if failures else 'warn' if warnings else 'pass'
+  checks.append({'check': name, 'status': status,
+                 'detail': '; '.join(failures + warnings) or passed})
+
+
+def _drift_status(value: float, warn: Optional[float],
+                  fail: Optional[float]) -> str:
+  if fail is not None and value > fail:
+    return 'fail'
+  if warn is not None and value > warn:
+    return 'warn'
+  return 'pass'
+
+
+def _drift_checks(checks: List[dict], split_reports: dict, manifest: dict,
+                  th: quality_checks.Thresholds) -> None:
+  """Feature and class drift of every split against the training split."""
+  train = split_reports.get('train')
+  if not train or not train['records']:
+    return
+  before = manifest['splits'].get('train', {}).get(
+      'class_counts_before_rebalance') or train['class_counts']
+  for split, rep in split_reports.items():
+    if split == 'train' or not rep['records']:
+      continue
+    drift = quality_checks.feature_drift(train['statistics'],
+                                         rep['statistics'])
+    rep['feature_drift'] = {k: (None if math.isinf(v) else round(v, 4))
+                            for k, v in sorted(drift.items())}
+    worst = sorted(drift.items(), key=lambda kv: -kv[1])
+    status = max((_drift_status(v, th.feature_drift_warn,
+                                th.feature_drift_fail) for _, v in worst),
+                 key=('pass', 'warn', 'fail').index, default='pass')
+    limits = (f'warn above {th.feature_drift_warn}' +
+              (f', fail above {th.feature_drift_fail}'
+               if th.feature_drift_fail is not None else ''))
+    shown = ', '.join(f'{k} {v:.2f}' for k, v in worst[:5])
+    checks.append({'check': f'{split}: feature drift from train',
+                   'status': status,
+                   'detail': f'standardized mean difference ({limits}); '
+                             f'largest: {shown or "none"}'})
+    tvd = quality_checks.class_drift(before, rep['class_counts'])
+    rep['class_drift'] = round(tvd, 4)
+    limits = (f'warn above {th.class_drift_warn}' +
+              (f', fail above {th.class_drift_fail}'
+               if th.class_drift_fail is not None else ''))
+    checks.append({'check': f'{split}: class drift from train',
+                   'status': _drift_status(tvd, th.class_drift_warn,
+                                           th.class_drift_fail),
+                   'detail': f'total variation distance of class shares '
+                             f'{tvd:.3f} ({limits}; train before '
+                             'rebalancing)'})
+
+
+def _content_checks(checks: List[dict], content: dict,
+                    manifest: dict) -> None:
+  leaks = content['leaks']
+  shown = '; '.join(
+      ' vs '.join(f'{split} {", ".join(ids)}' for split, ids in
+                  leak['ids'].items()) for leak in leaks[:5])
+  _check(checks, 'no example content in two splits (leakage)',
+         not content['leaked_contents'],
+         f'{content["leaked_contents"]} contents ({content["leaked_records"]} '
+         f'records) occur in more than one split, e.g. {shown}'
+         if content['leaked_contents'] else
+         'every content hash occurs in one split only')
+  if content.get('possible_leaks'):
+    shown = '; '.join(
+        ' vs '.join(f'{split} {", ".join(ids)}' for split, ids in
+                    leak['ids'].items())
+        for leak in content['possible_leak_examples'][:5])
+    checks.append({
+        'check': 'texts with unknown words in two splits (possible leakage)',
+        'status': 'warn',
+        'detail': f'{content["possible_leaks"]} token sequences with '
+                  'out-of-vocabulary ids occur in more than one split; '
+                  'unknown words share ids, so the texts may differ, e.g. '
+                  f'{shown}'})
+  dups = content['duplicates']
+  oversampled = [s for s, info in manifest['splits'].items()
+                 if info.get('rebalance') == 'oversample']
+  detail = ('; '.join(f'{split}: {n} extra copies' for split, n in
+                      dups.items()) +
+            (f' (oversampling copies records in {", ".join(oversampled)} '
+             'on purpose)' if oversampled else '')) if dups else (
+                 'no two records of a split have the same content')
+  _check(checks, 'exact duplicates inside a split', not dups, detail,
+         problem='warn')
 
 
 def build_report(manifest: dict, results: List[dict],
                  extra_files: Optional[List[str]] = None,
-                 transform_check: Optional[dict] = None) -> dict:
-  """Compares recomputed totals with the manifest.
+                 transform_check: Optional[dict] = None,
+                 content: Optional[dict] = None,
+                 thresholds: Optional[quality_checks.Thresholds] = None
+                 ) -> dict:
+  """Compares recomputed totals with the manifest and checks the
+  dataset as a whole.
 
   Args:
     manifest: The manifest.
     results: check_shard results of every shard in the manifest.
     extra_files: Shard-like files in the folder the manifest does not list.
     transform_check: Result of checking the exported transform, if run.
+    content: quality_checks.content_findings of all records, if computed.
+    thresholds: When drift, shard and record sizes warn or fail.
 
   Returns:
-    The machine-readable report: {'verdict', 'checks', 'splits', ...}.
+    The machine-readable report: {'verdict', 'checks', 'splits', ...};
+    each check's status is 'pass', 'warn' or 'fail', and the verdict is
+    'fail' when any check failed.
   """
+  th = thresholds or quality_checks.Thresholds()
   checks: List[dict] = []
   by_split: Dict[str, List[dict]] = {}
   for r in results:
@@ -264,9 +401,17 @@ def build_report(manifest: dict, results: List[dict],
       for k, v in r['class_counts'].items():
         counts[k] = counts.get(k, 0) + v
     fp = sinks.combine_fingerprints(r['fingerprint'] for r in rs)
-    split_reports[split] = {'records': records, 'bad_records': bad,
-                            'class_counts': dict(sorted(counts.items())),
-                            'fingerprint': fp, 'shards': len(rs)}
+    split_reports[split] = {
+        'records': records, 'bad_records': bad,
+        'class_counts': dict(sorted(counts.items())),
+        'class_counts_before_rebalance': info.get(
+            'class_counts_before_rebalance'),
+        'fingerprint': fp, 'shards': len(rs),
+        'statistics': quality_checks.summarize_stats(
+            quality_checks.merge_stats(r.get('stats', {}) for r in rs)),
+        'histograms': quality_checks.merge_hists(
+            r.get('hists', {}) for r in rs),
+        'samples': report_samples.merge(r.get('samples', {}) for r in rs)}
     _check(checks, f'{split}: record count', records == info['records'],
            f'{records} records read, manifest says {info["records"]}')
     _check(checks, f'{split}: records parse and match the spec', bad == 0,
@@ -336,10 +481,29 @@ def build_report(manifest: dict, results: List[dict],
   if transform_check is not None:
     _check(checks, 'exported transform', transform_check['ok'],
            transform_check['detail'])
-  verdict = 'pass' if all(c['status'] == 'pass' for c in checks) else 'fail'
+  for split in manifest['splits']:
+    warnings, failures = quality_checks.shard_health(
+        by_split.get(split, []), split_reports[split]['class_counts'],
+        th.record_warn_bytes)
+    _leveled(checks, f'{split}: shard health', warnings, failures,
+             'no empty shards, no size outliers, no oversized records, no '
+             'single-class shards')
+  if content is not None:
+    _content_checks(checks, content, manifest)
+  _drift_checks(checks, split_reports, manifest, th)
+  if th.strict:
+    for c in checks:
+      if c['status'] == 'warn':
+        c['status'] = 'fail'
+  verdict = 'pass' if all(c['status'] != 'fail' for c in checks) else 'fail'
   return {'verdict': verdict, 'dataset': manifest.get('name'),
+          'modality': manifest.get('modality', 'image'),
           'run_id': manifest.get('run_id'), 'checks': checks,
+          'warnings': sum(c['status'] == 'warn' for c in checks),
           'splits': split_reports, 'record_errors': record_errors[:200],
-          'shards': [{k: r[k] for k in ('split', 'file', 'records',
-                                        'bad_records', 'readable', 'sha256')}
+          'content': content,
+          'thresholds': dataclasses.asdict(th),
+          'shards': [{k: r.get(k) for k in (
+              'split', 'file', 'records', 'bad_records', 'readable',
+              'sha256', 'bytes', 'largest_record', 'class_counts')}
                      for r in results]}

@@ -1,0 +1,378 @@
+"""The validation pipeline's dataset-level checks beyond "every record is
+well formed": content hashes for leakage and duplicates, per-feature
+statistics and their drift between splits, and shard health.
+
+Per record (`record_content_hash`, `FeatureStats.add_record`) the work is
+done where the shard is read; per split (`merge_stats`, `drift`,
+`shard_health`, `leakage_findings`) the results of all shards are combined.
+Everything is plain data (dicts, lists, numbers) so it travels between Beam
+workers and into the JSON report unchanged.
+"""
+
+import bisect
+import dataclasses
+import hashlib
+import math
+import statistics
+from typing import Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+
+from transforms import schema
+
+# Features that say which example a record is (or how it is weighted or
+# labelled), not what it contains: left out of the content hash, so the
+# same image, window or text under two ids is one content.
+IDENTITY_FEATURES = frozenset({
+    schema.ID, schema.LABEL, schema.LABEL_TEXT, schema.WEIGHT,
+    schema.ORIGINAL_HEIGHT, schema.ORIGINAL_WIDTH, 'entity', 'time',
+    'start_time', 'end_time'})
+
+# TFRecord frames a record with a 64-bit length, but a tf.train.Example is a
+# protobuf message, and protobuf refuses messages of 2 GiB or more.
+PROTOBUF_LIMIT_BYTES = 2**31 - 1
+DEFAULT_RECORD_WARN_BYTES = 64 * 2**20
+# A shard this many times larger (or smaller) than its split's median.
+SIZE_OUTLIER_FACTOR = 3.0
+# A single-class shard is reported when a shuffle would give one this
+# rarely under the split's class frequencies.
+SINGLE_CLASS_PROBABILITY = 1e-3
+# At most this many example groups are listed per finding.
+MAX_LISTED = 20
+
+
+def record_content_hash(features) -> str:
+  """SHA-256 (first 128 bits, hex) of a record's content features.
+
+  Args:
+    features: The tf.train.Example's feature map.
+  """
+  h = hashlib.sha256()
+  for key in sorted(features):
+    if key in IDENTITY_FEATURES:
+      continue
+    h.update(key.encode('utf-8'))
+    h.update(b'\x00')
+    h.update(features[key].SerializeToString(deterministic=True))
+  return h.hexdigest()[:32]
+
+
+# ----------------------------------------------------------- statistics --
+
+# One statistic: [count, missing, min, max, sum, sum of squares].
+_COUNT, _MISSING, _MIN, _MAX, _SUM, _SQUARES = range(6)
+
+
+def _empty():
+  return [0, 0, math.inf, -math.inf, 0.0, 0.0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+  """When the dataset-level checks warn or fail.
+
+  Drift is measured between the training split and each other split: for
+  features, the standardized mean difference (|mean - train mean| / train
+  std); for classes, the total variation distance of the class shares
+  (train's shares before rebalancing). A `*_fail` of None never fails.
+  `strict` turns every warning into a failure.
+  """
+  feature_drift_warn: float = 0.5
+  feature_drift_fail: Optional[float] = None
+  class_drift_warn: float = 0.2
+  class_drift_fail: Optional[float] = None
+  record_warn_bytes: int = DEFAULT_RECORD_WARN_BYTES
+  strict: bool = False
+
+
+# Token lengths are counted in this many equal bins over 0..max_tokens.
+LENGTH_BINS = 16
+
+
+class FeatureStats:
+  """count, missing, min, max, sum and sum of squares per named feature
+  (or feature channel), accumulated record by record, and histograms."""
+
+  def __init__(self):
+    self.stats: Dict[str, list] = {}
+    self.hists: Dict[str, list] = {}
+
+  def count_in_bin(self, name: str, value: float, top: float) -> None:
+    """Counts `value` in LENGTH_BINS equal bins over [0, top]."""
+    hist = self.hists.setdefault(name, [0] * LENGTH_BINS)
+    i = int(value / top * LENGTH_BINS) if top > 0 else 0
+    hist[min(max(i, 0), LENGTH_BINS - 1)] += 1
+
+  def add(self, name: str, values) -> None:
+    """Adds values (any shape) to the statistic `name`."""
+    arr = np.asarray(values, np.float64).ravel()
+    s = self.stats.setdefault(name, _empty())
+    if not arr.size:
+      return
+    s[_COUNT] += int(arr.size)
+    s[_MIN] = min(s[_MIN], float(arr.min()))
+    s[_MAX] = max(s[_MAX], float(arr.max()))
+    s[_SUM] += float(arr.sum())
+    s[_SQUARES] += float(np.dot(arr, arr))
+
+  def add_missing(self, name: str) -> None:
+    self.stats.setdefault(name, _empty())[_MISSING] += 1
+
+  def add_channels(self, prefix: str, arr: np.ndarray,
+                   names: List[str]) -> None:
+    """Adds an [n, channels] array as one statistic per channel."""
+    for i, name in enumerate(names):
+      self.add(f'{prefix}/{name}', arr[:, i])
+
+
+def add_record_stats(stats: FeatureStats, values: Dict, manifest: dict,
+                     pixels: Optional[np.ndarray] = None) -> None:
+  """The statistics one record contributes.
+
+  Args:
+    stats: The shard's accumulator.
+    values: Feature name -> the record's value list.
+    manifest: The dataset's manifest.
+    pixels: For images, the decoded (or stored float) pixels [h, w, c].
+  """
+  spec = manifest['feature_spec']
+  modality = manifest.get('modality', 'image')
+  for key, entry in spec.items():
+    vals = values.get(key)
+    if vals is None or len(vals) == 0:
+      stats.add_missing(key)
+      continue
+    if key in (schema.LABEL, schema.ID, schema.LABEL_TEXT):
+      continue
+    if entry['dtype'] == 'string':
+      continue
+    if key == schema.IMAGE or (modality == 'sensor' and key == 'values'):
+      continue  # per channel below
+    if modality == 'text' and key in ('token_ids', 'term_ids',
+                                      'term_weights'):
+      continue  # ids are not quantities; lengths and OOV below
+    stats.add(key, vals)
+  if pixels is not None:
+    c = pixels.shape[-1]
+    names = ['grey'] if c == 1 else ['red', 'green', 'blue'][:c]
+    stats.add_channels('image', pixels.reshape(-1, c), names)
+  if modality == 'sensor' and 'values' in values:
+    channels = manifest['sensor']['channels']
+    arr = np.asarray(values['values'], np.float64).reshape(-1, len(channels))
+    stats.add_channels('values', arr, channels)
+  if modality == 'text':
+    first_oov = manifest['text']['vocabulary']['first_oov_id']
+    if 'token_ids' in values:
+      length = int(values['length'][0])
+      ids = np.asarray(values['token_ids'][:length], np.int64)
+    else:
+      ids = np.asarray(values['term_ids'], np.int64)
+    # OOV share of the record's tokens, as a per-record statistic.
+    stats.add('oov_share', [float((ids >= first_oov).mean()) if ids.size
+                            else 0.0])
+    tokens = int(values['num_tokens'][0])
+    stats.count_in_bin('num_tokens', tokens,
+                       max(manifest['text']['max_tokens'], 1))
+
+
+def merge_hists(parts: Iterable[Dict[str, list]]) -> Dict[str, list]:
+  out: Dict[str, list] = {}
+  for part in parts:
+    for name, counts in part.items():
+      o = out.setdefault(name, [0] * len(counts))
+      for i, n in enumerate(counts):
+        o[i] += n
+  return out
+
+
+def merge_stats(parts: Iterable[Dict[str, list]]) -> Dict[str, list]:
+  out: Dict[str, list] = {}
+  for part in parts:
+    for name, s in part.items():
+      o = out.setdefault(name, _empty())
+      o[_COUNT] += s[_COUNT]
+      o[_MISSING] += s[_MISSING]
+      o[_MIN] = min(o[_MIN], s[_MIN])
+      o[_MAX] = max(o[_MAX], s[_MAX])
+      o[_SUM] += s[_SUM]
+      o[_SQUARES] += s[_SQUARES]
+  return out
+
+
+def summarize_stats(stats: Dict[str, list]) -> Dict[str, dict]:
+  """{name: {count, missing, min, max, mean, std}} for the report."""
+  out = {}
+  for name, s in sorted(stats.items()):
+    n = s[_COUNT]
+    mean = s[_SUM] / n if n else None
+    std = math.sqrt(max(s[_SQUARES] / n - mean * mean, 0.0)) if n else None
+    out[name] = {'count': n, 'missing': s[_MISSING],
+                 'min': s[_MIN] if n else None,
+                 'max': s[_MAX] if n else None,
+                 'mean': mean, 'std': std}
+  return out
+
+
+# Statistics that differ between train and the others by construction:
+# the vocabulary comes from the training split, so its OOV share is ~0.
+NOT_COMPARED = frozenset({'oov_share'})
+
+
+def feature_drift(train: Dict[str, dict], other: Dict[str, dict]
+                  ) -> Dict[str, float]:
+  """Standardized mean difference |mean - train mean| / train std per
+  feature both splits have (inf when the training values are constant and
+  the other split's mean differs)."""
+  out = {}
+  for name, t in train.items():
+    if name in NOT_COMPARED:
+      continue
+    o = other.get(name)
+    if not o or t['mean'] is None or o['mean'] is None:
+      continue
+    diff = abs(o['mean'] - t['mean'])
+    if t['std'] and t['std'] > 0:
+      out[name] = diff / t['std']
+    else:
+      out[name] = 0.0 if diff <= 1e-12 * max(1.0, abs(t['mean'])) else (
+          math.inf)
+  return out
+
+
+def class_drift(train_counts: Dict[str, int],
+                other_counts: Dict[str, int]) -> float:
+  """Total variation distance between two class distributions, 0..1."""
+  nt, no = sum(train_counts.values()), sum(other_counts.values())
+  if not nt or not no:
+    return 0.0
+  labels = set(train_counts) | set(other_counts)
+  return 0.5 * sum(abs(train_counts.get(k, 0) / nt -
+                       other_counts.get(k, 0) / no) for k in labels)
+
+
+# -------------------------------------------------------- shard health --
+
+
+def single_class_probability(records: int, split_counts: Dict[str, int]
+                             ) -> float:
+  """How likely a shuffled shard of `records` holds one class only."""
+  total = sum(split_counts.values())
+  if not total:
+    return 1.0
+  return sum((n / total) ** records for n in split_counts.values())
+
+
+def shard_health(shards: List[dict], split_counts: Dict[str, int],
+                 record_warn_bytes: int) -> Tuple[List[str], List[str]]:
+  """Problems of one split's shards.
+
+  Args:
+    shards: The split's shard results ({'file', 'records', 'bytes',
+      'class_counts', 'largest_record'}).
+    split_counts: The split's class counts.
+    record_warn_bytes: Records larger than this are reported.
+
+  Returns:
+    (warnings, failures), each a list of sentences naming the file.
+  """
+  warnings, failures = [], []
+  sizes = [s['bytes'] for s in shards if s.get('bytes') is not None]
+  median = statistics.median(sizes) if sizes else 0
+  for s in shards:
+    name = s['file']
+    if s['records'] == 0:
+      warnings.append(f'{name} is empty')
+      continue
+    if len(sizes) >= 3 and median > 0 and s.get('bytes') is not None:
+      ratio = s['bytes'] / median
+      if ratio > SIZE_OUTLIER_FACTOR or ratio < 1 / SIZE_OUTLIER_FACTOR:
+        warnings.append(f'{name} holds {s["bytes"]} bytes, {ratio:.2f}x the '
+                        f'median shard of its split ({median:.0f} bytes)')
+    largest = s.get('largest_record') or 0
+    if largest >= PROTOBUF_LIMIT_BYTES:
+      failures.append(f'{name} has a record of {largest} bytes, past '
+                      'protobuf\'s 2 GiB limit: no reader can parse it')
+    elif largest > record_warn_bytes:
+      warnings.append(f'{name} has a record of {largest} bytes, over the '
+                      f'warning size of {record_warn_bytes} bytes (protobuf '
+                      'refuses 2 GiB)')
+    counts = s.get('class_counts') or {}
+    if len(split_counts) >= 2 and len(counts) == 1:
+      p = single_class_probability(s['records'], split_counts)
+      if p < SINGLE_CLASS_PROBABILITY:
+        (label,) = counts
+        warnings.append(
+            f'{name} holds only class {label!r} ({s["records"]} records); '
+            f'a shuffled shard would do that with probability {p:.1e}')
+  return warnings, failures
+
+
+# ----------------------------------------------------- leakage, copies --
+
+
+def _keep_first(kept: List[dict], entry: dict) -> None:
+  """Keeps the MAX_LISTED entries of smallest content hash (so the list
+  does not depend on the order groups arrive in)."""
+  bisect.insort(kept, entry, key=lambda x: x['content'])
+  del kept[MAX_LISTED:]
+
+
+def has_oov(values: Dict, manifest: dict) -> bool:
+  """Whether a text record holds an out-of-vocabulary id."""
+  first_oov = manifest['text']['vocabulary']['first_oov_id']
+  if 'token_ids' in values:
+    ids = values['token_ids'][:int(values['length'][0])]
+  else:
+    ids = values['term_ids']
+  return any(i >= first_oov for i in ids)
+
+
+def content_findings(
+    groups: Iterable[Tuple[str, List[Tuple[str, str, bool]]]]) -> dict:
+  """Leakage across splits and exact duplicates inside a split.
+
+  Args:
+    groups: (content hash, [(split, id, exact), ...]) for every content
+      that occurs more than once; `exact` is False when equal hashes may
+      come from different inputs (texts whose unknown words all became the
+      same OOV ids).
+
+  Returns:
+    {'leaked_contents', 'leaked_records', 'leaks': [{'content', 'ids':
+    {split: [ids]}}], 'possible_leaks' (contents in several splits whose
+    records are not all exact), 'possible_leak_examples', 'duplicates':
+    {split: extra copies}, 'duplicate_examples': {split: [[ids]]}}, the
+    lists cut at MAX_LISTED.
+  """
+  leaks, possible, leaked_records = [], [], 0
+  duplicates: Dict[str, int] = {}
+  duplicate_examples: Dict[str, List[List[str]]] = {}
+  leaked_contents = possible_leaks = 0
+  for content, members in groups:
+    by_split: Dict[str, List[str]] = {}
+    exact = all(m[2] for m in members)
+    for split, ex_id, _ in members:
+      by_split.setdefault(split, []).append(ex_id)
+    for split, ids in by_split.items():
+      if len(ids) > 1 and exact:
+        duplicates[split] = duplicates.get(split, 0) + len(ids) - 1
+        examples = duplicate_examples.setdefault(split, [])
+        if len(examples) < MAX_LISTED:
+          examples.append(sorted(ids)[:10])
+    if len(by_split) > 1:
+      entry = {'content': content,
+               'ids': {k: sorted(v)[:10] for k, v in sorted(by_split.items())}}
+      if exact:
+        leaked_contents += 1
+        leaked_records += len(members)
+        _keep_first(leaks, entry)
+      else:
+        possible_leaks += 1
+        _keep_first(possible, entry)
+  return {'leaked_contents': leaked_contents,
+          'leaked_records': leaked_records, 'leaks': leaks,
+          'possible_leaks': possible_leaks,
+          'possible_leak_examples': possible,
+          'duplicates': dict(sorted(duplicates.items())),
+          'duplicate_examples': {k: sorted(v) for k, v in
+                                 sorted(duplicate_examples.items())}}
