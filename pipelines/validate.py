@@ -7,8 +7,11 @@ manifest's feature spec and its values checked; record counts, checksums,
 class counts and the fingerprint are recomputed and compared with the
 manifest; the exported transform is fed probes built from the manifest
 (images: black and white; sensor: values from the training statistics;
-text: an unknown word and the first vocabulary words). The report is
-written to `<output>/validation_report.json` and summarized on stdout.
+text: an unknown word and the first vocabulary words); leakage,
+duplicates, per-feature statistics and their drift from the training split
+and shard health are checked over the whole dataset. The report is written
+to `<output>/validation_report.json`, as a self-contained page to
+`<output>/validation_report.html`, and summarized on stdout.
 
 Exit codes: 0 the dataset is sound; 3 it is not, or the folder is not a
 published dataset (the summary says why); 2 bad invocation; 1 the
@@ -31,6 +34,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import preprocess
 from pipelines import reader
+from transforms import html_report
 from transforms import manifest as manifest_lib
 from transforms import quality_checks
 from transforms import validation
@@ -88,7 +92,17 @@ def _write_report(results, output, manifest, extra, report_path, content,
   with FileSystems.create(report_path,
                           compression_type='uncompressed') as f:
     f.write(json.dumps(report, indent=2, ensure_ascii=False).encode('utf-8'))
+  with FileSystems.create(html_path(report_path),
+                          compression_type='uncompressed') as f:
+    f.write(html_report.render(report, manifest).encode('utf-8'))
   return report['verdict']
+
+
+def html_path(report_path: str) -> str:
+  """The HTML report beside the JSON one: x.json -> x.html."""
+  stem = report_path[:-len('.json')] if report_path.endswith('.json') else (
+      report_path)
+  return stem + '.html'
 
 
 def run(argv: Optional[List[str]] = None) -> dict:
