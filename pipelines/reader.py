@@ -32,16 +32,49 @@ def load_manifest(output: str) -> dict:
     DatasetError: No manifest (not a dataset, or an unfinished run), or a
       manifest that does not parse.
   """
+  path = manifest_lib.join(output, manifest_lib.MANIFEST)
   try:
     manifest = manifest_lib.read_manifest(output)
   except ValueError as e:
-    raise DatasetError(f'the manifest of {output} does not parse: {e}'
-                       ) from None
+    raise DatasetError(f'the manifest {path} does not parse: {e}') from None
   if manifest is None:
     raise DatasetError(f'{output} is not a published dataset (it has no '
                        f'{manifest_lib.MANIFEST}; an unfinished run never '
                        'writes one)')
+  problem = _manifest_problem(manifest)
+  if problem:
+    raise DatasetError(f'the manifest {path} is not a dataset manifest: '
+                       f'{problem}')
   return manifest
+
+
+# What every reader of a manifest relies on: key -> type.
+_MANIFEST_KEYS = {'feature_spec': dict, 'labels': list, 'splits': dict,
+                  'totals': dict, 'normalization': dict}
+_SPLIT_KEYS = {'records': int, 'class_counts': dict, 'fingerprint': str,
+               'shards': list}
+_SHARD_KEYS = {'file': str, 'records': int, 'sha256': str}
+
+
+def _manifest_problem(manifest) -> Optional[str]:
+  """What is missing or malformed in a parsed manifest, or None."""
+  if not isinstance(manifest, dict):
+    return f'it holds a JSON {type(manifest).__name__}, not an object'
+  for key, kind in _MANIFEST_KEYS.items():
+    if not isinstance(manifest.get(key), kind):
+      return f'"{key}" is missing or not a JSON {kind.__name__}'
+  for name, split in manifest['splits'].items():
+    if not isinstance(split, dict):
+      return f'split "{name}" is not a JSON object'
+    for key, kind in _SPLIT_KEYS.items():
+      if not isinstance(split.get(key), kind):
+        return f'split "{name}" has no valid "{key}"'
+    for i, shard in enumerate(split['shards']):
+      if not isinstance(shard, dict) or not all(
+          isinstance(shard.get(k), t) for k, t in _SHARD_KEYS.items()):
+        return (f'shard {i} of split "{name}" needs "file", "records" and '
+                '"sha256"')
+  return None
 
 
 def shard_paths(output: str, manifest: dict, split: str):

@@ -282,6 +282,18 @@ def test_manifest_csv_float32_weights(tree, tmp_path):
   assert abs(float(x.mean())) < 0.1
 
 
+def test_validation_names_a_missing_shard(dataset, tmp_path, capsys):
+  src, manifest = dataset[0], dataset[1]
+  out = tmp_path / 'missing'
+  shutil.copytree(src, out)
+  shard = manifest['splits']['validation']['shards'][0]['file']
+  os.remove(out / shard)
+  assert validate.main(['--output', str(out)]) == validate.EXIT_UNSOUND
+  printed = capsys.readouterr().out
+  assert f'{shard}: file is missing' in printed
+  assert 'Traceback' not in printed
+
+
 def test_validation_names_a_truncated_or_altered_shard(dataset, tmp_path):
   src, manifest = dataset[0], dataset[1]
   for damage in ('truncate', 'flip'):

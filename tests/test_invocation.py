@@ -113,8 +113,30 @@ def test_validate_bad_invocations(tmp_path, capsys):
   (tmp_path / 'manifest.json').write_text('{not json')
   err = _run(capsys, ['--output', str(tmp_path)], code=validate.EXIT_UNSOUND,
              main=validate.main)
-  assert 'does not parse' in err
+  assert f'the manifest {tmp_path / "manifest.json"} does not parse'.lower(
+  ) in err
   os.remove(tmp_path / 'manifest.json')
+
+
+@pytest.mark.parametrize('content, problem', [
+    ('[1, 2]', 'it holds a json list, not an object'),
+    ('{"labels": [], "splits": {}, "totals": {}, "normalization": {}}',
+     '"feature_spec" is missing or not a json dict'),
+    ('{"feature_spec": {}, "labels": [], "totals": {}, "normalization": {},'
+     ' "splits": {"train": {"records": 1, "class_counts": {}, '
+     '"fingerprint": "0"}}}', 'split "train" has no valid "shards"'),
+    ('{"feature_spec": {}, "labels": [], "totals": {}, "normalization": {},'
+     ' "splits": {"train": {"records": 1, "class_counts": {}, '
+     '"fingerprint": "0", "shards": [{"file": "a"}]}}}',
+     'shard 0 of split "train" needs "file", "records" and "sha256"'),
+])
+def test_validate_names_a_manifest_that_is_not_one(tmp_path, capsys, content,
+                                                   problem):
+  (tmp_path / 'manifest.json').write_text(content)
+  err = _run(capsys, ['--output', str(tmp_path)], code=validate.EXIT_UNSOUND,
+             main=validate.main)
+  assert (f'the manifest {tmp_path / "manifest.json"} is not a dataset '
+          f'manifest: {problem}').lower() in err
 
 
 def test_help_lists_every_option(capsys):

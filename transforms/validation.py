@@ -215,6 +215,7 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
   if not FileSystems.exists(path):
     result['readable'] = False
     result['shard_errors'].append(f'{shard["file"]}: file is missing')
+    result['fingerprint'] = format(0, '032x')
     return result
   result['bytes'] = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
   stats = quality_checks.FeatureStats()
