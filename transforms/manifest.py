@@ -3,7 +3,8 @@
 A run writes everything into a staging folder inside the output
 (`<output>/.staging-<run id>/`). Only when every shard, the transform and the
 dead letters are written does `FinalizeDataset` (the pipeline's last step)
-check the counts, move the files into `<output>/` and write `manifest.json`
+check the counts, write the TFDS metadata files (transforms/tfds_metadata)
+into staging, move the files into `<output>/` and write `manifest.json`
 last. Readers and the validation pipeline only accept a folder with a
 manifest, so a failed or killed run never leaves a dataset that looks
 complete, and shards of two runs are never mixed: publishing first removes
