@@ -33,6 +33,10 @@ setuptools.setup(
         'pandas>=2.0',
         'tfx-bsl>=1.21,<1.22',
         'tensorflow-metadata>=1.21,<1.22',
+        # dataset_info.json / features.json for TFDS readers, written by
+        # FinalizeDataset (transforms/tfds_metadata.py uses TFDS's own
+        # classes, some from tensorflow_datasets.core).
+        'tensorflow-datasets>=4.9.10,<4.10',
     ],
     extras_require={
         'test': ['pytest>=8'],

@@ -20,6 +20,7 @@ from transforms import normalize
 from transforms import rebalance
 from transforms import split as split_lib
 from transforms import text_transform
+from transforms import tfds_metadata as tfds_lib
 from transforms import windows
 
 MODALITIES = ('image', 'text', 'sensor')
@@ -90,6 +91,12 @@ class PreprocessOptions(PipelineOptions):
         help='Seed for rebalancing and shuffling. Default: 42.')
     add('--num_shards', default='0',
         help='Shards per split; 0 lets the runner decide. Default: 0.')
+    add('--tfds_metadata', default='auto',
+        help='Also write the files TensorFlow Datasets reads the dataset '
+        'with (dataset_info.json, features.json, label names), so that '
+        'tfds.builder_from_directory(OUT) loads it: auto (when the records '
+        'are uncompressed; TFDS cannot read gzip TFRecords), on, or off. '
+        'Default: auto.')
     add('--compression', default='auto',
         help='auto (none for jpeg/png, whose bytes do not compress; gzip for '
         'uint8/float32), none or gzip. Default: auto.')
@@ -221,6 +228,9 @@ class PreprocessConfig:
   sensor: Optional[windows.SensorConfig] = None
   text: Optional[text_transform.TextConfig] = None
   partition: Optional[str] = None
+  # Write TensorFlow Datasets' metadata files (adds files; the records are
+  # the same either way).
+  tfds_metadata: bool = False
 
   @property
   def split_names(self) -> List[str]:
@@ -241,9 +251,10 @@ class PreprocessConfig:
     return d
 
   def config_hash(self) -> str:
-    """Hash of everything that decides the output's content."""
+    """Hash of everything that decides the records (not where they go,
+    nor the TFDS metadata files written beside them)."""
     d = self.to_json()
-    for key in ('output', 'overwrite'):
+    for key in ('output', 'overwrite', 'tfds_metadata'):
       d.pop(key)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
@@ -486,11 +497,12 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
     raise UsageError(f'--rebalance_splits names {", ".join(unknown)}, which '
                      f'is not a split (splits: {", ".join(known)}).')
   compression = _choice('compression', o.compression, COMPRESSIONS)
+  tfds_mode = _choice('tfds_metadata', o.tfds_metadata, tfds_lib.MODES)
   if compression == 'auto':
     # JPEG/PNG bytes and normalized float noise barely compress; raw pixels
-    # do.
-    compression = 'gzip' if image and image.storage in ('uint8', 'float32'
-                                                        ) else 'none'
+    # do. TFDS reads uncompressed records only.
+    compression = 'gzip' if image and image.storage in (
+        'uint8', 'float32') and tfds_mode != 'on' else 'none'
   try:
     max_bad = float(o.max_bad_fraction)
   except ValueError:
@@ -504,12 +516,33 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
   if not name or any(c in name for c in '/\\*?[]{}') or '-' in name:
     raise UsageError(f'--name must be a plain name without "-", "/" or '
                      f'wildcards (got {o.name!r}).')
+  num_shards = _int('num_shards', o.num_shards, 0, 100000)
+  tfds_problem = tfds_lib.unreadable_reason(name, known, compression,
+                                            num_shards)
+  if tfds_mode == 'on' and compression == 'gzip':
+    raise UsageError('--tfds_metadata on needs uncompressed records, since '
+                     'TFDS cannot read gzip-compressed TFRecords; drop '
+                     '--compression gzip or pass --tfds_metadata off.')
+  if tfds_mode == 'on' and tfds_problem:
+    raise UsageError(f'--tfds_metadata on cannot be met: {tfds_problem}.')
   return PreprocessConfig(
       modality=modality, input=input_path, output=output.rstrip('/'),
       name=name, image=image, normalization=normalization,
       split_ratios=ratios, splits_from_input=from_input, rebalance=mode,
       rebalance_splits=rebalance_splits, seed=_int('seed', o.seed, 0),
-      num_shards=_int('num_shards', o.num_shards, 0, 100000),
-      compression=compression, max_bad_fraction=max_bad,
+      num_shards=num_shards, compression=compression,
+      max_bad_fraction=max_bad,
       overwrite=bool(o.overwrite), sensor=sensor, text=text,
-      partition=None if o.partition is None else str(o.partition).strip())
+      partition=None if o.partition is None else str(o.partition).strip(),
+      tfds_metadata=tfds_mode != 'off' and not tfds_problem)
+
+
+def tfds_skip_reason(options: PipelineOptions, cfg: PreprocessConfig
+                     ) -> Optional[str]:
+  """Why `--tfds_metadata auto` writes no TFDS metadata in this run (None
+  when it does, or when it was turned off)."""
+  o = options.view_as(PreprocessOptions)
+  if cfg.tfds_metadata or str(o.tfds_metadata).strip().lower() != 'auto':
+    return None
+  return tfds_lib.unreadable_reason(cfg.name, cfg.split_names,
+                                    cfg.compression, cfg.num_shards)

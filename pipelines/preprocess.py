@@ -282,6 +282,10 @@ def run(argv: Optional[List[str]] = None,
   if unknown:
     raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
   cfg = options_lib.resolve_config(options)
+  tfds_skipped = options_lib.tfds_skip_reason(options, cfg)
+  if tfds_skipped:
+    _LOG.info('no TFDS metadata (dataset_info.json, features.json) will be '
+              'written: %s.', tfds_skipped)
   progress = progress if progress is not None else {}
   progress.update(modality=cfg.modality, output=cfg.output,
                   partition=cfg.partition,

@@ -3,7 +3,8 @@
 A run writes everything into a staging folder inside the output
 (`<output>/.staging-<run id>/`). Only when every shard, the transform and the
 dead letters are written does `FinalizeDataset` (the pipeline's last step)
-check the counts, move the files into `<output>/` and write `manifest.json`
+check the counts, write the TFDS metadata files (transforms/tfds_metadata)
+into staging, move the files into `<output>/` and write `manifest.json`
 last. Readers and the validation pipeline only accept a folder with a
 manifest, so a failed or killed run never leaves a dataset that looks
 complete, and shards of two runs are never mixed: publishing first removes
@@ -23,6 +24,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import sinks
+from transforms import tfds_metadata as tfds_lib
 
 _LOG = logging.getLogger(__name__)
 
@@ -32,7 +34,7 @@ FORMAT_VERSION = 1
 TRANSFORM_DIRS = ('transform_fn', 'transformed_metadata')
 DEAD_LETTER_PREFIX = 'dead_letter'
 _VERSIONED = ('apache-beam', 'tensorflow', 'tensorflow-transform', 'tfx-bsl',
-              'pillow', 'numpy', 'pyarrow')
+              'tensorflow-datasets', 'pillow', 'numpy', 'pyarrow')
 
 
 class DataQualityError(RuntimeError):
@@ -89,13 +91,15 @@ def _gfile():
 
 
 def remove_dataset(output: str) -> None:
-  """Removes a published dataset: the manifest first, then its files."""
+  """Removes a published dataset: the manifest first, then its files
+  (shards, dead letters, validation report, TFDS metadata, transform)."""
   manifest = join(output, MANIFEST)
   if FileSystems.exists(manifest):
     FileSystems.delete([manifest])
   _delete_matching([join(output, '*.tfrecord*'),
                     join(output, DEAD_LETTER_PREFIX + '*'),
-                    join(output, 'validation_report*')])
+                    join(output, 'validation_report*')] +
+                   [join(output, p) for p in tfds_lib.PATTERNS])
   gfile = _gfile()
   for d in TRANSFORM_DIRS:
     path = join(output, d)
@@ -248,6 +252,8 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
           'files': sorted(posixpath.basename(p) for p in dead_files),
           'count': total_dead,
       },
+      # Filled by FinalizeDataset when TFDS metadata is written.
+      'tfds': None,
       'config': cfg.to_json(),
       'config_hash': cfg.config_hash(),
       'versions': library_versions(),
@@ -378,6 +384,13 @@ class FinalizeDataset(beam.PTransform):
         raise DataQualityError('; '.join(problems))
       files = [posixpath.basename(s['path']) for _, s in values['shards']]
       files += [posixpath.basename(p) for p in values['dead_files']]
+      if getattr(cfg, 'tfds_metadata', False):
+        written, seconds = tfds_lib.write(manifest, staging)
+        manifest['tfds'] = {'files': written, 'version': tfds_lib.VERSION,
+                            'file_format': tfds_lib.FILE_FORMAT}
+        files += written
+        _LOG.info('wrote the TFDS metadata (%s) in %.2f s', ', '.join(
+            written), seconds)
       publish(staging, cfg.output, files, manifest)
       _LOG.info('published %d records to %s', manifest['totals']['records'],
                 cfg.output)
