@@ -93,6 +93,11 @@ class PreprocessOptions(PipelineOptions):
     add('--compression', default='auto',
         help='auto (none for jpeg/png, whose bytes do not compress; gzip for '
         'uint8/float32), none or gzip. Default: auto.')
+    add('--index_files', default=False, action='store_true',
+        help='Also write <shard>.idx beside every shard: the byte offset '
+        'and length of each record (the format of DALI\'s tfrecord2idx), '
+        'for DALI\'s TFRecord reader and the tfrecord package\'s PyTorch '
+        'reader. Needs uncompressed shards (not with --compression gzip).')
     add('--max_bad_fraction', default='0.05',
         help='Fail the job (and publish nothing) when more than this share '
         'of the inputs is dead-lettered. Default: 0.05.')
@@ -221,6 +226,8 @@ class PreprocessConfig:
   sensor: Optional[windows.SensorConfig] = None
   text: Optional[text_transform.TextConfig] = None
   partition: Optional[str] = None
+  # Index files beside the shards change the files, not the records.
+  index_files: bool = False
 
   @property
   def split_names(self) -> List[str]:
@@ -241,9 +248,10 @@ class PreprocessConfig:
     return d
 
   def config_hash(self) -> str:
-    """Hash of everything that decides the output's content."""
+    """Hash of everything that decides the output's content (the records;
+    not where they go, nor whether index files come with them)."""
     d = self.to_json()
-    for key in ('output', 'overwrite'):
+    for key in ('output', 'overwrite', 'index_files'):
       d.pop(key)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
@@ -491,6 +499,14 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
     # do.
     compression = 'gzip' if image and image.storage in ('uint8', 'float32'
                                                         ) else 'none'
+  index_files = bool(o.index_files)
+  if index_files and compression == 'gzip':
+    why = ('--compression gzip' if str(o.compression).strip().lower() ==
+           'gzip' else f'--storage {image.storage} with --compression auto')
+    raise UsageError(f'--index_files needs uncompressed shards, but {why} '
+                     'compresses them with gzip, and offsets into a '
+                     'compressed shard mean nothing to DALI or the tfrecord '
+                     'reader; pass --compression none.')
   try:
     max_bad = float(o.max_bad_fraction)
   except ValueError:
@@ -512,4 +528,5 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
       num_shards=_int('num_shards', o.num_shards, 0, 100000),
       compression=compression, max_bad_fraction=max_bad,
       overwrite=bool(o.overwrite), sensor=sensor, text=text,
-      partition=None if o.partition is None else str(o.partition).strip())
+      partition=None if o.partition is None else str(o.partition).strip(),
+      index_files=index_files)
