@@ -252,7 +252,7 @@ class WriteShuffled(beam.PTransform):
                 | f'OneRecordEach[{split}]' >> beam.FlatMap(lambda g: g)
                 | f'WriteSplit[{split}]' >> sinks.WriteSplit(
                     self._staging, cfg.name, split, cfg.num_shards,
-                    cfg.compression == 'gzip'))
+                    cfg.compression == 'gzip', cfg.index_files))
       shards_all.append(shards | f'TagShards[{split}]' >> beam.Map(
           lambda s, sp=split: (sp, s)))
     return (tuple(shards_all) | 'AllShards' >> beam.Flatten(),

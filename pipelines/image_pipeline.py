@@ -226,7 +226,8 @@ def build(pipeline, cfg, run: dict, staging: str,
               sinks.FingerprintFn())
           | f'TagFingerprint[{split}]' >> beam.Map(lambda fp, s=split: (s, fp)))
       shards = records | f'WriteSplit[{split}]' >> sinks.WriteSplit(
-          staging, cfg.name, split, cfg.num_shards, cfg.compression == 'gzip')
+          staging, cfg.name, split, cfg.num_shards, cfg.compression == 'gzip',
+          cfg.index_files)
       shards_all.append(shards | f'TagShards[{split}]' >> beam.Map(
           lambda s, sp=split: (sp, s)))
 

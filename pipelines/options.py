@@ -100,6 +100,11 @@ class PreprocessOptions(PipelineOptions):
     add('--compression', default='auto',
         help='auto (none for jpeg/png, whose bytes do not compress; gzip for '
         'uint8/float32), none or gzip. Default: auto.')
+    add('--index_files', default=False, action='store_true',
+        help='Also write <shard>.idx beside every shard: the byte offset '
+        'and length of each record (the format of DALI\'s tfrecord2idx), '
+        'for DALI\'s TFRecord reader and the tfrecord package\'s PyTorch '
+        'reader. Needs uncompressed shards (not with --compression gzip).')
     add('--max_bad_fraction', default='0.05',
         help='Fail the job (and publish nothing) when more than this share '
         'of the inputs is dead-lettered. Default: 0.05.')
@@ -231,6 +236,8 @@ class PreprocessConfig:
   # Write TensorFlow Datasets' metadata files (adds files; the records are
   # the same either way).
   tfds_metadata: bool = False
+  # Index files beside the shards change the files, not the records.
+  index_files: bool = False
 
   @property
   def split_names(self) -> List[str]:
@@ -252,9 +259,9 @@ class PreprocessConfig:
 
   def config_hash(self) -> str:
     """Hash of everything that decides the records (not where they go,
-    nor the TFDS metadata files written beside them)."""
+    nor the TFDS metadata or index files written beside them)."""
     d = self.to_json()
-    for key in ('output', 'overwrite', 'tfds_metadata'):
+    for key in ('output', 'overwrite', 'tfds_metadata', 'index_files'):
       d.pop(key)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
@@ -498,11 +505,18 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
                      f'is not a split (splits: {", ".join(known)}).')
   compression = _choice('compression', o.compression, COMPRESSIONS)
   tfds_mode = _choice('tfds_metadata', o.tfds_metadata, tfds_lib.MODES)
+  index_files = bool(o.index_files)
   if compression == 'auto':
     # JPEG/PNG bytes and normalized float noise barely compress; raw pixels
-    # do. TFDS reads uncompressed records only.
+    # do. TFDS, DALI and the tfrecord reader read uncompressed shards only.
     compression = 'gzip' if image and image.storage in (
-        'uint8', 'float32') and tfds_mode != 'on' else 'none'
+        'uint8', 'float32') and tfds_mode != 'on' and not index_files else (
+            'none')
+  if index_files and compression == 'gzip':
+    raise UsageError('--index_files needs uncompressed shards, but '
+                     '--compression gzip compresses them, and offsets into a '
+                     'compressed shard mean nothing to DALI or the tfrecord '
+                     'reader; pass --compression none.')
   try:
     max_bad = float(o.max_bad_fraction)
   except ValueError:
@@ -534,7 +548,8 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
       max_bad_fraction=max_bad,
       overwrite=bool(o.overwrite), sensor=sensor, text=text,
       partition=None if o.partition is None else str(o.partition).strip(),
-      tfds_metadata=tfds_mode != 'off' and not tfds_problem)
+      tfds_metadata=tfds_mode != 'off' and not tfds_problem,
+      index_files=index_files)
 
 
 def tfds_skip_reason(options: PipelineOptions, cfg: PreprocessConfig

@@ -49,8 +49,10 @@ EXIT_USAGE = 2
 
 
 def _unlisted_files(output: str, manifest: dict) -> List[str]:
-  listed = {s['file'] for split in manifest['splits'].values()
-            for s in split['shards']}
+  # Shards and the index files ('<shard>.idx') the manifest names.
+  listed = {name for split in manifest['splits'].values()
+            for s in split['shards'] for name in (s['file'], s.get('index'))
+            if name}
   found = FileSystems.match([manifest_lib.join(output, '*.tfrecord*')]
                            )[0].metadata_list
   return sorted(os.path.basename(m.path) for m in found

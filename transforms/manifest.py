@@ -96,6 +96,7 @@ def remove_dataset(output: str) -> None:
   manifest = join(output, MANIFEST)
   if FileSystems.exists(manifest):
     FileSystems.delete([manifest])
+  # '*.tfrecord*' also takes the shards' index files ('<shard>.idx').
   _delete_matching([join(output, '*.tfrecord*'),
                     join(output, DEAD_LETTER_PREFIX + '*'),
                     join(output, 'validation_report*')] +
@@ -164,6 +165,16 @@ def _image_details(cfg, values: dict):
   }
 
 
+def _shard_entry(summary: dict) -> dict:
+  """A shard's manifest entry; 'index' names its index file, if any."""
+  entry = {'file': posixpath.basename(summary['path']),
+           'records': summary['records'], 'bytes': summary['bytes'],
+           'sha256': summary['sha256']}
+  if summary.get('index'):
+    entry['index'] = posixpath.basename(summary['index'])
+  return entry
+
+
 def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
   """Assembles the manifest from the pipeline's side outputs.
 
@@ -196,9 +207,8 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
   splits = {}
   for split in cfg.split_names:
     split_shards = sorted(
-        ({'file': posixpath.basename(s['path']), 'records': s['records'],
-          'bytes': s['bytes'], 'sha256': s['sha256']}
-         for sp, s in shards if sp == split), key=lambda s: s['file'])
+        (_shard_entry(s) for sp, s in shards if sp == split),
+        key=lambda s: s['file'])
     examples = sum(before_c.get(split, {}).values())
     fp = fps.get(split, {'fingerprint': format(0, '032x'), 'records': 0})
     splits[split] = {
@@ -382,7 +392,8 @@ class FinalizeDataset(beam.PTransform):
         manifest['failures'] = problems
         _write_json(join(staging, FAILURE), manifest)
         raise DataQualityError('; '.join(problems))
-      files = [posixpath.basename(s['path']) for _, s in values['shards']]
+      files = [posixpath.basename(s[key]) for _, s in values['shards']
+               for key in ('path', 'index') if s.get(key)]
       files += [posixpath.basename(p) for p in values['dead_files']]
       if getattr(cfg, 'tfds_metadata', False):
         written, seconds = tfds_lib.write(manifest, staging)

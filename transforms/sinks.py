@@ -11,7 +11,9 @@
   decoding, so image bytes are never grouped.
 - `WriteSplit`: WriteToTFRecord with TFDS-style names
   (`<name>-<split>.tfrecord-00000-of-00004`), then one summary per shard
-  (records, bytes, SHA-256) read back from the written files.
+  (records, bytes, SHA-256) read back from the written files; with
+  `index=True` the same read writes each shard's index file
+  (`<shard>.idx`, DALI's tfrecord2idx format) beside it.
 - `FingerprintFn`: an order-independent fingerprint of a split's records
   (the sum of their SHA-256 digests modulo 2**128), equal on every runner
   and for every shard count.
@@ -148,18 +150,20 @@ def shard_prefix(output_dir: str, name: str, split: str) -> str:
 class WriteSplit(beam.PTransform):
   """Writes one split's records and summarizes every shard written.
 
-  Output: one dict per shard, {'path', 'records', 'bytes', 'sha256'}.
+  Output: one dict per shard, {'path', 'records', 'bytes', 'sha256'}, and
+  'index' (the index file's path) with `index=True`.
   """
 
   def __init__(self, output_dir: str, name: str, split: str, num_shards: int,
-               compressed: bool):
+               compressed: bool, index: bool = False):
     super().__init__()
     self._prefix = shard_prefix(output_dir, name, split)
     self._num_shards = num_shards
     self._compressed = compressed
+    self._index = index
 
   def expand(self, records):
-    compressed = self._compressed
+    compressed, index = self._compressed, self._index
     written = records | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
         self._prefix,
         file_name_suffix='.gz' if compressed else '',
@@ -171,4 +175,5 @@ class WriteSplit(beam.PTransform):
     return (written
             | 'SpreadShards' >> beam.Reshuffle()
             | 'SummarizeShard' >> beam.Map(
-                tfrecord_files.shard_summary, compressed=compressed))
+                tfrecord_files.shard_summary, compressed=compressed,
+                index=index))

@@ -9,11 +9,13 @@ and offset instead of failing the whole job.
 import gzip
 import hashlib
 import struct
-from typing import BinaryIO, Iterator, Optional
+from typing import BinaryIO, Iterator, List, Optional, Tuple
 
 import google_crc32c
 
 from apache_beam.io.filesystems import FileSystems
+
+from transforms import record_index
 
 _HEADER = struct.Struct('<QI')
 _FOOTER = struct.Struct('<I')
@@ -69,18 +71,28 @@ def iter_records(stream: BinaryIO, verify: bool = True) -> Iterator[bytes]:
     offset += _HEADER.size + length + _FOOTER.size
 
 
-def count_records(stream: BinaryIO, block: int = 1 << 20) -> int:
+def count_records(stream: BinaryIO, block: int = 1 << 20,
+                  entries: Optional[List[Tuple[int, int]]] = None) -> int:
   """Counts the records of an (uncompressed) TFRecord stream, reading it in
   large blocks and walking the length headers (no CRC checks).
+
+  Args:
+    stream: A binary file object positioned at the start.
+    block: Bytes read at a time.
+    entries: When given, (offset, full length) of every record is appended
+      to it: the byte offset of its length header in the stream, and 8 + 4
+      + data + 4 bytes (the index of transforms/record_index.py).
 
   Raises:
     CorruptRecordError: The stream ends inside a record.
   """
   count, pending, pos = 0, b'', 0
+  start = 0  # offset in the stream of pending[0]
   record_overhead = _HEADER.size + _FOOTER.size
   while True:
     chunk = stream.read(block)
     if chunk:
+      start += pos
       pending = pending[pos:] + chunk
       pos = 0
     end = len(pending)
@@ -88,6 +100,8 @@ def count_records(stream: BinaryIO, block: int = 1 << 20) -> int:
       length = _HEADER.unpack_from(pending, pos)[0]
       if end - pos < length + record_overhead:
         break
+      if entries is not None:
+        entries.append((start + pos, length + record_overhead))
       pos += length + record_overhead
       count += 1
     if not chunk:
@@ -139,23 +153,36 @@ def open_hashing(path: str) -> HashingReader:
                                         compression_type='uncompressed'))
 
 
-def shard_summary(path: str, compressed: bool) -> dict:
+def shard_summary(path: str, compressed: bool, index: bool = False) -> dict:
   """Record count, size and checksum of one written shard, in one read.
 
   Args:
     path: The shard's path.
     compressed: Whether it is GZIP-compressed.
+    index: Also write the shard's index (`<path>.idx`, DALI's tfrecord2idx
+      format; see transforms/record_index.py) beside it, from the same
+      read. Only for uncompressed shards, whose offsets a reader can seek
+      to.
 
   Returns:
-    {'path', 'records', 'bytes', 'sha256'}.
+    {'path', 'records', 'bytes', 'sha256'}, and 'index' (the index file's
+    path) when one was written.
   """
+  if index and compressed:
+    raise ValueError('an index of a gzip-compressed shard would hold offsets '
+                     'no reader can seek to')
+  entries: Optional[List[Tuple[int, int]]] = [] if index else None
   hashing = open_hashing(path)
   try:
     stream = open_records(path, compressed, hashing)
-    records = count_records(stream)
+    records = count_records(stream, entries=entries)
     hashing.drain()
   finally:
     hashing.close()
   size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
-  return {'path': path, 'records': records, 'bytes': size,
-          'sha256': hashing.digest.hexdigest()}
+  summary = {'path': path, 'records': records, 'bytes': size,
+             'sha256': hashing.digest.hexdigest()}
+  if entries is not None:
+    summary['index'] = record_index.index_path(path)
+    record_index.write_index(summary['index'], entries)
+  return summary

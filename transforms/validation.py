@@ -17,6 +17,7 @@ from transforms import manifest as manifest_lib
 from transforms import normalize
 from transforms import quality_checks
 from transforms import report_samples
+from transforms import record_index
 from transforms import schema
 from transforms import sinks
 from transforms import tfrecord_files
@@ -195,7 +196,8 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
   """Reads one shard and checks its bytes and every record in it.
 
   Args:
-    shard: {'split', 'file', 'records', 'sha256'} from the manifest.
+    shard: {'split', 'file', 'records', 'sha256'[, 'index']} from the
+      manifest.
     output: The dataset folder.
     manifest: The manifest.
 
@@ -222,8 +224,10 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
   hashing = tfrecord_files.open_hashing(path)
   stream = tfrecord_files.open_records(
       path, manifest.get('compression') == 'gzip', hashing)
+  sizes = []  # data bytes of each record, for the index check
   try:
     for record in tfrecord_files.iter_records(stream, verify=True):
+      sizes.append(len(record))
       result['records'] += 1
       result['largest_record'] = max(result['largest_record'], len(record))
       result['fingerprint'] = (result['fingerprint'] +
@@ -260,6 +264,12 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
   if result['readable'] and result['records'] != shard['records']:
     result['shard_errors'].append(f'{shard["file"]}: has {result["records"]} '
                             f'records, the manifest says {shard["records"]}')
+  if result['readable'] and shard.get('index'):
+    problem = record_index.check_index(
+        manifest_lib.join(output, shard['index']), shard, sizes,
+        manifest.get('compression') == 'gzip')
+    if problem:
+      result['shard_errors'].append(problem)
   result['fingerprint'] = format(result['fingerprint'], '032x')
   result['stats'] = stats.stats
   result['hists'] = stats.hists
