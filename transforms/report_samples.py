@@ -14,6 +14,9 @@ PER_CLASS = 4
 THUMBNAIL = 64
 # Classes with samples in the report (the first by name).
 MAX_CLASSES = 40
+# Samples kept from one shard, whatever the number of classes, so that the
+# shard results gathered for the report stay small with many shards.
+MAX_PER_SHARD = 32
 # Sensor samples are cut to this many rows and channels.
 MAX_ROWS = 400
 MAX_CHANNELS = 8
@@ -35,6 +38,8 @@ def _thumbnail(arr: np.ndarray) -> str:
 def keep(samples: Dict[str, List], info: dict, manifest: dict) -> None:
   """Adds the record described by `info` (check_record's result) to
   `samples` ({label: [sample]}) while its class has fewer than PER_CLASS."""
+  if sum(len(v) for v in samples.values()) >= MAX_PER_SHARD:
+    return
   kept = samples.setdefault(info['label'], [])
   if len(kept) >= PER_CLASS:
     return
