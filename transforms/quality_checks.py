@@ -121,8 +121,28 @@ class FeatureStats:
   def add_channels(self, prefix: str, arr: np.ndarray,
                    names: List[str]) -> None:
     """Adds an [n, channels] array as one statistic per channel."""
+    if not arr.size:
+      return
+    # Channel-major and contiguous, so each reduction runs along a row.
+    channels = np.ascontiguousarray(arr.T, dtype=np.float64)
+    self.add_channel_sums(prefix, names, arr.shape[0], channels.min(axis=1),
+                          channels.max(axis=1), channels.sum(axis=1),
+                          np.einsum('ij,ij->i', channels, channels))
+
+  def add_channel_sums(self, prefix: str, names: List[str], count: int,
+                       mins, maxs, sums, squares) -> None:
+    """Adds per-channel totals computed elsewhere (n values each)."""
     for i, name in enumerate(names):
-      self.add(f'{prefix}/{name}', arr[:, i])
+      s = self.stats.setdefault(f'{prefix}/{name}', _empty())
+      s[_COUNT] += int(count)
+      s[_MIN] = min(s[_MIN], float(mins[i]))
+      s[_MAX] = max(s[_MAX], float(maxs[i]))
+      s[_SUM] += float(sums[i])
+      s[_SQUARES] += float(squares[i])
+
+
+def channel_names(channels: int) -> List[str]:
+  return ['grey'] if channels == 1 else ['red', 'green', 'blue'][:channels]
 
 
 def add_record_stats(stats: FeatureStats, values: Dict, manifest: dict,
@@ -133,7 +153,8 @@ def add_record_stats(stats: FeatureStats, values: Dict, manifest: dict,
     stats: The shard's accumulator.
     values: Feature name -> the record's value list.
     manifest: The dataset's manifest.
-    pixels: For images, the decoded (or stored float) pixels [h, w, c].
+    pixels: For images whose per-channel totals the caller does not add
+      itself (with add_channel_sums), the pixels [h, w, c].
   """
   spec = manifest['feature_spec']
   modality = manifest.get('modality', 'image')
@@ -154,8 +175,7 @@ def add_record_stats(stats: FeatureStats, values: Dict, manifest: dict,
     stats.add(key, vals)
   if pixels is not None:
     c = pixels.shape[-1]
-    names = ['grey'] if c == 1 else ['red', 'green', 'blue'][:c]
-    stats.add_channels('image', pixels.reshape(-1, c), names)
+    stats.add_channels('image', pixels.reshape(-1, c), channel_names(c))
   if modality == 'sensor' and 'values' in values:
     channels = manifest['sensor']['channels']
     arr = np.asarray(values['values'], np.float64).reshape(-1, len(channels))

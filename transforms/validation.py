@@ -131,14 +131,21 @@ def check_record(record: bytes, manifest: dict,
                                       arr.reshape(h, w, c))
     return out
   arr = images.decode_stored(values[schema.IMAGE][0], img['storage'], h, w, c)
-  flat = arr.reshape(-1, c).astype(np.float64)
-  out['channel_sum'] = flat.sum(axis=0).tolist()
-  out['channel_sum_squares'] = (flat * flat).sum(axis=0).tolist()
+  # Channel-major and contiguous: per-channel reductions over rows of an
+  # [h * w, c] array are some 20 times slower.
+  channels = np.ascontiguousarray(arr.reshape(-1, c).T)
+  wide = channels.astype(np.float64)
+  sums = wide.sum(axis=1)
+  squares = np.einsum('ij,ij->i', wide, wide)
+  out['channel_sum'] = sums.tolist()
+  out['channel_sum_squares'] = squares.tolist()
   out['pixels'] = h * w
   out['image'] = arr
   if stats is not None:
-    quality_checks.add_record_stats(stats, values, manifest,
-                                    arr.reshape(h, w, c))
+    quality_checks.add_record_stats(stats, values, manifest)
+    stats.add_channel_sums('image', quality_checks.channel_names(c), h * w,
+                           channels.min(axis=1), channels.max(axis=1), sums,
+                           squares)
   return out
 
 
