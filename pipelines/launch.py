@@ -114,8 +114,7 @@ def main(argv: Optional[List[str]], env: Optional[Mapping[str, str]],
     args = to_preprocess_args(argv, os.environ if env is None else env)
   except UsageError as e:
     preprocess.configure_logging()
-    msg = str(e)
-    error = msg[0].upper() + msg[1:]
+    error = preprocess.usage_sentence(e)
     print(f'error: {error}', file=sys.stderr)
     print(preprocess.summary_json(preprocess.EXIT_USAGE, {}, None, error))
     return preprocess.EXIT_USAGE

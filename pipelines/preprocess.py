@@ -169,28 +169,33 @@ def check_output(cfg) -> None:
                      'replace them.')
 
 
-def _dry_run(options: PipelineOptions) -> bool:
-  """Whether this is Beam's --dry_run of a Dataflow submission."""
-  if not options.view_as(TestOptions).dry_run:
+def _dataflow_only(options: PipelineOptions, given: bool,
+                   refusal: str) -> bool:
+  """Whether an option that only Dataflow honours was given; `refusal`
+  (a UsageError) when it was given for another runner."""
+  if not given:
     return False
   runner = options.view_as(StandardOptions).runner or ''
   if runner.split('.')[-1] not in ('DataflowRunner', 'dataflow'):
-    raise UsageError('--dry_run only applies to --runner DataflowRunner (it '
-                     'translates the job without submitting it); other '
-                     'runners would run the pipeline for real.')
+    raise UsageError(refusal)
   return True
+
+
+def _dry_run(options: PipelineOptions) -> bool:
+  """Whether this is Beam's --dry_run of a Dataflow submission."""
+  return _dataflow_only(
+      options, bool(options.view_as(TestOptions).dry_run),
+      '--dry_run only applies to --runner DataflowRunner (it translates the '
+      'job without submitting it); other runners would run the pipeline for '
+      'real.')
 
 
 def _detach(options: PipelineOptions) -> bool:
   """Whether --detach was given (and may be: Dataflow only)."""
-  if not options.view_as(options_lib.PreprocessOptions).detach:
-    return False
-  runner = options.view_as(StandardOptions).runner or ''
-  if runner.split('.')[-1] not in ('DataflowRunner', 'dataflow'):
-    raise UsageError('--detach only applies to --runner DataflowRunner (a '
-                     'local job runs inside this process and cannot outlive '
-                     'it).')
-  return True
+  return _dataflow_only(
+      options, bool(options.view_as(options_lib.PreprocessOptions).detach),
+      '--detach only applies to --runner DataflowRunner (a local job runs '
+      'inside this process and cannot outlive it).')
 
 
 def _stale_staging_hours(options: PipelineOptions) -> float:
@@ -461,6 +466,12 @@ def configure_logging() -> None:
   logging.getLogger('absl').addFilter(_DropInstanceDictAdvice())
 
 
+def usage_sentence(error: Exception) -> str:
+  """A bad invocation's message as the one sentence printed for it."""
+  msg = str(error)
+  return msg[0].upper() + msg[1:] + ('' if msg.endswith('.') else '.')
+
+
 def main(argv: Optional[List[str]] = None) -> int:
   """Command-line entry point; returns the exit code.
 
@@ -478,8 +489,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print_help()
     return EXIT_OK
   except (UsageError, InputError) as e:
-    msg = str(e)
-    error = msg[0].upper() + msg[1:] + ('' if msg.endswith('.') else '.')
+    error = usage_sentence(e)
     print(f'error: {error}', file=sys.stderr)
     code = EXIT_USAGE
   except DataQualityFailure as e:
