@@ -217,14 +217,13 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
   result = {'split': shard['split'], 'file': shard['file'], 'records': 0,
             'bad_records': 0, 'shard_errors': [], 'record_errors': [],
             'class_counts': {},
-            'fingerprint': 0, 'channel_sum': None,
+            'fingerprint': format(0, '032x'), 'channel_sum': None,
             'channel_sum_squares': None, 'pixels': 0, 'sha256': None,
             'readable': True, 'bytes': None, 'largest_record': 0,
             'stats': {}, 'content': [], 'samples': {}}
   if not FileSystems.exists(path):
     result['readable'] = False
     result['shard_errors'].append(f'{shard["file"]}: file is missing')
-    result['fingerprint'] = format(0, '032x')
     return result
   result['bytes'] = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
   stats = quality_checks.FeatureStats()
@@ -232,13 +231,13 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
   stream = tfrecord_files.open_records(
       path, manifest.get('compression') == 'gzip', hashing)
   sizes = []  # data bytes of each record, for the index check
+  fingerprint = 0
   try:
     for record in tfrecord_files.iter_records(stream, verify=True):
       sizes.append(len(record))
       result['records'] += 1
       result['largest_record'] = max(result['largest_record'], len(record))
-      result['fingerprint'] = (result['fingerprint'] +
-                               sinks.record_digest(record)) % (1 << 128)
+      fingerprint = (fingerprint + sinks.record_digest(record)) % (1 << 128)
       try:
         info = check_record(record, manifest, stats)
       except ValueError as e:
@@ -277,7 +276,7 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
         manifest.get('compression') == 'gzip')
     if problem:
       result['shard_errors'].append(problem)
-  result['fingerprint'] = format(result['fingerprint'], '032x')
+  result['fingerprint'] = format(fingerprint, '032x')
   result['stats'] = stats.stats
   result['hists'] = stats.hists
   return result
