@@ -102,6 +102,15 @@ def test_shard_health():
                       "protobuf's 2 GiB limit: no reader can parse it"]
 
 
+def _text_dataset(root, lines):
+  """Preprocesses the CSV `lines` into root/out; returns that folder."""
+  (root / 'docs.csv').write_text('\n'.join(lines) + '\n')
+  out = root / 'out'
+  preprocess.run(['--input', str(root / 'docs.csv'), '--output', str(out)] +
+                 TEXT)
+  return out
+
+
 @pytest.fixture(scope='module')
 def leaky(tmp_path_factory):
   """A text dataset whose input repeats 12 texts 6 times each, so the
@@ -114,11 +123,7 @@ def leaky(tmp_path_factory):
   for copy in range(6):
     for i in range(12):
       lines.append(f'"repeated text number {i} again",{("a", "b")[i % 2]}')
-  (root / 'docs.csv').write_text('\n'.join(lines) + '\n')
-  out = root / 'out'
-  preprocess.run(['--input', str(root / 'docs.csv'), '--output', str(out)] +
-                 TEXT)
-  return out
+  return _text_dataset(root, lines)
 
 
 def _report(out):
@@ -155,11 +160,7 @@ def clean(tmp_path_factory):
   lines = ['text,label'] + [
       f'"word{i % 7} word{i % 11} more{i % 3}{" extra" * (i % 5)}",'
       f'{("a", "b")[i % 2]}' for i in range(300)]
-  (root / 'docs.csv').write_text('\n'.join(lines) + '\n')
-  out = root / 'out'
-  preprocess.run(['--input', str(root / 'docs.csv'), '--output', str(out)] +
-                 TEXT)
-  return out
+  return _text_dataset(root, lines)
 
 
 def test_a_clean_dataset_passes_with_statistics(clean):
