@@ -34,7 +34,7 @@ setuptools.setup(
         'tfx-bsl>=1.21,<1.22',
         'tensorflow-metadata>=1.21,<1.22',
         # dataset_info.json / features.json for TFDS readers, written by
-        # FinalizeDataset (transforms/tfds_metadata.py uses TFDS's own
+        # FinalizeDataset (transforms/output/tfds_metadata.py uses TFDS's own
         # classes, some from tensorflow_datasets.core).
         'tensorflow-datasets>=4.9.10,<4.10',
     ],

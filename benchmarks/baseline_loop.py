@@ -25,7 +25,7 @@ if _ROOT not in sys.path:
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from transforms import images  # pylint: disable=g-import-not-at-top
+from transforms.modalities.image import processing as images  # pylint: disable=g-import-not-at-top
 
 
 def list_images(root):

@@ -74,7 +74,7 @@ UNIT = 'images'
 
 def _count_images(root):
   sys.path.insert(0, REPO)
-  from transforms.images import is_image_path  # pylint: disable=import-outside-toplevel
+  from transforms.modalities.image.processing import is_image_path  # pylint: disable=import-outside-toplevel
   n = 0
   for label in os.listdir(root):
     folder = os.path.join(root, label)

@@ -48,7 +48,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 import pandas as pd
 import tensorflow as tf
 
-from transforms.split import assign_split
+from transforms.core.splits import assign_split
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 TIME, ENTITY, LABEL = 'time', 'device', 'label'

@@ -100,7 +100,7 @@ def expected_split_records(rows, window=WINDOW, stride=STRIDE):
   split of the device's name; the same rule as sensor_baseline.py.
   """
   sys.path.insert(0, REPO)
-  from transforms.split import assign_split  # pylint: disable=import-outside-toplevel
+  from transforms.core.splits import assign_split  # pylint: disable=import-outside-toplevel
   out = {name: 0 for name, _ in SPLITS}
   for name, n in zip(sensor_data.device_names(DEVICES),
                      sensor_data.device_rows(rows, DEVICES)):

@@ -49,7 +49,7 @@ if _ROOT not in sys.path:
 
 import tensorflow as tf
 
-from transforms.split import assign_split
+from transforms.core.splits import assign_split
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 TEXT, LABEL = 'text', 'label'

@@ -93,7 +93,7 @@ def expected_split_records(csv_path, docs):
   same rule as text_baseline.py.
   """
   sys.path.insert(0, REPO)
-  from transforms.split import assign_split  # pylint: disable=import-outside-toplevel
+  from transforms.core.splits import assign_split  # pylint: disable=import-outside-toplevel
   base = os.path.basename(csv_path)
   out = {name: 0 for name, _ in SPLITS}
   for r in range(docs):

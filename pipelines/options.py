@@ -15,13 +15,13 @@ from typing import List, Optional, Tuple
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from transforms import images
-from transforms import normalize
-from transforms import rebalance
-from transforms import split as split_lib
-from transforms import text_transform
-from transforms import tfds_metadata as tfds_lib
-from transforms import windows
+from transforms.modalities.image import processing as images
+from transforms.modalities.image import preprocessing as normalize
+from transforms.core import rebalance
+from transforms.core import splits as split_lib
+from transforms.modalities.text import preprocessing as text_transform
+from transforms.output import tfds_metadata as tfds_lib
+from transforms.modalities.sensor import windows
 
 MODALITIES = ('image', 'text', 'sensor')
 COMPRESSIONS = ('auto', 'none', 'gzip')

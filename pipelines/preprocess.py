@@ -37,8 +37,8 @@ from apache_beam.options.pipeline_options import TestOptions
 
 from pipelines import options as options_lib
 from pipelines.options import UsageError
-from transforms import manifest as manifest_lib
-from transforms.sources import InputError
+from transforms.output import manifest as manifest_lib
+from transforms.modalities.image.inputs import InputError
 
 _LOG = logging.getLogger('pipelines.preprocess')
 _PROCESS_START = time.time()
@@ -307,16 +307,16 @@ def run(argv: Optional[List[str]] = None,
   run_info = {'run_id': run_id, 'started': time.time()}
   # Check the input before creating anything in the output.
   if cfg.modality == 'sensor':
-    from pipelines import sensor_pipeline  # pylint: disable=import-outside-toplevel
+    from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
     plan = sensor_pipeline.check_input(cfg)
     build = lambda p: sensor_pipeline.build(p, cfg, run_info, staging, plan)
   elif cfg.modality == 'text':
-    from pipelines import text_pipeline  # pylint: disable=import-outside-toplevel
+    from transforms.modalities.text import pipeline as text_pipeline  # pylint: disable=import-outside-toplevel
     plan = text_pipeline.check_input(cfg)
     build = lambda p: text_pipeline.build(p, cfg, run_info, staging, plan)
   else:
-    from pipelines import image_pipeline  # pylint: disable=import-outside-toplevel
-    from transforms import sources  # pylint: disable=import-outside-toplevel
+    from transforms.modalities.image import pipeline as image_pipeline  # pylint: disable=import-outside-toplevel
+    from transforms.modalities.image import inputs as sources  # pylint: disable=import-outside-toplevel
     manifest_format = sources.check_input(cfg.input, cfg.splits_from_input)
     build = lambda p: image_pipeline.build(p, cfg, run_info, staging,
                                            manifest_format)

@@ -17,8 +17,8 @@ at most `max_open_files` open at once, and batches are prefetched.
 
 from typing import Optional
 
-from transforms import manifest as manifest_lib
-from transforms import schema
+from transforms.output import manifest as manifest_lib
+from transforms.core import features as schema
 
 
 class DatasetError(ValueError):
@@ -190,7 +190,7 @@ def check_text_transform(output: str, manifest: dict) -> dict:
   import numpy as np  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
-  from transforms import text_transform as tt  # pylint: disable=import-outside-toplevel
+  from transforms.modalities.text import preprocessing as tt  # pylint: disable=import-outside-toplevel
   text = manifest['text']
   vocab = text['vocabulary']
   try:

@@ -34,10 +34,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import preprocess
 from pipelines import reader
-from transforms import html_report
-from transforms import manifest as manifest_lib
-from transforms import quality_checks
-from transforms import validation
+from transforms.validation import html_report
+from transforms.output import manifest as manifest_lib
+from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import shard_checks as validation
 
 REPORT = 'validation_report.json'
 EXIT_SOUND = 0

@@ -262,8 +262,8 @@ def test_dry_run_translates_and_packages_the_whole_job(inputs, tmp_path,
   assert root in ('tfrecord-pipelines-0.1.0', 'tfrecord_pipelines-0.1.0')
   assert all(n.startswith(root + '/') for n in package['contents'])
   names = {n.split('/', 1)[1] for n in package['contents']}
-  assert {'setup.py', 'pipelines/preprocess.py', f'pipelines/{modality}_'
-          'pipeline.py', 'transforms/manifest.py'} <= names
+  assert {'setup.py', 'pipelines/preprocess.py', f'transforms/modalities/'
+          f'{modality}/pipeline.py', 'transforms/output/manifest.py'} <= names
   with tarfile.open(package['local_copy']) as tar:
     setup = tar.extractfile(f'{root}/setup.py').read()
   assert b'tensorflow-transform' in setup

@@ -16,7 +16,7 @@ import imagegen
 from pipelines import preprocess
 from pipelines import reader
 from pipelines import validate
-from transforms import tfrecord_files
+from transforms.output import tfrecord_files
 
 BASE_ARGS = ['--max_pixels', '1000000', '--max_bad_fraction', '0.5',
              '--direct_running_mode', 'in_memory', '--direct_num_workers',

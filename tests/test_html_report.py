@@ -16,7 +16,7 @@ import imagegen
 import sensorgen
 from pipelines import preprocess
 from pipelines import validate
-from transforms import html_report
+from transforms.validation import html_report
 
 CHROMIUM = shutil.which('chromium') or shutil.which('chromium-browser')
 needs_chromium = pytest.mark.skipif(

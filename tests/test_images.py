@@ -1,4 +1,4 @@
-"""Unit tests for transforms/images.py (pure functions, generated images only)."""
+"""Unit tests for transforms/modalities/image/processing.py (pure functions, generated images only)."""
 
 import io
 import struct
@@ -10,7 +10,7 @@ from PIL import Image
 from PIL import JpegImagePlugin
 from PIL import features
 
-from transforms import images
+from transforms.modalities.image import processing as images
 
 RED = (255, 0, 0)
 GREEN = (0, 255, 0)

@@ -29,7 +29,7 @@ import sensorgen
 from pipelines import options as options_lib
 from pipelines import preprocess
 from pipelines import validate
-from transforms import tfrecord_files
+from transforms.output import tfrecord_files
 
 IMAGE = ['--max_pixels', '1000000', '--direct_running_mode', 'in_memory',
          '--direct_num_workers', '1', '--image_size', '32x32',

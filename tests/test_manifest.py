@@ -5,7 +5,7 @@ import time
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import options as options_lib
-from transforms import manifest as manifest_lib
+from transforms.output import manifest as manifest_lib
 
 
 def _cfg(*flags):

@@ -4,7 +4,7 @@ the Example encoder."""
 import numpy as np
 import pytest
 
-from transforms import sensor_transform as st
+from transforms.modalities.sensor import preprocessing as st
 
 
 def _analyze_and_transform(tmp_path, train, values, normalization,

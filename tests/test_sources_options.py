@@ -1,4 +1,4 @@
-"""Unit tests for transforms/sources.py (pure functions, check_input on tmp
+"""Unit tests for transforms/modalities/image/inputs.py (pure functions, check_input on tmp
 folders) and pipelines/options.py (resolve_config). No pipeline runs."""
 
 import json
@@ -9,8 +9,8 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import options
-from transforms import sources
-from transforms import split
+from transforms.modalities.image import inputs as sources
+from transforms.core import splits as split
 
 RATIOS = split.parse_ratios('train=0.8,validation=0.1,test=0.1')
 

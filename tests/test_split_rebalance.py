@@ -1,12 +1,12 @@
-"""Unit tests for transforms/split.py and transforms/rebalance.py."""
+"""Unit tests for transforms/core/splits.py and transforms/core/rebalance.py."""
 
 import collections
 import hashlib
 
 import pytest
 
-from transforms import rebalance
-from transforms import split
+from transforms.core import rebalance
+from transforms.core import splits as split
 
 DEFAULT = 'train=0.8,validation=0.1,test=0.1'
 

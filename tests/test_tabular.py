@@ -1,4 +1,4 @@
-"""Reading and row parsing of tabular sensor files (transforms/tabular.py)."""
+"""Reading and row parsing of tabular sensor files (transforms/sources/tables.py)."""
 
 import io
 import json
@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from transforms import tabular
+from transforms.sources import tables as tabular
 
 S = 10**9  # ns per second
 T0 = 1_700_000_000  # 2023-11-14T22:13:20Z

@@ -1,4 +1,4 @@
-"""Reading labelled documents for the text modality (transforms/text_io.py)."""
+"""Reading labelled documents for the text modality (transforms/modalities/text/inputs.py)."""
 
 import csv
 import io
@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from transforms import text_io
-from transforms.text_io import TextColumns
-from transforms.text_io import TextInputError
+from transforms.modalities.text import inputs as text_io
+from transforms.modalities.text.inputs import TextColumns
+from transforms.modalities.text.inputs import TextInputError
 
 COLS = TextColumns('text', 'label')
 BOM = b'\xef\xbb\xbf'

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from transforms import text_transform as tt
+from transforms.modalities.text import preprocessing as tt
 
 
 def _config(**overrides):

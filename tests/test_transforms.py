@@ -12,14 +12,14 @@ import pytest
 
 import imagegen
 from pipelines import options as options_lib
-from pipelines.image_pipeline import PlanCopies
-from transforms import decode
-from transforms import images
-from transforms import normalize
-from transforms import schema
-from transforms import sinks
-from transforms import sources
-from transforms import tfrecord_files
+from transforms.modalities.image.pipeline import PlanCopies
+from transforms.modalities.image import decode
+from transforms.modalities.image import processing as images
+from transforms.modalities.image import preprocessing as normalize
+from transforms.core import features as schema
+from transforms.output import shards as sinks
+from transforms.modalities.image import inputs as sources
+from transforms.output import tfrecord_files
 
 
 def test_list_and_decode_images(tmp_path):

@@ -11,7 +11,7 @@ from tensorflow.core.example import example_pb2
 
 from pipelines import preprocess
 from pipelines import validate
-from transforms import quality_checks as qc
+from transforms.validation import dataset_checks as qc
 
 TEXT = ['--modality', 'text', '--direct_running_mode', 'in_memory',
         '--direct_num_workers', '1']

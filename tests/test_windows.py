@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from transforms import windows as win
+from transforms.modalities.sensor import windows as win
 
 
 def _brute_force(times, values, labels, length, stride, rule):

@@ -15,7 +15,7 @@ import google_crc32c
 
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import record_index
+from transforms.output import record_index
 
 _HEADER = struct.Struct('<QI')
 _FOOTER = struct.Struct('<I')
@@ -81,7 +81,7 @@ def count_records(stream: BinaryIO, block: int = 1 << 20,
     block: Bytes read at a time.
     entries: When given, (offset, full length) of every record is appended
       to it: the byte offset of its length header in the stream, and 8 + 4
-      + data + 4 bytes (the index of transforms/record_index.py).
+      + data + 4 bytes (the index of transforms/output/record_index.py).
 
   Raises:
     CorruptRecordError: The stream ends inside a record.
@@ -160,7 +160,7 @@ def shard_summary(path: str, compressed: bool, index: bool = False) -> dict:
     path: The shard's path.
     compressed: Whether it is GZIP-compressed.
     index: Also write the shard's index (`<path>.idx`, DALI's tfrecord2idx
-      format; see transforms/record_index.py) beside it, from the same
+      format; see transforms/output/record_index.py) beside it, from the same
       read. Only for uncompressed shards, whose offsets a reader can seek
       to.
 

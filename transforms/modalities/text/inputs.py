@@ -68,15 +68,15 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import tabular
+from transforms.sources import tables as tabular
 # Shared private helpers of the sensor reader (same file handling).
-from transforms.tabular import _BOM
-from transforms.tabular import _column_list
-from transforms.tabular import _json_blocks
-from transforms.tabular import _json_fast
-from transforms.tabular import _open
-from transforms.tabular import _open_binary_csv
-from transforms.tabular import _read_prefix
+from transforms.sources.tables import _BOM
+from transforms.sources.tables import _column_list
+from transforms.sources.tables import _json_blocks
+from transforms.sources.tables import _json_fast
+from transforms.sources.tables import _open
+from transforms.sources.tables import _open_binary_csv
+from transforms.sources.tables import _read_prefix
 
 FORMATS = ('csv', 'tsv', 'jsonl', 'folder')
 INVALID_UTF8 = ('replace', 'dead_letter')

@@ -18,12 +18,12 @@ full-pass statistics:
         -> exported transform (normalize, impute, bucketize) per batch
         -> [rebalance] -> tf.train.Example, grouped by shuffle bucket
         -> GroupByKey -> per split: WriteSplit, fingerprint
-        (pipelines/batch_examples.py)
+        (transforms/core/batches.py)
     FinalizeDataset (quality gate, publish, manifest last)
 
 Elements are NumPy batches (a block of rows, a chunk's windows), never one
 Python object per row; the only per-record elements are the serialized
-records on their way to the shuffle and the writer. See transforms/windows.py
+records on their way to the shuffle and the writer. See transforms/modalities/sensor/windows.py
 for how windows are cut without holding an entity's whole history.
 """
 
@@ -36,13 +36,13 @@ import numpy as np
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines import batch_examples
-from transforms import manifest as manifest_lib
-from transforms import sensor_transform as st
-from transforms import tabular
-from transforms import windows as win
-from transforms.sources import InputError
-from transforms.sources import dead_letter
+from transforms.core import batches as batch_examples
+from transforms.output import manifest as manifest_lib
+from transforms.modalities.sensor import preprocessing as st
+from transforms.sources import tables as tabular
+from transforms.modalities.sensor import windows as win
+from transforms.modalities.image.inputs import InputError
+from transforms.modalities.image.inputs import dead_letter
 
 DEAD = 'dead'
 # Outputs of the statistics pass.

@@ -23,7 +23,7 @@ import math
 import apache_beam as beam
 import numpy as np
 
-from transforms import schema
+from transforms.core import features as schema
 
 NORMALIZATIONS = ('zscore', 'scale', 'none')
 # Floor under the standard deviation, so a constant channel does not divide

@@ -20,9 +20,9 @@ from typing import Callable, Dict, List
 import apache_beam as beam
 import numpy as np
 
-from transforms import rebalance as rebalance_lib
-from transforms import sinks
-from transforms.split import unit_hash
+from transforms.core import rebalance as rebalance_lib
+from transforms.output import shards as sinks
+from transforms.core.splits import unit_hash
 
 # Examples per call of the exported transform.
 TRANSFORM_BATCH = 4096

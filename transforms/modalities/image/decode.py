@@ -7,10 +7,10 @@ import time
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import images
-from transforms import schema
-from transforms.sources import DEAD
-from transforms.sources import dead_letter
+from transforms.modalities.image import processing as images
+from transforms.core import features as schema
+from transforms.modalities.image.inputs import DEAD
+from transforms.modalities.image.inputs import dead_letter
 
 _LOG = logging.getLogger(__name__)
 

@@ -25,14 +25,14 @@ from typing import List, NamedTuple
 import apache_beam as beam
 import numpy as np
 
-from pipelines import batch_examples
-from transforms import manifest as manifest_lib
-from transforms import tabular
-from transforms import text_io
-from transforms import text_transform as tt
-from transforms import windows as win
-from transforms.sources import InputError
-from transforms.sources import dead_letter
+from transforms.core import batches as batch_examples
+from transforms.output import manifest as manifest_lib
+from transforms.sources import tables as tabular
+from transforms.modalities.text import inputs as text_io
+from transforms.modalities.text import preprocessing as tt
+from transforms.modalities.sensor import windows as win
+from transforms.modalities.image.inputs import InputError
+from transforms.modalities.image.inputs import dead_letter
 
 DEAD, COUNTS, LABELS, ANALYSIS, CLASSES = ('dead', 'counts', 'labels',
                                            'analysis', 'classes')

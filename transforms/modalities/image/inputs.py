@@ -24,8 +24,8 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import images
-from transforms import split as split_lib
+from transforms.modalities.image import processing as images
+from transforms.core import splits as split_lib
 
 MANIFEST_EXTENSIONS = ('.csv', '.tsv', '.jsonl', '.json')
 SKIPPED = 'skipped'

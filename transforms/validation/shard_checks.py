@@ -12,15 +12,15 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from transforms import images
-from transforms import manifest as manifest_lib
-from transforms import normalize
-from transforms import quality_checks
-from transforms import report_samples
-from transforms import record_index
-from transforms import schema
-from transforms import sinks
-from transforms import tfrecord_files
+from transforms.modalities.image import processing as images
+from transforms.output import manifest as manifest_lib
+from transforms.modalities.image import preprocessing as normalize
+from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import report_samples
+from transforms.output import record_index
+from transforms.core import features as schema
+from transforms.output import shards as sinks
+from transforms.output import tfrecord_files
 
 # Per shard, at most this many record-level problems are kept verbatim.
 MAX_ERRORS_PER_SHARD = 20

@@ -24,9 +24,9 @@ import hashlib
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
-from transforms import schema
-from transforms import tfrecord_files
-from transforms.split import unit_hash
+from transforms.core import features as schema
+from transforms.output import tfrecord_files
+from transforms.core.splits import unit_hash
 
 _MOD = 1 << 128
 

@@ -213,7 +213,7 @@ def transform_inputs(texts: List[str], labels: Optional[List[str]] = None):
 def to_example_records(batch: dict, label_ids: dict, spec: dict,
                        weights: Optional[np.ndarray] = None) -> List[bytes]:
   """Serializes a transformed batch as deterministic tf.train.Examples."""
-  from transforms import example_encoding  # pylint: disable=import-outside-toplevel
+  from transforms.output import example_encoding  # pylint: disable=import-outside-toplevel
   labels = batch[LABEL_TEXT]
   columns = {
       LABEL: ('int64', np.array([label_ids[l] for l in labels], np.int64)),

@@ -257,7 +257,7 @@ def to_example_records(batch: dict, label_ids: dict, spec: dict,
   Returns:
     Serialized records (see transforms.example_encoding).
   """
-  from transforms import example_encoding  # pylint: disable=import-outside-toplevel
+  from transforms.output import example_encoding  # pylint: disable=import-outside-toplevel
   labels = batch[LABEL_TEXT]
   columns = {
       VALUES: ('float32', np.asarray(batch[VALUES], np.float32)),

@@ -18,7 +18,7 @@ not to the example. The manifest records the counts actually written.
 
 from typing import Dict
 
-from transforms.split import unit_hash
+from transforms.core.splits import unit_hash
 
 MODES = ('none', 'oversample', 'undersample', 'weight')
 

@@ -18,7 +18,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from transforms import schema
+from transforms.core import features as schema
 
 # Features that say which example a record is (or how it is weighted or
 # labelled), not what it contains: left out of the content hash, so the

@@ -9,7 +9,7 @@ shard, and the `tfrecord` package's PyTorch reader uses it to split a shard
 between workers. Offsets are those of the stored bytes, so an index only
 means something for an uncompressed shard.
 
-`shard_summary` (transforms/tfrecord_files.py) collects the entries in the
+`shard_summary` (transforms/output/tfrecord_files.py) collects the entries in the
 same read that counts and checksums a written shard; `check_index` is the
 validation pipeline's check of an index against the records it read.
 """

@@ -24,13 +24,13 @@ from typing import Optional
 import apache_beam as beam
 import numpy as np
 
-from transforms import manifest as manifest_lib
-from transforms import normalize
-from transforms import rebalance as rebalance_lib
-from transforms import schema
-from transforms import sinks
-from transforms import sources
-from transforms.decode import DecodeImages
+from transforms.output import manifest as manifest_lib
+from transforms.modalities.image import preprocessing as normalize
+from transforms.core import rebalance as rebalance_lib
+from transforms.core import features as schema
+from transforms.output import shards as sinks
+from transforms.modalities.image import inputs as sources
+from transforms.modalities.image.decode import DecodeImages
 
 
 class _SortedLabels(beam.CombineFn):

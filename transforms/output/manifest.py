@@ -23,8 +23,8 @@ from typing import Dict, List, Optional
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms import sinks
-from transforms import tfds_metadata as tfds_lib
+from transforms.output import shards as sinks
+from transforms.output import tfds_metadata as tfds_lib
 
 _LOG = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       dead_files: Dead-letter file paths.
       and, per modality, what `details` (below) reads: image:
       channel_stats (normalize.ChannelStatsFn output); sensor: see
-      pipelines/sensor_pipeline.py.
+      transforms/modalities/sensor/pipeline.py.
 
   Returns:
     The manifest dict.

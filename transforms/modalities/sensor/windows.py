@@ -1,7 +1,7 @@
 """Sensor rows -> examples: splits, time chunks and fixed-length windows.
 
 No Beam in here: the functions work on NumPy arrays of one batch or one
-chunk, and `pipelines/sensor_pipeline.py` wires them together.
+chunk, and `transforms/modalities/sensor/pipeline.py` wires them together.
 
 Windows are counted in rows of one entity (device, subject) in time order:
 window k covers the entity's rows [k * stride, k * stride + length). Only
@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from transforms import split as split_lib
+from transforms.core import splits as split_lib
 
 SPLIT_BY = ('auto', 'hash', 'entity', 'time')
 TIME_UNITS = ('s', 'ms', 'us', 'ns')
