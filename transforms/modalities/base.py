@@ -1,0 +1,192 @@
+"""The modality plug-in: only what truly differs between kinds of data.
+
+Every modality runs through the same skeleton (input check, read and parse
+with dead letters, split, per-example work, tf.Transform, rebalance,
+shuffle, serialize, write per split, manifest, quality gate, publish) and is
+read back by the same validation pipeline and reader. A modality is one
+object, found by name in the registry (transforms/modalities/__init__.py),
+that supplies the rest:
+
+the run (pipelines/preprocess.py, pipelines/options.py, transforms/core/)
+    its flags and their checks, its split rules, the input check on the
+    launching machine, the stages that turn its inputs into examples and
+    records, its manifest section and its quality-gate rules;
+the dataset (pipelines/validate.py, pipelines/reader.py,
+transforms/validation/)
+    everything that reads a published dataset gets only the manifest, so
+    these methods take the manifest: record checks and statistics, the
+    probes of the exported transform, dataset-level checks, the report's
+    samples and sections, and how the reader applies the transform.
+
+The dataset-side code of a modality lives in its `checks.py` and its run
+code in the other modules of its folder; `modality.py` ties them to this
+interface. Methods a modality does not need keep the defaults here.
+"""
+
+import importlib
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+
+class Modality:
+  """Base class of the modality plug-ins (one instance per modality)."""
+
+  # Its --modality value and the key of its manifest section.
+  name: str = ''
+  # --name when none is given (shards are <name>-<split>.tfrecord-...).
+  default_dataset_name: str = ''
+  # Completes "--input is required: " when --input is missing.
+  input_help: str = ''
+  # --normalization values it accepts; the first is the default.
+  normalizations: Tuple[str, ...] = ('none',)
+  # Whether --splits from_input (split folders or a split column) applies.
+  splits_from_input: bool = False
+
+  # ------------------------------------------------------------ the run --
+
+  def add_arguments(self, add) -> None:
+    """Declares the flags only this modality reads (`add` is argparse's
+    add_argument). Flags shared by several modalities live in
+    pipelines/options.py."""
+
+  def settings(self, options) -> Any:
+    """Its checked settings, a frozen dataclass with `to_json()`.
+
+    Args:
+      options: The parsed PreprocessOptions.
+
+    Raises:
+      UsageError: A flag it cannot use; one sentence.
+    """
+    raise NotImplementedError
+
+  def default_workers(self, cpus: int) -> int:
+    """DirectRunner workers when --workers is not given."""
+    del cpus
+    return 1
+
+  def split_names(self, settings, ratio_names: Sequence[str]) -> List[str]:
+    """The splits a run writes (default: those --splits names)."""
+    del settings
+    return list(ratio_names)
+
+  def check_splits(self, settings, from_input: bool) -> None:
+    """Refuses split options this modality cannot honour (UsageError)."""
+    if from_input and not self.splits_from_input:
+      raise NotImplementedError
+
+  def ratios_decide_splits(self, settings) -> bool:
+    """Whether --splits ratios decide the splits (not time cut-offs)."""
+    del settings
+    return True
+
+  def train_statistics_need(self, settings, normalization: str
+                            ) -> Optional[str]:
+    """What needs a train split to compute statistics on (such as
+    '--normalization zscore'), or None."""
+    del settings
+    if normalization in ('zscore', 'minmax'):
+      return f'--normalization {normalization}'
+    return None
+
+  def default_compression(self, settings) -> str:
+    """'gzip' or 'none' for --compression auto (TFDS and index files
+    aside, which need 'none')."""
+    del settings
+    return 'none'
+
+  def check_input(self, cfg) -> Any:
+    """Checks the input on the launching machine, before anything is
+    written, and returns what the pipeline needs to know of it (the plan).
+
+    Raises:
+      InputError: The input cannot be used at all; one sentence.
+    """
+    raise NotImplementedError
+
+  def build(self, pipeline, cfg, run: dict, staging: str, plan) -> None:
+    """Adds the run's stages to `pipeline`."""
+    raise NotImplementedError
+
+  def manifest_section(self, cfg, values: dict, splits: dict
+                       ) -> Tuple[dict, dict]:
+    """(its manifest section, the normalization entry); may add
+    per-split entries to `splits`. `values` holds the side inputs that
+    FinalizeDataset collected."""
+    raise NotImplementedError
+
+  def gate_failures(self, cfg, manifest: dict) -> List[str]:
+    """Its own quality-gate rules: reasons not to publish."""
+    del cfg
+    problems = []
+    for name, split in manifest['splits'].items():
+      if split['inputs'] != split['examples'] + split['dead_lettered']:
+        problems.append(
+            f'the {name} split has {split["inputs"]} inputs but '
+            f'{split["examples"]} examples and {split["dead_lettered"]} '
+            'dead letters')
+    return problems
+
+  def statistics_analyzed(self, manifest: dict) -> int:
+    """How many examples the normalization statistics were computed on."""
+    return manifest['normalization'].get('examples_analyzed', 0)
+
+  # -------------------------------------------------------- the dataset --
+  #
+  # Each is a function of the same name in the module `checks_module`
+  # (the modality's checks.py), imported only when a dataset is read, so
+  # that a preprocessing run does not load the validation code.
+
+  checks_module: str = ''
+
+  def _checks(self):
+    return importlib.import_module(self.checks_module)
+
+  def check_values(self, values: Dict[str, list], manifest: dict, out: dict,
+                   stats) -> None:
+    """Checks a parsed record's own features (label, id and the feature
+    spec are checked already) and adds its statistics to `stats`.
+
+    Args:
+      values: Feature name -> the record's values.
+      manifest: The dataset's manifest.
+      out: The record's summary (see validation/shard_checks.check_record);
+        a modality sets what its later checks read (such as 'image',
+        'values', 'exact' or the pixel sums).
+      stats: The shard's FeatureStats, or None.
+
+    Raises:
+      ValueError: The record is wrong; the message says how.
+    """
+    self._checks().check_values(values, manifest, out, stats)
+
+  def report_sample(self, info: dict, manifest: dict) -> dict:
+    """A record kept as a sample for the report (`info` is its summary)."""
+    return self._checks().report_sample(info, manifest)
+
+  def html_sections(self, report: dict, manifest: Optional[dict]) -> str:
+    """Its sections of the HTML report (samples, histograms), as HTML."""
+    return self._checks().html_sections(report, manifest)
+
+  def check_transform(self, output: str, manifest: dict) -> dict:
+    """Feeds the exported transform probes built from the manifest.
+
+    Returns:
+      {'ok': bool, 'detail': str}.
+    """
+    return self._checks().check_transform(output, manifest)
+
+  def dataset_checks(self, manifest: dict, by_split: dict) -> List[dict]:
+    """Its checks of the whole dataset, each {'check', 'status',
+    'detail'}, from the manifest and the shard results of each split."""
+    return self._checks().dataset_checks(manifest, by_split)
+
+  def supervised_feature(self, manifest: dict):
+    """What `load_dataset(..., as_supervised=True)` pairs with the label:
+    a feature name, or a function of the parsed features."""
+    return self._checks().supervised_feature(manifest)
+
+  def read_transform(self, output: str, manifest: dict):
+    """A function for `tf.data.Dataset.map` that applies the exported
+    transform when reading, or None when the records are stored
+    transformed."""
+    return self._checks().read_transform(output, manifest)
