@@ -15,6 +15,8 @@ from typing import List, Optional, Tuple
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from transforms.core.errors import UsageError
+
 from transforms.modalities.image import processing as images
 from transforms.modalities.image import preprocessing as normalize
 from transforms.core import rebalance
@@ -27,10 +29,6 @@ MODALITIES = ('image', 'text', 'sensor')
 COMPRESSIONS = ('auto', 'none', 'gzip')
 DEFAULT_SPLITS = 'train=0.8,validation=0.1,test=0.1'
 SPLITS_FROM_INPUT = 'from_input'
-
-
-class UsageError(ValueError):
-  """A bad invocation: the message is one sentence for the user."""
 
 
 class PreprocessOptions(PipelineOptions):

@@ -38,7 +38,7 @@ from apache_beam.options.pipeline_options import TestOptions
 from pipelines import options as options_lib
 from pipelines.options import UsageError
 from transforms.output import manifest as manifest_lib
-from transforms.modalities.image.inputs import InputError
+from transforms.core.errors import DataQualityError
 
 _LOG = logging.getLogger('pipelines.preprocess')
 _PROCESS_START = time.time()
@@ -62,10 +62,6 @@ def print_help() -> None:
       'Beam (--runner, --direct_running_mode, --direct_num_workers, ...).')
   options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
   parser.print_help()
-
-
-class DataQualityFailure(RuntimeError):
-  """The run finished but failed its quality gate; nothing was published."""
 
 
 def _flag_given(argv: List[str], flag: str) -> bool:
@@ -275,8 +271,8 @@ def run(argv: Optional[List[str]] = None,
     'job_id', 'staging'}.
 
   Raises:
-    UsageError, InputError: A bad invocation.
-    DataQualityFailure: The data failed the quality gate.
+    UsageError: A bad invocation.
+    DataQualityError: The data failed the quality gate.
     Exception: Anything the pipeline raised.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
@@ -364,7 +360,7 @@ def run(argv: Optional[List[str]] = None,
     if FileSystems.exists(failure):
       failed = _read_json(failure)
       progress['failed_manifest'] = failed
-      raise DataQualityFailure(
+      raise DataQualityError(
           f'{"; ".join(failed.get("failures", []))}; nothing was published '
           f'(dead letters and counts are in {staging}).') from e
     # Nothing in a crashed run's staging folder is worth keeping.
@@ -488,11 +484,11 @@ def main(argv: Optional[List[str]] = None) -> int:
   except _HelpRequested:
     print_help()
     return EXIT_OK
-  except (UsageError, InputError) as e:
+  except UsageError as e:
     error = usage_sentence(e)
     print(f'error: {error}', file=sys.stderr)
     code = EXIT_USAGE
-  except DataQualityFailure as e:
+  except DataQualityError as e:
     error = f'data quality: {e}'
     print(f'error: {error}', file=sys.stderr)
     code = EXIT_DATA_QUALITY

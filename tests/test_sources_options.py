@@ -11,6 +11,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import options
 from transforms.modalities.image import inputs as sources
 from transforms.core import splits as split
+from transforms.core.errors import UsageError
 
 RATIOS = split.parse_ratios('train=0.8,validation=0.1,test=0.1')
 
@@ -211,20 +212,20 @@ def _touch(root, *parts):
 
 def test_check_input_missing_path(tmp_path):
   missing = str(tmp_path / 'nope')
-  with pytest.raises(sources.InputError, match='does not exist') as info:
+  with pytest.raises(UsageError, match='does not exist') as info:
     sources.check_input(missing, False)
   assert missing in str(info.value)
 
 
 def test_check_input_empty_folder(tmp_path):
-  with pytest.raises(sources.InputError, match='is empty'):
+  with pytest.raises(UsageError, match='is empty'):
     sources.check_input(str(tmp_path), False)
 
 
 def test_check_input_files_without_class_folders(tmp_path):
   _touch(tmp_path, 'a.jpg')
   _touch(tmp_path, 'b.png')
-  with pytest.raises(sources.InputError, match='no labels found') as info:
+  with pytest.raises(UsageError, match='no labels found') as info:
     sources.check_input(str(tmp_path), False)
   message = str(info.value)
   assert '<label>/image.jpg' in message
@@ -249,13 +250,13 @@ def test_check_input_split_folders_from_input(tmp_path):
 def test_check_input_unknown_split_folder_from_input(tmp_path):
   _touch(tmp_path, 'train', 'cat', '1.jpg')
   _touch(tmp_path, 'holdout', 'cat', '2.jpg')
-  with pytest.raises(sources.InputError, match="found 'holdout'"):
+  with pytest.raises(UsageError, match="found 'holdout'"):
     sources.check_input(str(tmp_path), True)
 
 
 def test_check_input_from_input_with_files_but_no_split_folders(tmp_path):
   _touch(tmp_path, 'a.jpg')
-  with pytest.raises(sources.InputError, match='no labels found') as info:
+  with pytest.raises(UsageError, match='no labels found') as info:
     sources.check_input(str(tmp_path), True)
   assert 'train/<label>/image.jpg' in str(info.value)
 
@@ -294,7 +295,7 @@ def test_check_input_bad_manifests(tmp_path, name, text, from_input, match):
   path = tmp_path / name
   if text is not None:
     _write(path, text)
-  with pytest.raises(sources.InputError, match=match):
+  with pytest.raises(UsageError, match=match):
     sources.check_input(str(path), from_input)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text.inputs import TextColumns
-from transforms.modalities.text.inputs import TextInputError
+from transforms.core.errors import UsageError
 
 COLS = TextColumns('text', 'label')
 BOM = b'\xef\xbb\xbf'
@@ -83,22 +83,22 @@ def test_list_inputs_class_folders(tmp_path):
 
 
 def test_list_inputs_errors(tmp_path):
-  with pytest.raises(TextInputError, match='does not exist'):
+  with pytest.raises(UsageError, match='does not exist'):
     text_io.list_inputs(str(tmp_path / 'missing'))
-  with pytest.raises(TextInputError, match='does not exist'):
+  with pytest.raises(UsageError, match='does not exist'):
     text_io.list_inputs(str(tmp_path / 'missing.csv'))
-  with pytest.raises(TextInputError, match='no files match'):
+  with pytest.raises(UsageError, match='no files match'):
     text_io.list_inputs(str(tmp_path / '*.csv'))
   _write(tmp_path, 'flat/doc.txt', 'no class folder')
   _write(tmp_path, 'flat/pos/deeper/doc.txt', 'too deep')
-  with pytest.raises(TextInputError, match=r'<label>/\*\.txt'):
+  with pytest.raises(UsageError, match=r'<label>/\*\.txt'):
     text_io.list_inputs(str(tmp_path / 'flat'))
   empty = _write(tmp_path, 'empty.csv', b'')
-  with pytest.raises(TextInputError, match='is empty'):
+  with pytest.raises(UsageError, match='is empty'):
     text_io.list_inputs(empty)
-  with pytest.raises(TextInputError, match='every file matching'):
+  with pytest.raises(UsageError, match='every file matching'):
     text_io.list_inputs(str(tmp_path / 'empty*'))
-  with pytest.raises(TextInputError, match='none of the 1 files'):
+  with pytest.raises(UsageError, match='none of the 1 files'):
     text_io.list_inputs(str(tmp_path / 'flat' / '*.txt'))
 
 
@@ -117,27 +117,27 @@ def test_check_columns_csv_tsv_jsonl(tmp_path):
 
 def test_check_columns_errors_name_the_column(tmp_path):
   path = _write(tmp_path, 'a.csv', 'id,body,label\n1,a,b\n')
-  with pytest.raises(TextInputError) as e:
+  with pytest.raises(UsageError) as e:
     text_io.check_columns(path, 'csv', 'text', 'label')
   assert str(e.value) == (f"the text column 'text' is not in the header of "
                           f'{path} (columns: id, body, label)')
-  with pytest.raises(TextInputError, match="label column 'y'.*body"):
+  with pytest.raises(UsageError, match="label column 'y'.*body"):
     text_io.check_columns(path, 'csv', 'body', 'y')
-  with pytest.raises(TextInputError, match='both the text and the label'):
+  with pytest.raises(UsageError, match='both the text and the label'):
     text_io.check_columns(path, 'csv', 'body', 'body')
   twice = _write(tmp_path, 'b.csv', 'text,label,text\n')
-  with pytest.raises(TextInputError, match='more than once'):
+  with pytest.raises(UsageError, match='more than once'):
     text_io.check_columns(twice, 'csv', 'text', 'label')
   jsonl = _write(tmp_path, 'a.jsonl', _jsonl({'body': 'a', 'label': 'b'}))
-  with pytest.raises(TextInputError,
+  with pytest.raises(UsageError,
                      match=r"text column 'text' is not in the first 1 lines"
                            r'.*keys: body, label'):
     text_io.check_columns(jsonl, 'jsonl', 'text', 'label')
   arrays = _write(tmp_path, 'b.jsonl', '[1]\n\n[2]\n')
-  with pytest.raises(TextInputError, match='none of the first 2 lines'):
+  with pytest.raises(UsageError, match='none of the first 2 lines'):
     text_io.check_columns(arrays, 'jsonl', 'text', 'label')
   blank = _write(tmp_path, 'blank.csv', BOM + b'\n\n')
-  with pytest.raises(TextInputError, match='is empty'):
+  with pytest.raises(UsageError, match='is empty'):
     text_io.check_columns(blank, 'csv', 'text', 'label')
   with pytest.raises(ValueError, match='not a table format'):
     text_io.check_columns(path, 'folder', 'text', 'label')
@@ -255,7 +255,7 @@ def test_csv_header_only_and_missing_column(tmp_path):
     path = _write(tmp_path, 'h.csv', content)
     assert _read(path, 'csv')[4] == 0
   path = _write(tmp_path, 'b.csv', 'text,lab\na,b\n')
-  with pytest.raises(TextInputError, match="label column 'label'"):
+  with pytest.raises(UsageError, match="label column 'label'"):
     _read(path, 'csv')
 
 

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.core.errors import DataQualityError
 from transforms.output import shards as sinks
 from transforms.output import tfds_metadata as tfds_lib
 
@@ -35,10 +36,6 @@ TRANSFORM_DIRS = ('transform_fn', 'transformed_metadata')
 DEAD_LETTER_PREFIX = 'dead_letter'
 _VERSIONED = ('apache-beam', 'tensorflow', 'tensorflow-transform', 'tfx-bsl',
               'tensorflow-datasets', 'pillow', 'numpy', 'pyarrow')
-
-
-class DataQualityError(RuntimeError):
-  """The run's data failed a gate (too many bad inputs, an empty split)."""
 
 
 def library_versions() -> Dict[str, str]:

@@ -26,14 +26,11 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
 from transforms.core import splits as split_lib
+from transforms.core.errors import UsageError
 
 MANIFEST_EXTENSIONS = ('.csv', '.tsv', '.jsonl', '.json')
 SKIPPED = 'skipped'
 DEAD = 'dead'
-
-
-class InputError(ValueError):
-  """The input cannot be used at all (a bad invocation, not a bad record)."""
 
 
 class InputRef(NamedTuple):
@@ -153,34 +150,34 @@ def manifest_format(path: str, splits_from_input: bool) -> ManifestFormat:
   """Reads a manifest's header and finds the columns.
 
   Raises:
-    InputError: Empty file or missing columns, in one sentence.
+    UsageError: Empty file or missing columns, in one sentence.
   """
   kind = _manifest_kind(path)
   first = _read_first_line(path)
   if not first.strip():
-    raise InputError(f'the manifest file {path} is empty')
+    raise UsageError(f'the manifest file {path} is empty')
   if kind == 'jsonl':
     try:
       record = json.loads(first)
     except json.JSONDecodeError:
-      raise InputError(f'the first line of {path} is not a JSON object, '
+      raise UsageError(f'the first line of {path} is not a JSON object, '
                        'expected one JSON object per line') from None
     if not isinstance(record, dict) or 'path' not in record or (
         'label' not in record):
-      raise InputError(f'the JSON lines of {path} need "path" and "label" '
+      raise UsageError(f'the JSON lines of {path} need "path" and "label" '
                        'keys')
     if splits_from_input and 'split' not in record:
-      raise InputError(f'--splits from_input needs a "split" key in {path}')
+      raise UsageError(f'--splits from_input needs a "split" key in {path}')
     return ManifestFormat(kind='jsonl')
   delimiter = '\t' if kind == 'tsv' else ','
   header = [c.strip().lower() for c in next(csv.reader([first],
                                                       delimiter=delimiter))]
   missing = [c for c in ('path', 'label') if c not in header]
   if missing:
-    raise InputError(f'the manifest {path} has no {" or ".join(missing)} '
+    raise UsageError(f'the manifest {path} has no {" or ".join(missing)} '
                      f'column in its header (found: {", ".join(header)})')
   if splits_from_input and 'split' not in header:
-    raise InputError(f'--splits from_input needs a split column in {path}')
+    raise UsageError(f'--splits from_input needs a split column in {path}')
   return ManifestFormat(
       kind=kind, path_index=header.index('path'),
       label_index=header.index('label'),
@@ -256,15 +253,15 @@ def check_input(path: str, splits_from_input: bool) -> Optional[
     The manifest format for a manifest file, None for a folder.
 
   Raises:
-    InputError: With one sentence saying what is wrong.
+    UsageError: With one sentence saying what is wrong.
   """
   if is_manifest(path):
     if not _exists(path):
-      raise InputError(f'the input manifest {path} does not exist')
+      raise UsageError(f'the input manifest {path} does not exist')
     return manifest_format(path, splits_from_input)
   root = _strip_slash(path)
   if not _exists(root):
-    raise InputError(f'the input path {root} does not exist')
+    raise UsageError(f'the input path {root} does not exist')
   layout = f'{root}/<label>/image.jpg'
   split_layout = f'{root}/train/<label>/image.jpg'
 
@@ -280,25 +277,25 @@ def check_input(path: str, splits_from_input: bool) -> Optional[
         try:
           split_lib.canonical_split(first)
         except ValueError:
-          raise InputError(
+          raise UsageError(
               f'--splits from_input expects split folders train, validation '
               f'and test in {root}, found {first!r}') from None
     return None
   if splits_from_input and images_at(2):
-    raise InputError(f'--splits from_input expects split folders such as '
+    raise UsageError(f'--splits from_input expects split folders such as '
                      f'{split_layout}, but {root} holds class folders')
   if not splits_from_input and images_at(3):
-    raise InputError(f'{root} holds images two folders deep, as in '
+    raise UsageError(f'{root} holds images two folders deep, as in '
                      f'{split_layout}; pass --splits from_input to use those '
                      'split folders')
   if images_at(1):
-    raise InputError(f'no labels found in {root}: put images in one folder '
+    raise UsageError(f'no labels found in {root}: put images in one folder '
                      f'per class, for example '
                      f'{split_layout if splits_from_input else layout}')
   if not any(_match(FileSystems.join(root, *(['*'] * d)), limit=1)
              for d in (1, 2, 3)):
-    raise InputError(f'the input folder {root} is empty')
-  raise InputError(f'no image files ({", ".join(images.IMAGE_EXTENSIONS)}) '
+    raise UsageError(f'the input folder {root} is empty')
+  raise UsageError(f'no image files ({", ".join(images.IMAGE_EXTENSIONS)}) '
                    f'found in {root}; expected {layout}')
 
 

@@ -41,7 +41,7 @@ from transforms.output import manifest as manifest_lib
 from transforms.modalities.sensor import preprocessing as st
 from transforms.sources import tables as tabular
 from transforms.modalities.sensor import windows as win
-from transforms.modalities.image.inputs import InputError
+from transforms.core.errors import UsageError
 from transforms.modalities.image.inputs import dead_letter
 
 DEAD = 'dead'
@@ -90,17 +90,17 @@ def check_input(cfg) -> SensorInput:
   """Checks the input on the launching machine and resolves the columns.
 
   Raises:
-    InputError: No readable table files, or columns that do not exist; one
+    UsageError: No readable table files, or columns that do not exist; one
       sentence.
   """
   sc = cfg.sensor
   if not FileSystems.exists(cfg.input) and not any(
       c in cfg.input for c in '*?['):
-    raise InputError(f'the input {cfg.input} does not exist')
+    raise UsageError(f'the input {cfg.input} does not exist')
   pattern, root = _listing_pattern(cfg.input)
   files = list_files(pattern)
   if not files:
-    raise InputError(f'the input {cfg.input} has no non-empty CSV, TSV, '
+    raise UsageError(f'the input {cfg.input} has no non-empty CSV, TSV, '
                      'JSONL or Parquet file')
   first = files[0]
   try:
@@ -109,7 +109,7 @@ def check_input(cfg) -> SensorInput:
         names, numeric, sc.timestamp_column, sc.entity_column,
         sc.label_column, sc.channels or None)
   except tabular.ColumnError as e:
-    raise InputError(f'{posixpath.basename(first)}: {e}') from None
+    raise UsageError(f'{posixpath.basename(first)}: {e}') from None
   return SensorInput(pattern, root, columns)
 
 

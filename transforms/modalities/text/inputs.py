@@ -8,7 +8,7 @@ cannot be used (dead letters), each with a stable id and a short reason.
 Layers:
 
 - `list_inputs` and `check_columns` run on the launching machine and turn a
-  bad invocation into a `TextInputError` (one plain sentence);
+  bad invocation into a `UsageError` (one plain sentence);
 - `iter_table_batches` streams one table file and `iter_folder_batches` reads
   class-folder documents, both in batches, with vectorized pyarrow code for
   the checks.
@@ -49,7 +49,7 @@ Decisions:
   text (policy 'dead_letter'), empty text, invalid UTF-8 in the label,
   missing label.
 - A column missing from a CSV/TSV file found while reading (for example in a
-  later file of a glob) raises `TextInputError`; in JSON lines a missing key
+  later file of a glob) raises `UsageError`; in JSON lines a missing key
   only makes that line a dead letter.
 - Folder documents: read whole (one document per file), a UTF-8 BOM is
   stripped; an `OSError` while reading is a dead letter ('cannot read: ...');
@@ -68,6 +68,7 @@ import pyarrow.compute as pc
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.core.errors import UsageError
 from transforms.sources import tables as tabular
 # Shared private helpers of the sensor reader (same file handling).
 from transforms.sources.tables import _BOM
@@ -93,10 +94,6 @@ MISSING_LABEL = 'missing label'
 INVALID_TEXT = 'invalid UTF-8 in the text'
 INVALID_LABEL = 'invalid UTF-8 in the label'
 NOT_AN_OBJECT = 'line is not a JSON object'
-
-
-class TextInputError(ValueError):
-  """A bad invocation; the message is one plain sentence."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,37 +214,37 @@ def list_inputs(path: str) -> Tuple[str, List[str], str]:
     sorted, the folder).
 
   Raises:
-    TextInputError: The path does not exist, a glob matches no table file,
+    UsageError: The path does not exist, a glob matches no table file,
       every table file is empty, or a folder holds no <label>/*.txt file.
   """
   if not path:
-    raise TextInputError('no input path was given')
+    raise UsageError('no input path was given')
   if any(c in path for c in _GLOB_CHARS):
     matched = _match(path)
     if not matched:
-      raise TextInputError(f'no files match {path}')
+      raise UsageError(f'no files match {path}')
     tables = [m for m in matched if _table_format(m.path)]
     if not tables:
-      raise TextInputError(f'none of the {len(matched)} files matching {path} '
+      raise UsageError(f'none of the {len(matched)} files matching {path} '
                            f'is a {_TABLE_EXTENSIONS} file')
     files = sorted(m.path for m in tables if m.size_in_bytes > 0)
     if not files:
-      raise TextInputError(f'every file matching {path} is empty')
+      raise UsageError(f'every file matching {path} is empty')
     return 'table', files, _common_folder(files)
   if _table_format(path):
     matched = _match(path)
     if not matched:
-      raise TextInputError(f'the input file {path} does not exist')
+      raise UsageError(f'the input file {path} does not exist')
     if matched[0].size_in_bytes == 0:
-      raise TextInputError(f'the input file {path} is empty')
+      raise UsageError(f'the input file {path} is empty')
     return 'table', [path], _folder_of(path)
   root = _strip_slash(path)
   files = _class_files(root)
   if files:
     return 'folder', files, root
   if not _exists(path) and not _match(FileSystems.join(root, '*')):
-    raise TextInputError(f'the input {path} does not exist')
-  raise TextInputError(
+    raise UsageError(f'the input {path} does not exist')
+  raise UsageError(
       f'{path} is neither a {_TABLE_EXTENSIONS} file nor a folder with one '
       'folder of .txt documents per class (<label>/*.txt)')
 
@@ -273,7 +270,7 @@ def _csv_names(path: str, fmt: str) -> List[str]:
   data, _ = _read_prefix(path, _HEADER_BYTES)
   text = data.decode('utf-8-sig', errors='replace')
   if not text.strip():
-    raise TextInputError(f'the file {path} is empty')
+    raise UsageError(f'the file {path} is empty')
   reader = csv.reader(io.StringIO(text, newline=''),
                       delimiter='\t' if fmt == 'tsv' else ',')
   try:
@@ -281,8 +278,8 @@ def _csv_names(path: str, fmt: str) -> List[str]:
       if record:
         return record
   except csv.Error as e:
-    raise TextInputError(f'cannot read the header of {path}: {e}') from None
-  raise TextInputError(f'the file {path} has no header line')
+    raise UsageError(f'cannot read the header of {path}: {e}') from None
+  raise UsageError(f'the file {path} has no header line')
 
 
 def _jsonl_keys(path: str) -> Tuple[List[str], int]:
@@ -313,9 +310,9 @@ def _jsonl_keys(path: str) -> Tuple[List[str], int]:
         for key in record:
           keys.setdefault(key, None)
   if not seen:
-    raise TextInputError(f'the file {path} is empty')
+    raise UsageError(f'the file {path} is empty')
   if not objects:
-    raise TextInputError(f'none of the first {seen} lines of {path} is a JSON '
+    raise UsageError(f'none of the first {seen} lines of {path} is a JSON '
                          'object, expected one JSON object per line')
   return list(keys), seen
 
@@ -334,14 +331,14 @@ def check_columns(path: str, fmt: str, text_column: str,
     The TextColumns.
 
   Raises:
-    TextInputError: A missing column (the message lists the available ones),
+    UsageError: A missing column (the message lists the available ones),
       a column given for both roles or appearing twice in a CSV header, an
       empty file, or a JSON-lines file without a JSON object.
     ValueError: A format that is not a table format.
   """
   _check_format(fmt)
   if text_column == label_column:
-    raise TextInputError(f'the column {text_column!r} is given as both the '
+    raise UsageError(f'the column {text_column!r} is given as both the '
                          'text and the label column')
   if fmt == 'jsonl':
     names, seen = _jsonl_keys(path)
@@ -353,10 +350,10 @@ def check_columns(path: str, fmt: str, text_column: str,
     what = 'columns'
   for role, name in (('text', text_column), ('label', label_column)):
     if name not in names:
-      raise TextInputError(f'the {role} column {name!r} is not in {where} '
+      raise UsageError(f'the {role} column {name!r} is not in {where} '
                            f'({what}: {_column_list(names)})')
     if names.count(name) > 1:
-      raise TextInputError(f'the {role} column {name!r} appears more than '
+      raise UsageError(f'the {role} column {name!r} appears more than '
                            f'once in {where} ({what}: {_column_list(names)})')
   return TextColumns(text_column, label_column)
 
@@ -678,7 +675,7 @@ def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
 
   Raises:
     ValueError: A bad format, policy or batch size, or a file that cannot be
-      read at all; TextInputError when a CSV/TSV file lacks a column.
+      read at all; UsageError when a CSV/TSV file lacks a column.
   """
   _check_format(fmt)
   _check_policy(invalid_utf8)

@@ -31,7 +31,6 @@ from transforms.sources import tables as tabular
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import preprocessing as tt
 from transforms.modalities.sensor import windows as win
-from transforms.modalities.image.inputs import InputError
 from transforms.modalities.image.inputs import dead_letter
 
 DEAD, COUNTS, LABELS, ANALYSIS, CLASSES = ('dead', 'counts', 'labels',
@@ -56,19 +55,15 @@ def check_input(cfg) -> TextInput:
   """Lists the input and checks its columns on the launching machine.
 
   Raises:
-    InputError: No documents, or columns that do not exist; one sentence.
+    UsageError: No documents, or columns that do not exist; one sentence.
   """
   tc = cfg.text
-  try:
-    kind, files, root = text_io.list_inputs(cfg.input)
-    columns = text_io.TextColumns(tc.text_column, tc.label_column)
-    if kind == 'table':
-      for path in files:
-        columns = text_io.check_columns(
-            path, tabular.format_of(path), tc.text_column,
-            tc.label_column)
-  except text_io.TextInputError as e:
-    raise InputError(str(e)) from None
+  kind, files, root = text_io.list_inputs(cfg.input)
+  columns = text_io.TextColumns(tc.text_column, tc.label_column)
+  if kind == 'table':
+    for path in files:
+      columns = text_io.check_columns(path, tabular.format_of(path),
+                                      tc.text_column, tc.label_column)
   return TextInput(kind, files, root, columns)
 
 
