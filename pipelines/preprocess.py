@@ -115,16 +115,16 @@ def disable_timed_flush() -> bool:
 
 
 def apply_local_defaults(options: PipelineOptions, argv: List[str],
-                         modality: str = 'image') -> None:
+                         default_workers: Optional[int] = None) -> None:
   """Picks the DirectRunner's mode unless the flags name one.
 
   `--workers N` sets the number of workers (threads when N > 1). Without
-  it: images, multi_threading with one worker per core (Pillow releases the
-  GIL while decoding); text and sensor rows, in_memory with one worker;
-  their work is NumPy and TensorFlow batches, and two threads or processes
-  were not faster on 2 cores. Whatever the runner, the timed flush of the
-  local data plane is turned off (see disable_timed_flush); it only
-  concerns runners that run in this process.
+  it, `default_workers` (the modality's choice: images, one per core, as
+  Pillow releases the GIL while decoding; text and sensor rows, one, as
+  their work is NumPy and TensorFlow batches and two threads or processes
+  were not faster on 2 cores), or one per core when None. Whatever the
+  runner, the timed flush of the local data plane is turned off (see
+  disable_timed_flush); it only concerns runners that run in this process.
   """
   # Also for a PortableRunner whose job service runs in this process
   # (--job_endpoint embed): it is the same local runner.
@@ -137,7 +137,8 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
   if workers is not None:
     workers = options_lib.check_workers(workers)
   else:
-    workers = (os.cpu_count() or 1) if modality == 'image' else 1
+    workers = (default_workers if default_workers is not None else
+               os.cpu_count() or 1)
   if not _flag_given(argv, '--direct_num_workers'):
     direct.direct_num_workers = workers
   if not _flag_given(argv, '--direct_running_mode'):
@@ -297,25 +298,15 @@ def run(argv: Optional[List[str]] = None,
   stale_hours = _stale_staging_hours(options)
   if not dry_run:
     check_output(cfg)
-  apply_local_defaults(options, argv, cfg.modality)
+  modality = cfg.plugin
+  apply_local_defaults(options, argv,
+                       modality.default_workers(os.cpu_count() or 1))
   run_id = time.strftime('%Y%m%dT%H%M%S', time.gmtime()) + '-' + (
       secrets.token_hex(3))
   run_info = {'run_id': run_id, 'started': time.time()}
   # Check the input before creating anything in the output.
-  if cfg.modality == 'sensor':
-    from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
-    plan = sensor_pipeline.check_input(cfg)
-    build = lambda p: sensor_pipeline.build(p, cfg, run_info, staging, plan)
-  elif cfg.modality == 'text':
-    from transforms.modalities.text import pipeline as text_pipeline  # pylint: disable=import-outside-toplevel
-    plan = text_pipeline.check_input(cfg)
-    build = lambda p: text_pipeline.build(p, cfg, run_info, staging, plan)
-  else:
-    from transforms.modalities.image import pipeline as image_pipeline  # pylint: disable=import-outside-toplevel
-    from transforms.modalities.image import inputs as sources  # pylint: disable=import-outside-toplevel
-    manifest_format = sources.check_input(cfg.input, cfg.splits_from_input)
-    build = lambda p: image_pipeline.build(p, cfg, run_info, staging,
-                                           manifest_format)
+  plan = modality.check_input(cfg)
+  build = lambda p: modality.build(p, cfg, run_info, staging, plan)
   if dry_run:
     # Nothing is written to the output; tf.Transform's temporary files
     # (written while the graph is traced) stay on this machine.

@@ -6,6 +6,7 @@ import pytest
 
 import imagegen
 from pipelines import preprocess
+from transforms import modalities
 from pipelines import validate
 
 
@@ -163,7 +164,9 @@ def test_local_runner_defaults(argv, modality, expected):
   from apache_beam.options.pipeline_options import DirectOptions
   from apache_beam.options.pipeline_options import PipelineOptions
   options = PipelineOptions(argv)
-  preprocess.apply_local_defaults(options, argv, modality)
+  preprocess.apply_local_defaults(
+      options, argv,
+      modalities.get(modality).default_workers(os.cpu_count() or 1))
   direct = options.view_as(DirectOptions)
   if expected[0] == 1 and expected[1] == 'multi_threading':
     pytest.skip('one core')

@@ -322,12 +322,12 @@ def test_defaults():
   assert cfg.modality == 'image'
   assert (cfg.input, cfg.output, cfg.name) == ('/data/in', '/data/out',
                                                'images')
-  assert (cfg.image.width, cfg.image.height) == (224, 224)
-  assert cfg.image.resize_mode == 'fit'
-  assert cfg.image.storage == 'jpeg'
-  assert cfg.image.color == 'rgb'
-  assert cfg.image.jpeg_quality == 90
-  assert cfg.image.max_pixels == 100_000_000
+  assert (cfg.settings.width, cfg.settings.height) == (224, 224)
+  assert cfg.settings.resize_mode == 'fit'
+  assert cfg.settings.storage == 'jpeg'
+  assert cfg.settings.color == 'rgb'
+  assert cfg.settings.jpeg_quality == 90
+  assert cfg.settings.max_pixels == 100_000_000
   assert cfg.normalization == 'zscore'
   assert cfg.split_ratios == (('train', 0.8), ('validation', 0.1),
                               ('test', 0.1))
@@ -363,10 +363,10 @@ def test_non_default_values():
                  '--num_shards', '16', '--max_bad_fraction', '0',
                  '--overwrite', '--name', 'pets',
                  output='gs://bucket/out/')
-  assert (cfg.image.width, cfg.image.height) == (320, 200)
-  assert cfg.image.resize_mode == 'crop'
-  assert cfg.image.color == 'grey' and cfg.image.channels == 1
-  assert cfg.image.storage == 'png'
+  assert (cfg.settings.width, cfg.settings.height) == (320, 200)
+  assert cfg.settings.resize_mode == 'crop'
+  assert cfg.settings.color == 'grey' and cfg.settings.channels == 1
+  assert cfg.settings.storage == 'png'
   assert cfg.split_ratios == (('train', 0.9), ('test', 0.1))
   assert cfg.rebalance == 'oversample'
   assert cfg.rebalance_splits == ('train', 'test')
@@ -379,7 +379,7 @@ def test_non_default_values():
 def test_square_image_size_and_splits_from_input():
   cfg = _resolve('--image_size', '96', '--splits', 'from_input',
                  '--rebalance_splits', 'validation')
-  assert (cfg.image.width, cfg.image.height) == (96, 96)
+  assert (cfg.settings.width, cfg.settings.height) == (96, 96)
   assert cfg.splits_from_input is True
   assert cfg.split_ratios == ()
   assert cfg.split_names == ['train', 'validation', 'test']
@@ -491,8 +491,8 @@ def test_sensor_flags_resolve():
                  '--window_length', '50', '--window_stride', '25',
                  '--channels', 'ax, ay,az', '--missing', 'impute',
                  '--normalization', 'minmax', '--bucketize', '8')
-  sc = cfg.sensor
-  assert cfg.image is None and cfg.name == 'sensor'
+  sc = cfg.settings
+  assert type(sc).__name__ == 'SensorConfig' and cfg.name == 'sensor'
   assert sc.split_by == 'entity' and sc.windowed
   assert (sc.window_length, sc.window_stride) == (50, 25)
   assert sc.channels == ('ax', 'ay', 'az')
@@ -501,16 +501,16 @@ def test_sensor_flags_resolve():
   assert cfg.compression == 'none'
   assert cfg.split_names == ['train', 'validation', 'test']
   # Defaults: rows, split by hash of the row, stride = length.
-  rows = _resolve('--modality', 'sensor').sensor
+  rows = _resolve('--modality', 'sensor').settings
   assert (rows.split_by, rows.window_length, rows.missing) == (
       'hash', 0, 'dead_letter')
   assert _resolve('--modality', 'sensor', '--window_length', '10',
-                  '--entity_column', 'd').sensor.window_stride == 10
+                  '--entity_column', 'd').settings.window_stride == 10
   timed = _resolve('--modality', 'sensor', '--window_length', '10',
                    '--time_cutoffs', '2024-03-01T00:00:00Z')
-  assert timed.sensor.split_by == 'time'
+  assert timed.settings.split_by == 'time'
   assert timed.split_names == ['train', 'test']
-  assert timed.sensor.time_cutoffs == (1709251200 * 10**9,)
+  assert timed.settings.time_cutoffs == (1709251200 * 10**9,)
   assert timed.to_json()['sensor']['time_cutoffs'][0].startswith(
       '2024-03-01T00:00:00')
   assert timed.config_hash() != cfg.config_hash()
@@ -521,14 +521,14 @@ def test_text_flags_resolve():
                  '--vocab_size', '500', '--max_tokens', '64', '--ngrams',
                  '1,2', '--text_output', 'tfidf', '--lowercase', 'false',
                  '--oov_buckets', '3', '--keep_text')
-  tc = cfg.text
+  tc = cfg.settings
   assert cfg.name == 'text' and cfg.normalization == 'none'
   assert (tc.text_column, tc.label_column) == ('body', 'label')
   assert (tc.vocab_size, tc.max_tokens, tc.ngrams) == (500, 64, (1, 2))
   assert (tc.output, tc.lowercase, tc.oov_buckets, tc.keep_text) == (
       'tfidf', False, 3, True)
   assert cfg.to_json()['text']['ngrams'] == [1, 2]
-  defaults = _resolve('--modality', 'text').text
+  defaults = _resolve("--modality", "text").settings
   assert (defaults.vocab_size, defaults.max_tokens, defaults.output,
           defaults.invalid_utf8) == (20000, 128, 'ids', 'replace')
 

@@ -26,6 +26,8 @@ interface. Methods a modality does not need keep the defaults here.
 import importlib
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from transforms.core import flags
+
 
 class Modality:
   """Base class of the modality plug-ins (one instance per modality)."""
@@ -38,18 +40,16 @@ class Modality:
   input_help: str = ''
   # --normalization values it accepts; the first is the default.
   normalizations: Tuple[str, ...] = ('none',)
-  # Whether --splits from_input (split folders or a split column) applies.
-  splits_from_input: bool = False
 
   # ------------------------------------------------------------ the run --
 
   def add_arguments(self, add) -> None:
     """Declares the flags only this modality reads (`add` is argparse's
-    add_argument). Flags shared by several modalities live in
+    add_argument). Flags several modalities read live in
     pipelines/options.py."""
 
   def settings(self, options) -> Any:
-    """Its checked settings, a frozen dataclass with `to_json()`.
+    """Its checked settings: a frozen dataclass with `to_json()`.
 
     Args:
       options: The parsed PreprocessOptions.
@@ -59,29 +59,28 @@ class Modality:
     """
     raise NotImplementedError
 
-  def default_workers(self, cpus: int) -> int:
-    """DirectRunner workers when --workers is not given."""
-    del cpus
-    return 1
+  def normalization(self, value: Optional[str]) -> str:
+    """The checked --normalization (None: not given)."""
+    return flags.choice('normalization', value or self.normalizations[0],
+                        self.normalizations)
+
+  # Why --splits from_input does not apply ('' when it does).
+  from_input_refusal: str = ''
 
   def split_names(self, settings, ratio_names: Sequence[str]) -> List[str]:
-    """The splits a run writes (default: those --splits names)."""
+    """The splits a run writes when --splits gives ratios."""
     del settings
     return list(ratio_names)
 
-  def check_splits(self, settings, from_input: bool) -> None:
-    """Refuses split options this modality cannot honour (UsageError)."""
-    if from_input and not self.splits_from_input:
-      raise NotImplementedError
-
   def ratios_decide_splits(self, settings) -> bool:
-    """Whether --splits ratios decide the splits (not time cut-offs)."""
+    """Whether --splits ratios decide the splits (not, say, time
+    cut-offs)."""
     del settings
     return True
 
   def train_statistics_need(self, settings, normalization: str
                             ) -> Optional[str]:
-    """What needs a train split to compute statistics on (such as
+    """What needs a train split to compute its statistics on (such as
     '--normalization zscore'), or None."""
     del settings
     if normalization in ('zscore', 'minmax'):
@@ -89,17 +88,22 @@ class Modality:
     return None
 
   def default_compression(self, settings) -> str:
-    """'gzip' or 'none' for --compression auto (TFDS and index files
-    aside, which need 'none')."""
+    """--compression auto: 'gzip' where the records compress well, else
+    'none'."""
     del settings
     return 'none'
+
+  def default_workers(self, cpus: int) -> int:
+    """DirectRunner workers when --workers is not given."""
+    del cpus
+    return 1
 
   def check_input(self, cfg) -> Any:
     """Checks the input on the launching machine, before anything is
     written, and returns what the pipeline needs to know of it (the plan).
 
     Raises:
-      InputError: The input cannot be used at all; one sentence.
+      UsageError: The input cannot be used at all; one sentence.
     """
     raise NotImplementedError
 
@@ -109,26 +113,34 @@ class Modality:
 
   def manifest_section(self, cfg, values: dict, splits: dict
                        ) -> Tuple[dict, dict]:
-    """(its manifest section, the normalization entry); may add
-    per-split entries to `splits`. `values` holds the side inputs that
-    FinalizeDataset collected."""
+    """(its manifest section, the manifest's normalization entry); may add
+    per-split entries to `splits`.
+
+    Args:
+      cfg: The PreprocessConfig.
+      values: The side inputs FinalizeDataset collected.
+      splits: The manifest's split entries, being built.
+    """
     raise NotImplementedError
 
-  def gate_failures(self, cfg, manifest: dict) -> List[str]:
-    """Its own quality-gate rules: reasons not to publish."""
-    del cfg
-    problems = []
-    for name, split in manifest['splits'].items():
-      if split['inputs'] != split['examples'] + split['dead_lettered']:
-        problems.append(
-            f'the {name} split has {split["inputs"]} inputs but '
-            f'{split["examples"]} examples and {split["dead_lettered"]} '
-            'dead letters')
-    return problems
+  def split_failures(self, name: str, split: dict) -> List[str]:
+    """Its quality-gate rules for one split's manifest entry: reasons not
+    to publish (default: the inputs are the examples plus the dead
+    letters)."""
+    if split['inputs'] != split['examples'] + split['dead_lettered']:
+      return [f'the {name} split has {split["inputs"]} inputs but '
+              f'{split["examples"]} examples and {split["dead_lettered"]} '
+              'dead letters']
+    return []
+
+  def dataset_failures(self, manifest: dict) -> List[str]:
+    """Its quality-gate rules for the whole dataset."""
+    del manifest
+    return []
 
   def statistics_analyzed(self, manifest: dict) -> int:
     """How many examples the normalization statistics were computed on."""
-    return manifest['normalization'].get('examples_analyzed', 0)
+    raise NotImplementedError
 
   # -------------------------------------------------------- the dataset --
   #

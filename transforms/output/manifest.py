@@ -142,26 +142,6 @@ def _counts_by_split(pairs) -> Dict[str, Dict[str, int]]:
   return out
 
 
-def _image_details(cfg, values: dict):
-  """The image section and normalization of the manifest."""
-  image = cfg.image
-  channel_stats = values['channel_stats']
-  return {
-      'height': image.height, 'width': image.width,
-      'channels': image.channels, 'storage': image.storage,
-      'resize_mode': image.resize_mode, 'color': image.color,
-  }, {
-      'method': cfg.normalization,
-      # Where the exported transform is applied: by the reader at
-      # training time, or already in the stored records.
-      'applied': 'stored' if image.storage == 'float32' else 'at_read',
-      'statistics_split': 'train',
-      'mean': channel_stats.get('mean'),
-      'std': channel_stats.get('std'),
-      'images_analyzed': channel_stats.get('count', 0),
-  }
-
-
 def _shard_entry(summary: dict) -> dict:
   """A shard's manifest entry; 'index' names its index file, if any."""
   entry = {'file': posixpath.basename(summary['path']),
@@ -189,9 +169,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       fingerprints: [(split, {'fingerprint', 'records'})].
       skipped: [count] of files listed but not used.
       dead_files: Dead-letter file paths.
-      and, per modality, what `details` (below) reads: image:
-      channel_stats (normalize.ChannelStatsFn output); sensor: see
-      transforms/modalities/sensor/pipeline.py.
+      and whatever else the modality's manifest_section reads.
 
   Returns:
     The manifest dict.
@@ -223,10 +201,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
         'fingerprint': fp['fingerprint'],
         'shards': split_shards,
     }
-  if cfg.modality == 'image':
-    section, normalization = _image_details(cfg, values)
-  else:
-    section, normalization = values['details'](cfg, values, splits)
+  section, normalization = cfg.plugin.manifest_section(cfg, values, splits)
   total_inputs = sum(inputs.values())
   total_dead = sum(dead.values())
   finished = time.time()
@@ -277,6 +252,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
 
 def quality_failures(cfg, manifest: dict) -> List[str]:
   """Reasons the run must not be published (empty when it may be)."""
+  modality = cfg.plugin
   problems = []
   totals = manifest['totals']
   if totals['bad_fraction'] > cfg.max_bad_fraction:
@@ -284,23 +260,8 @@ def quality_failures(cfg, manifest: dict) -> List[str]:
         f'{totals["dead_lettered"]} of {totals["inputs"]} inputs '
         f'({totals["bad_fraction"]:.1%}) were dead-lettered, more than '
         f'--max_bad_fraction {cfg.max_bad_fraction:g} allows')
-  sensor = manifest.get('sensor')
   for name, split in manifest['splits'].items():
-    if sensor is None:
-      used, what = split['examples'], 'examples'
-    else:
-      used, what = split['rows_used'] + split['rows_dropped'], (
-          'rows used or dropped')
-    if split['inputs'] != used + split['dead_lettered']:
-      problems.append(
-          f'the {name} split has {split["inputs"]} inputs but {used} '
-          f'{what} and {split["dead_lettered"]} dead letters')
-    if sensor is not None:
-      formed = split.get('rows_windowed', split['examples'])
-      if formed != split['rows_used']:
-        problems.append(
-            f'the {name} split has {split["rows_used"]} usable rows but '
-            f'{formed} reached the example builder')
+    problems += modality.split_failures(name, split)
     if split['serialized'] != split['records']:
       problems.append(
           f'the {name} split lost records between serializing '
@@ -310,22 +271,11 @@ def quality_failures(cfg, manifest: dict) -> List[str]:
       problems.append(
           f'the {name} split has {split["examples"]} examples but '
           f'{split["records"]} records were written')
-  if sensor is not None and sensor['window_length']:
-    w = sensor['windows']
-    if w['expected'] != w['formed']:
-      problems.append(
-          f'{w["expected"]} windows follow from the rows of each entity but '
-          f'{w["formed"]} were formed')
-    if not w['expected']:
-      problems.append(
-          f'no entity has the {sensor["window_length"]} rows '
-          f'--window_length asks for (the longest has '
-          f'{sensor["longest_entity_rows"]})')
+  problems += modality.dataset_failures(manifest)
   if totals['records'] == 0:
     problems.append('no example could be written')
-  elif cfg.normalization in ('zscore', 'minmax') and not manifest[
-      'normalization'].get('images_analyzed',
-                           manifest['normalization'].get('rows_analyzed')):
+  elif (cfg.normalization in ('zscore', 'minmax') and
+        not modality.statistics_analyzed(manifest)):
     problems.append('the train split has no examples to compute the '
                     'normalization statistics on')
   return problems
@@ -364,25 +314,20 @@ class FinalizeDataset(beam.PTransform):
   """
 
   def __init__(self, cfg, run: dict, staging: str, feature_spec: dict,
-               singletons=('labels', 'channel_stats'), details=None,
-               **side_inputs):
+               singletons=('labels',), **side_inputs):
     """See build_manifest for the side inputs; `singletons` names those
-    that hold one value (the others are lists); `details(cfg, values,
-    splits)` returns a non-image modality's (section, normalization)."""
+    that hold one value (the others are lists)."""
     super().__init__()
     self._cfg, self._run, self._staging = cfg, run, staging
     self._spec = feature_spec
     self._singletons = set(singletons)
-    self._details = details
     self._side = side_inputs
 
   def expand(self, pbegin):
     cfg, run, staging, spec = self._cfg, self._run, self._staging, self._spec
-    details = self._details
 
     def finalize(_, **values):
       values.pop('transform_done', None)  # only orders this step
-      values['details'] = details
       manifest = build_manifest(cfg, run, spec, values)
       problems = quality_failures(cfg, manifest)
       if problems:

@@ -106,6 +106,27 @@ def _from_transformed(row, split):
   }
 
 
+def manifest_section(cfg, values: dict, splits: dict):
+  """The image section and normalization of the manifest."""
+  del splits  # nothing per split
+  image = cfg.settings
+  channel_stats = values['channel_stats']
+  return {
+      'height': image.height, 'width': image.width,
+      'channels': image.channels, 'storage': image.storage,
+      'resize_mode': image.resize_mode, 'color': image.color,
+  }, {
+      'method': cfg.normalization,
+      # Where the exported transform is applied: by the reader at
+      # training time, or already in the stored records.
+      'applied': 'stored' if image.storage == 'float32' else 'at_read',
+      'statistics_split': 'train',
+      'mean': channel_stats.get('mean'),
+      'std': channel_stats.get('std'),
+      'images_analyzed': channel_stats.get('count', 0),
+  }
+
+
 def build(pipeline, cfg, run: dict, staging: str,
           manifest_format: Optional[sources.ManifestFormat]) -> None:
   """Adds the whole image job to `pipeline`.
@@ -121,7 +142,7 @@ def build(pipeline, cfg, run: dict, staging: str,
   import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
   from tensorflow_transform.tf_metadata import dataset_metadata  # pylint: disable=import-outside-toplevel
 
-  image = cfg.image
+  image = cfg.settings
   split_names = cfg.split_names
   with_weight = cfg.rebalance == 'weight'
   spec = schema.feature_spec(image.storage, image.height, image.width,
@@ -235,7 +256,7 @@ def build(pipeline, cfg, run: dict, staging: str,
       return tuple(pcolls) | label >> beam.Flatten()
 
     _ = pipeline | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
-        cfg, run, staging, spec,
+        cfg, run, staging, spec, singletons=('labels', 'channel_stats'),
         labels=labels, inputs=inputs_all, dead=dead_per_split,
         before=flat(before_all, 'AllCountsBefore'),
         after=flat(after_all, 'AllCountsAfter'),

@@ -77,6 +77,9 @@ class ImageConfig:
   def channels(self) -> int:
     return 1 if self.color == 'grey' else 3
 
+  def to_json(self) -> dict:
+    return dataclasses.asdict(self)
+
 
 @dataclasses.dataclass(frozen=True)
 class ProcessedImage:

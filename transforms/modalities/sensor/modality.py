@@ -1,14 +1,92 @@
-"""The sensor modality plug-in (see transforms/modalities/base.py)."""
+"""The sensor modality: timestamped rows -> rows or windows of channels."""
+
+from typing import List
 
 from transforms.modalities.base import Modality
 
 
 class SensorModality(Modality):
-  """Labelled sensor inputs -> sensor examples."""
+  """CSV/TSV/JSONL/Parquet rows: timestamp, entity, channels, label."""
 
   name = 'sensor'
   default_dataset_name = 'sensor'
+  input_help = ('a CSV, TSV, JSONL or Parquet file, or a folder or '
+                'pattern of them.')
+  normalizations = ('zscore', 'minmax', 'none')
+  from_input_refusal = ('--splits from_input is for images; sensor rows are '
+                        'split by --split_by hash, entity or time.')
   checks_module = 'transforms.modalities.sensor.checks'
+
+  def add_arguments(self, add) -> None:
+    from transforms.modalities.sensor import options  # pylint: disable=import-outside-toplevel
+    options.add_arguments(add)
+
+  def settings(self, options):
+    from transforms.modalities.sensor import options as sensor_options  # pylint: disable=import-outside-toplevel
+    return sensor_options.settings(options)
+
+  def split_names(self, settings, ratio_names) -> List[str]:
+    if settings.split_by == 'time':
+      return list(settings.time_split_names)
+    return list(ratio_names)
+
+  def ratios_decide_splits(self, settings) -> bool:
+    return settings.split_by != 'time'
+
+  def train_statistics_need(self, settings, normalization):
+    if normalization in ('zscore', 'minmax'):
+      return f'--normalization {normalization}'
+    if settings.missing == 'impute':
+      return '--missing impute'
+    if settings.bucketize > 0:
+      return '--bucketize'
+    return None
+
+  def check_input(self, cfg):
+    from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
+    return sensor_pipeline.check_input(cfg)
+
+  def build(self, pipeline, cfg, run, staging, plan) -> None:
+    from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
+    sensor_pipeline.build(pipeline, cfg, run, staging, plan)
+
+  def manifest_section(self, cfg, values, splits):
+    from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
+    return sensor_pipeline.manifest_section(cfg, values, splits)
+
+  def split_failures(self, name: str, split: dict) -> List[str]:
+    problems = []
+    used = split['rows_used'] + split['rows_dropped']
+    if split['inputs'] != used + split['dead_lettered']:
+      problems.append(
+          f'the {name} split has {split["inputs"]} inputs but {used} rows '
+          f'used or dropped and {split["dead_lettered"]} dead letters')
+    formed = split.get('rows_windowed', split['examples'])
+    if formed != split['rows_used']:
+      problems.append(
+          f'the {name} split has {split["rows_used"]} usable rows but '
+          f'{formed} reached the example builder')
+    return problems
+
+  def dataset_failures(self, manifest: dict) -> List[str]:
+    sensor = manifest['sensor']
+    if not sensor['window_length']:
+      return []
+    problems = []
+    w = sensor['windows']
+    if w['expected'] != w['formed']:
+      problems.append(
+          f'{w["expected"]} windows follow from the rows of each entity but '
+          f'{w["formed"]} were formed')
+    if not w['expected']:
+      problems.append(
+          f'no entity has the {sensor["window_length"]} rows '
+          f'--window_length asks for (the longest has '
+          f'{sensor["longest_entity_rows"]})')
+    return problems
+
+  def statistics_analyzed(self, manifest: dict) -> int:
+    return manifest['normalization'].get('rows_analyzed', 0)
 
 
 MODALITY = SensorModality()

@@ -93,7 +93,7 @@ def check_input(cfg) -> SensorInput:
     UsageError: No readable table files, or columns that do not exist; one
       sentence.
   """
-  sc = cfg.sensor
+  sc = cfg.settings
   if not FileSystems.exists(cfg.input) and not any(
       c in cfg.input for c in '*?['):
     raise UsageError(f'the input {cfg.input} does not exist')
@@ -129,7 +129,7 @@ class ParseRows(beam.DoFn):
     self._cfg, self._plan, self._statistics = cfg, plan, statistics
 
   def process(self, path, entity_stats=None):
-    sc, plan = self._cfg.sensor, self._plan
+    sc, plan = self._cfg.settings, self._plan
     source = batch_examples.source_name(plan.root, path)
     # Statistics pass: each entity's last time so far in this file (is the
     # file in time order?). Example pass: windows of entities in order.
@@ -149,7 +149,7 @@ class ParseRows(beam.DoFn):
         yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), 1))
 
   def _splits(self, source, rows):
-    cfg, sc = self._cfg, self._cfg.sensor
+    cfg, sc = self._cfg, self._cfg.settings
     names = cfg.split_names
     if sc.split_by == 'time':
       return win.time_splits(rows.time, sc.time_cutoffs)
@@ -159,7 +159,7 @@ class ParseRows(beam.DoFn):
     return win.hash_splits(ids, cfg.split_ratios, names)
 
   def _batch(self, source, rows, bad, last_times, streamer, entity_stats):
-    sc, names = self._cfg.sensor, self._cfg.split_names
+    sc, names = self._cfg.settings, self._cfg.split_names
     stats = self._statistics
     if stats:
       for row, reason in bad:
@@ -238,7 +238,7 @@ class ParseRows(beam.DoFn):
              'split': split[chunked]}
 
   def _summaries(self, source, rows, split, last_times):
-    sc, names = self._cfg.sensor, self._cfg.split_names
+    sc, names = self._cfg.settings, self._cfg.split_names
     for entity, idx in win.group_rows(rows.entity):
       times = rows.time[idx]
       previous = last_times.get(entity)
@@ -377,9 +377,9 @@ def _row_examples(batch, with_entity):
   }
 
 
-def _details(cfg, values, splits):
+def manifest_section(cfg, values, splits):
   """The manifest's sensor section and normalization."""
-  sc = cfg.sensor
+  sc = cfg.settings
   counts = dict(values['counts'])
   for name, split in splits.items():
     split['rows_used'] = counts.get((name, 'used'), 0)
@@ -441,7 +441,7 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
   """Adds the whole sensor job to `pipeline` (see the module docstring)."""
   import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
 
-  sc = cfg.sensor
+  sc = cfg.settings
   names = cfg.split_names
   channels = len(plan.columns.channels)
   spec = st.feature_spec(sc.window_length, channels, sc.bucketize,
@@ -581,7 +581,7 @@ def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
     extra['rows_windowed'] = pipeline | 'NoRowsWindowed' >> beam.Create([])
   _ = pipeline | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
       cfg, run, staging, spec,
-      singletons=('labels', 'train_stats', 'columns'), details=_details,
+      singletons=('labels', 'train_stats', 'columns'),
       labels=labels, inputs=inputs, dead=dead_per_split,
       before=batch_examples.sum_counts(records['before'], 'SumBefore'),
       after=batch_examples.sum_counts(records['after'], 'SumAfter'),

@@ -1,14 +1,54 @@
-"""The text modality plug-in (see transforms/modalities/base.py)."""
+"""The text modality: labelled documents -> token ids or term weights."""
 
+from typing import Optional
+
+from transforms.core.errors import UsageError
 from transforms.modalities.base import Modality
 
 
 class TextModality(Modality):
-  """Labelled text inputs -> text examples."""
+  """CSV/TSV/JSONL tables of documents, or folders of .txt files."""
 
   name = 'text'
   default_dataset_name = 'text'
+  input_help = ('a CSV, TSV or JSONL file (or a pattern of them), or a '
+                'folder of class folders of .txt files.')
+  from_input_refusal = ('--splits from_input is for images; documents are '
+                        'split by a hash of their id.')
   checks_module = 'transforms.modalities.text.checks'
+
+  def add_arguments(self, add) -> None:
+    from transforms.modalities.text import options  # pylint: disable=import-outside-toplevel
+    options.add_arguments(add)
+
+  def settings(self, options):
+    from transforms.modalities.text import options as text_options  # pylint: disable=import-outside-toplevel
+    return text_options.settings(options)
+
+  def normalization(self, value: Optional[str]) -> str:
+    if value not in (None, 'none'):
+      raise UsageError('--normalization does not apply to text (documents '
+                       'become token ids).')
+    return 'none'
+
+  def train_statistics_need(self, settings, normalization):
+    return 'the text vocabulary'
+
+  def check_input(self, cfg):
+    from transforms.modalities.text import pipeline as text_pipeline  # pylint: disable=import-outside-toplevel
+    return text_pipeline.check_input(cfg)
+
+  def build(self, pipeline, cfg, run, staging, plan) -> None:
+    from transforms.modalities.text import pipeline as text_pipeline  # pylint: disable=import-outside-toplevel
+    text_pipeline.build(pipeline, cfg, run, staging, plan)
+
+  def manifest_section(self, cfg, values, splits):
+    from transforms.modalities.text import pipeline as text_pipeline  # pylint: disable=import-outside-toplevel
+    return text_pipeline.manifest_section(cfg, values, splits)
+
+  def statistics_analyzed(self, manifest: dict) -> int:
+    # The vocabulary, not a normalization, is what text analyzes.
+    return 0
 
 
 MODALITY = TextModality()

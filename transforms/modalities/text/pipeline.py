@@ -57,7 +57,7 @@ def check_input(cfg) -> TextInput:
   Raises:
     UsageError: No documents, or columns that do not exist; one sentence.
   """
-  tc = cfg.text
+  tc = cfg.settings
   kind, files, root = text_io.list_inputs(cfg.input)
   columns = text_io.TextColumns(tc.text_column, tc.label_column)
   if kind == 'table':
@@ -82,7 +82,7 @@ class ParseDocs(beam.DoFn):
 
   def process(self, element):
     kind, payload = element
-    tc, plan = self._cfg.text, self._plan
+    tc, plan = self._cfg.settings, self._plan
     if kind == 'folder':
       batches = text_io.iter_folder_batches(payload, plan.root,
                                             tc.invalid_utf8)
@@ -156,9 +156,9 @@ def _vocabulary_size(_, staging):
       tt.TOKENS_VOCABULARY))
 
 
-def _details(cfg, values, splits):
+def manifest_section(cfg, values, splits):
   """The manifest's text section and (no) normalization."""
-  tc = cfg.text
+  tc = cfg.settings
   per_split = tt.summarize(values['text_stats'], tc.max_tokens)
   for name, split in splits.items():
     split['text'] = per_split.get(name, tt.summarize([], tc.max_tokens))
@@ -193,7 +193,7 @@ def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
   """Adds the whole text job to `pipeline` (see the module docstring)."""
   import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
 
-  tc = cfg.text
+  tc = cfg.settings
   spec = tt.feature_spec(tc, cfg.rebalance == 'weight')
   if plan.kind == 'folder':
     elements = [('folder', plan.files[i:i + _FILES_PER_ELEMENT])
@@ -252,7 +252,6 @@ def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
   _ = pipeline | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
       cfg, run, staging, spec,
       singletons=('labels', 'vocabulary_size', 'input_kind'),
-      details=_details,
       labels=labels, inputs=inputs, dead=dead_per_split,
       before=batch_examples.sum_counts(records.before, 'SumBefore'),
       after=batch_examples.sum_counts(records.after, 'SumAfter'),

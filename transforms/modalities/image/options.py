@@ -1,0 +1,59 @@
+"""The image flags and their checks."""
+
+from typing import Tuple
+
+from transforms.core import flags
+from transforms.core.errors import UsageError
+from transforms.modalities.image import processing as images
+
+
+def add_arguments(add) -> None:
+  """Declares the image flags (`add` is argparse's add_argument)."""
+  add('--image_size', default='224x224',
+      help='Target size WIDTHxHEIGHT, or one number for a square. '
+      'Default: 224x224.')
+  add('--resize_mode', default='fit',
+      help='fit (keep aspect ratio, pad with black), crop (keep aspect '
+      'ratio, cut the centre) or stretch. Default: fit.')
+  add('--storage', default='jpeg',
+      help='How images are stored: jpeg or png (encoded at the target '
+      'size), uint8 (raw pixels) or float32 (normalized pixels). '
+      'Default: jpeg.')
+  add('--jpeg_quality', default='90',
+      help='JPEG quality for --storage jpeg, 1-95. Default: 90.')
+  add('--color', default='rgb',
+      help='rgb (3 channels; grey, palette, CMYK, RGBA and 16-bit inputs '
+      'are converted) or grey (1 channel). Default: rgb.')
+  add('--max_pixels', default='100000000',
+      help='Reject images with more pixels than this (decompression '
+      'bombs). Default: 100000000.')
+
+
+def parse_image_size(text: str) -> Tuple[int, int]:
+  """'224x160' -> (width 224, height 160); '224' -> (224, 224)."""
+  parts = str(text).lower().replace(' ', '').split('x')
+  try:
+    nums = [int(p) for p in parts]
+  except ValueError:
+    nums = []
+  if len(nums) == 1:
+    nums = nums * 2
+  if len(nums) != 2 or min(nums) < 1 or max(nums) > 8192:
+    raise UsageError(f'--image_size must be WIDTHxHEIGHT with sides from 1 '
+                     f'to 8192, such as 224x224 (got {text!r}).')
+  return nums[0], nums[1]
+
+
+def settings(o) -> images.ImageConfig:
+  """The checked image settings from the parsed flags."""
+  width, height = parse_image_size(o.image_size)
+  return images.ImageConfig(
+      height=height, width=width,
+      resize_mode=flags.choice('resize_mode', o.resize_mode,
+                               images.RESIZE_MODES),
+      storage=flags.choice('storage', o.storage, images.STORAGE_FORMATS),
+      color=flags.choice('color',
+                         str(o.color).lower().replace('gray', 'grey'),
+                         images.COLOR_MODES),
+      jpeg_quality=flags.whole_number('jpeg_quality', o.jpeg_quality, 1, 95),
+      max_pixels=flags.whole_number('max_pixels', o.max_pixels, 1))

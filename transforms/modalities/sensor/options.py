@@ -1,0 +1,108 @@
+"""The sensor flags and their checks (--label_column is shared with text
+and declared in pipelines/options.py)."""
+
+from typing import Tuple
+
+from transforms.core import flags
+from transforms.core.errors import UsageError
+from transforms.modalities.sensor import windows
+
+
+def add_arguments(add) -> None:
+  """Declares the sensor flags (`add` is argparse's add_argument)."""
+  add('--timestamp_column', default='timestamp',
+      help='Sensor: the timestamp column (ISO-8601 strings or epoch '
+      'numbers). Default: timestamp.')
+  add('--timestamp_unit', default='s',
+      help='Sensor: unit of numeric timestamps: s, ms, us or ns. '
+      'Default: s.')
+  add('--entity_column', default='',
+      help='Sensor: the column naming the recording (device, subject). '
+      'Default: none (all rows are one series).')
+  add('--channels', default='',
+      help='Sensor: comma-separated numeric channel columns. Default: '
+      'every numeric column that is not the timestamp, entity or label.')
+  add('--window_length', default='0',
+      help='Sensor: rows per window (each entity\'s rows in time order); '
+      '0 makes one example per row. Default: 0.')
+  add('--window_stride', default='0',
+      help='Sensor: rows between window starts; 0 means the window length '
+      '(no overlap). Default: 0.')
+  add('--window_label', default='last',
+      help='Sensor: a window\'s label: last (its last row\'s) or '
+      'majority (the most frequent; ties go to the first label name in '
+      'sorted order). Default: last.')
+  add('--missing', default='dead_letter',
+      help='Sensor: rows with missing channel values (empty, NaN, inf): '
+      'dead_letter, drop (counted in the manifest) or impute (with the '
+      'training mean, inside the exported transform). '
+      'Default: dead_letter.')
+  add('--split_by', default='auto',
+      help='Sensor: hash (of each row; one example per row only), entity '
+      '(all of a recording in one split, by a hash of the entity with '
+      '--splits ratios) or time (by --time_cutoffs). auto: entity when '
+      'there is an entity column, time when --time_cutoffs are given, '
+      'else hash (rows only). Default: auto.')
+  add('--time_cutoffs', default='',
+      help='Sensor, --split_by time: one or two ISO-8601 times (or epoch '
+      'numbers); rows before the first are train, then validation (with '
+      'two), the rest test. Windows that cross a cut-off are dropped and '
+      'counted.')
+  add('--bucketize', default='0',
+      help='Sensor: also store each value\'s quantile bucket (0..N-1, '
+      'boundaries from a tf.Transform quantiles pass over the training '
+      'split) as an int64 feature; 0 turns it off. Default: 0.')
+  add('--chunk_rows', default='100000',
+      help='Sensor windows: about this many rows of one entity are '
+      'grouped and windowed together (bounds worker memory). '
+      'Default: 100000.')
+
+
+def settings(o) -> windows.SensorConfig:
+  """Checks the sensor flags (the columns are checked against the input
+  later, by the pipeline's input check)."""
+  length = flags.whole_number('window_length', o.window_length, 0, 1_000_000)
+  stride = flags.whole_number('window_stride', o.window_stride, 0, 1_000_000)
+  if length == 0 and stride:
+    raise UsageError('--window_stride needs --window_length above 0.')
+  entity = str(o.entity_column or '').strip() or None
+  split_by = flags.choice('split_by', o.split_by, windows.SPLIT_BY)
+  cutoffs_text = flags.names(o.time_cutoffs)
+  unit = flags.choice('timestamp_unit', o.timestamp_unit, windows.TIME_UNITS)
+  if split_by == 'auto':
+    split_by = 'time' if cutoffs_text else ('entity' if entity else 'hash')
+    if split_by == 'hash' and length:
+      raise UsageError('windows without --entity_column need --split_by '
+                       'time with --time_cutoffs, since all rows are one '
+                       'recording and its windows overlap.')
+  if split_by == 'entity' and not entity:
+    raise UsageError('--split_by entity needs --entity_column.')
+  if split_by == 'hash' and length:
+    raise UsageError('--split_by hash would put overlapping windows of one '
+                     'recording into different splits; use --split_by '
+                     'entity (with --entity_column) or time.')
+  cutoffs: Tuple[int, ...] = ()
+  if split_by == 'time':
+    if not 1 <= len(cutoffs_text) <= 2:
+      raise UsageError('--split_by time needs --time_cutoffs with one or two '
+                       'times, such as 2024-03-01 or 2024-03-01,2024-03-15.')
+    try:
+      cutoffs = tuple(windows.parse_time(t, unit) for t in cutoffs_text)
+    except ValueError as e:
+      raise UsageError(f'--time_cutoffs: {e}.') from None
+    if list(cutoffs) != sorted(set(cutoffs)):
+      raise UsageError('--time_cutoffs must be in increasing order.')
+  elif cutoffs_text:
+    raise UsageError('--time_cutoffs needs --split_by time.')
+  return windows.SensorConfig(
+      timestamp_column=str(o.timestamp_column).strip(),
+      timestamp_unit=unit, entity_column=entity,
+      label_column=str(o.label_column).strip(),
+      channels=flags.names(o.channels),
+      window_length=length, window_stride=stride or length,
+      window_label=flags.choice('window_label', o.window_label,
+                           windows.LABEL_RULES),
+      missing=flags.choice('missing', o.missing, windows.MISSING_POLICIES),
+      split_by=split_by, time_cutoffs=cutoffs,
+      bucketize=flags.whole_number('bucketize', o.bucketize, 0, 10000),
+      chunk_rows=flags.whole_number('chunk_rows', o.chunk_rows, 1000))

@@ -1,0 +1,66 @@
+"""The text flags and their checks (--label_column is shared with sensor
+rows and declared in pipelines/options.py)."""
+
+from transforms.core import flags
+from transforms.core.errors import UsageError
+from transforms.modalities.text import preprocessing as text_transform
+
+
+def add_arguments(add) -> None:
+  """Declares the text flags (`add` is argparse's add_argument)."""
+  add('--text_column', default='text',
+      help='Text: the column holding the document (CSV/TSV/JSONL). '
+      'Default: text.')
+  add('--lowercase', default='true',
+      help='Text: lower-case before tokenizing (true or false). '
+      'Default: true.')
+  add('--strip_punctuation', default=False, action='store_true',
+      help='Text: turn punctuation into spaces before tokenizing.')
+  add('--max_tokens', default='128',
+      help='Text: token ids kept per document (padded with 0 up to it). '
+      'Default: 128.')
+  add('--vocab_size', default='20000',
+      help='Text: the most frequent training tokens kept (top-k); 0 keeps '
+      'all. Default: 20000.')
+  add('--min_frequency', default='1',
+      help='Text: tokens seen fewer times in the training split are '
+      'out of vocabulary. Default: 1.')
+  add('--oov_buckets', default='1',
+      help='Text: hash buckets for out-of-vocabulary tokens; 0 drops them. '
+      'Default: 1.')
+  add('--ngrams', default='1',
+      help='Text: n-gram sizes as n or lo,hi (such as 1,2 for words and '
+      'word pairs). Default: 1.')
+  add('--text_output', default='ids',
+      help='Text: ids (padded token id sequences), bow (term ids and '
+      'counts) or tfidf (term ids and tf-idf weights). Default: ids.')
+  add('--keep_text', default=False, action='store_true',
+      help='Text: also store the raw text.')
+  add('--invalid_utf8', default='replace',
+      help='Text: documents with invalid UTF-8: replace (U+FFFD) or '
+      'dead_letter. Default: replace.')
+
+
+def settings(o) -> text_transform.TextConfig:
+  """The checked text settings from the parsed flags."""
+  try:
+    ngrams = text_transform.parse_ngrams(o.ngrams)
+  except ValueError as e:
+    raise UsageError(f'--ngrams: {e}.') from None
+  return text_transform.TextConfig(
+      text_column=str(o.text_column).strip(),
+      label_column=str(o.label_column).strip(),
+      lowercase=flags.boolean('lowercase', o.lowercase),
+      strip_punctuation=bool(o.strip_punctuation),
+      max_tokens=flags.whole_number('max_tokens', o.max_tokens, 1, 100000),
+      vocab_size=flags.whole_number('vocab_size', o.vocab_size, 0,
+                                    10_000_000),
+      min_frequency=flags.whole_number('min_frequency', o.min_frequency, 1),
+      oov_buckets=flags.whole_number('oov_buckets', o.oov_buckets, 0,
+                                     100000),
+      ngrams=ngrams,
+      output=flags.choice('text_output', o.text_output,
+                          text_transform.OUTPUTS),
+      keep_text=bool(o.keep_text),
+      invalid_utf8=flags.choice('invalid_utf8', o.invalid_utf8,
+                                ('replace', 'dead_letter')))
