@@ -38,6 +38,7 @@ from apache_beam.options.pipeline_options import TestOptions
 from pipelines import options as options_lib
 from pipelines.options import UsageError
 from transforms.output import manifest as manifest_lib
+from transforms.core import skeleton
 from transforms.core.errors import DataQualityError
 
 _LOG = logging.getLogger('pipelines.preprocess')
@@ -306,7 +307,8 @@ def run(argv: Optional[List[str]] = None,
   run_info = {'run_id': run_id, 'started': time.time()}
   # Check the input before creating anything in the output.
   plan = modality.check_input(cfg)
-  build = lambda p: modality.build(p, cfg, run_info, staging, plan)
+  build = lambda p: p | 'PreprocessDataset' >> skeleton.PreprocessDataset(
+      cfg, run_info, staging, plan)
   if dry_run:
     # Nothing is written to the output; tf.Transform's temporary files
     # (written while the graph is traced) stay on this machine.

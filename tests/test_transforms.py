@@ -17,6 +17,7 @@ from transforms.modalities.image import decode
 from transforms.modalities.image import processing as images
 from transforms.modalities.image import preprocessing as normalize
 from transforms.core import features as schema
+from transforms.core import shuffle
 from transforms.output import shards as sinks
 from transforms.modalities.image import inputs as sources
 from transforms.output import tfrecord_files
@@ -62,7 +63,7 @@ def test_shuffle_keeps_every_record_and_mixes_the_written_order(tmp_path):
     prefix = str(tmp_path / f'run{run}')
     with TestPipeline() as p:
       shuffled = (p | beam.Create(keyed, reshuffle=False)
-                  | sinks.SeededShuffle(seed=7, buckets=20))
+                  | shuffle.SeededShuffle(seed=7, buckets=20))
       assert_that(shuffled, equal_to([r for _, r in keyed]))
       _ = shuffled | beam.io.WriteToTFRecord(prefix, num_shards=1)
     [path] = tmp_path.glob(f'run{run}-*')

@@ -7,8 +7,8 @@ example to leave out, such as a window that crosses a time cut-off).
     ApplyTransform   the exported tf.Transform graph on each batch
     ToRecords        rebalancing copies, class counts, serialized records,
                      grouped by (split, shuffle bucket)
-    WriteShuffled    group the buckets, write each bucket in hash order,
-                     per split: WriteSplit and a fingerprint
+    ShuffleRecords   group the buckets (core/shuffle.py), one record list
+                     per split, for output/shards.WriteSplits
 
 Elements are batches until the records meet the writer, so Beam's cost per
 element is paid a few times per batch, not per example.
@@ -21,14 +21,10 @@ import apache_beam as beam
 import numpy as np
 
 from transforms.core import rebalance as rebalance_lib
-from transforms.output import shards as sinks
-from transforms.core.splits import unit_hash
+from transforms.core import shuffle
 
 # Examples per call of the exported transform.
 TRANSFORM_BATCH = 4096
-# Records per shuffle bucket the bucket count aims at (a bucket is grouped
-# and sorted on one worker).
-RECORDS_PER_BUCKET = 2000
 ID, LABEL_TEXT, SPLIT = 'id', 'label_text', 'split'
 
 
@@ -43,17 +39,6 @@ def source_name(root: str, path: str) -> str:
 def sum_counts(pcoll, label: str):
   """(key, n) pairs summed per key."""
   return pcoll | label >> beam.CombinePerKey(sum)
-
-
-class LabelNames(beam.PTransform):
-  """Lists of label names -> (sorted distinct names, {name: id})."""
-
-  def expand(self, name_lists):
-    names = name_lists | 'Distinct' >> beam.CombineGlobally(
-        lambda lists: sorted(set().union(*map(set, lists))))
-    ids = names | 'Ids' >> beam.Map(
-        lambda ls: {n: i for i, n in enumerate(ls)})
-    return names, ids
 
 
 def concat_batches(batches: List[dict]) -> dict:
@@ -73,12 +58,6 @@ def take(batch: dict, keep: np.ndarray) -> dict:
   index = np.flatnonzero(keep)
   return {k: ([v[i] for i in index] if isinstance(v, list) else v[keep])
           for k, v in batch.items()}
-
-
-def shuffle_buckets(expected_examples: int) -> int:
-  """Shuffle buckets for the expected number of examples (a function of the
-  data only, so reruns shuffle alike)."""
-  return int(min(max(expected_examples // RECORDS_PER_BUCKET, 16), 1 << 16))
 
 
 def _numpy(tensor):
@@ -139,7 +118,7 @@ class ToRecords(beam.DoFn):
   Main output: ((split index, bucket), [(hash, record)]) per batch. Each
   record copy gets a seeded hash in [0, 1) of its id and copy number; the
   bucket is that hash times `buckets`, so after grouping every bucket is a
-  uniform sample, written in hash order (as in sinks.SeededShuffle).
+  uniform sample, written in position order (core/shuffle.py).
   Grouping a batch's records per bucket keeps the shuffle to a few
   elements per batch instead of one per record.
 
@@ -178,18 +157,12 @@ class ToRecords(beam.DoFn):
     copies = np.ones(len(labels), np.int64)
     weights = None
     if cfg.rebalance != 'none':
-      per_split: Dict[str, dict] = {}
-      for (sp, label), n in class_counts:
-        per_split.setdefault(sp, {})[label] = n
+      plan = rebalance_lib.Plan(cfg.rebalance, cfg.rebalance_splits, cfg.seed,
+                                class_counts)
       weights = np.ones(len(labels), np.float32)
       for i, (s, label) in enumerate(zip(split.tolist(), labels)):
-        name = names[s]
-        mode = cfg.rebalance if name in cfg.rebalance_splits else 'none'
-        copies[i] = rebalance_lib.copies(mode, batch[ID][i], label,
-                                         per_split.get(name, {}), cfg.seed)
-        if mode == 'weight':
-          weights[i] = rebalance_lib.class_weight(label,
-                                                  per_split.get(name, {}))
+        copies[i] = plan.copies(names[s], batch[ID][i], label)
+        weights[i] = plan.weight(names[s], label)
     before: Dict[tuple, int] = {}
     after: Dict[tuple, int] = {}
     for s, label, n in zip(split.tolist(), labels, copies.tolist()):
@@ -202,58 +175,31 @@ class ToRecords(beam.DoFn):
       if n:
         yield beam.pvalue.TaggedOutput('after', (key, n))
     records = self._encode(batch, label_ids, weights)
-    ids, seed = batch[ID], str(cfg.seed)
+    ids = batch[ID]
     groups: Dict[tuple, list] = {}
     for i, record in enumerate(records):
       for k in range(copies[i]):
-        u = unit_hash('shuffle', seed, f'{ids[i]}#{k}')
-        key = (int(split[i]), min(int(u * buckets), buckets - 1))
+        u = shuffle.position(cfg.seed, f'{ids[i]}#{k}')
+        key = (int(split[i]), shuffle.bucket(u, buckets))
         groups.setdefault(key, []).append((u, record))
     yield from groups.items()
 
 
-def _in_hash_order(item):
-  (split, _), groups = item
-  pairs = sorted((p for group in groups for p in group), key=lambda p: p[0])
-  return split, [record for _, record in pairs]
+class ShuffleRecords(beam.PTransform):
+  """ToRecords' main output -> one PCollection of record lists per split
+  (in the order of the split names), each list a shuffle bucket in
+  position order: the input of output/shards.WriteSplits."""
 
-
-class WriteShuffled(beam.PTransform):
-  """Grouped records -> written splits.
-
-  Input: ToRecords' main output. Output: (shards, fingerprints), the
-  PCollections FinalizeDataset reads: (split, shard summary) and
-  (split, {'fingerprint', 'records'}).
-  """
-
-  def __init__(self, cfg, staging: str):
+  def __init__(self, split_names):
     super().__init__()
-    self._cfg, self._staging = cfg, staging
+    self._names = list(split_names)
 
   def expand(self, grouped):
-    cfg, names = self._cfg, self._cfg.split_names
+    names = self._names
     by_split = (grouped
-                | 'GroupBuckets' >> beam.GroupByKey()
-                | 'BucketInHashOrder' >> beam.Map(_in_hash_order)
+                | 'ShuffleGroups' >> shuffle.ShuffleGroups()
                 # -> (split index, [records])
                 | 'PartitionBySplit' >> beam.Partition(
                     lambda group, n: group[0], len(names)))
-    shards_all, fps_all = [], []
-    for index, split in enumerate(names):
-      groups = by_split[index] | f'Records[{split}]' >> beam.Map(
-          lambda group: group[1])
-      fps_all.append(
-          groups
-          | f'Fingerprint[{split}]' >> beam.CombineGlobally(
-              sinks.FingerprintListsFn())
-          | f'TagFingerprint[{split}]' >> beam.Map(
-              lambda fp, s=split: (s, fp)))
-      shards = (groups
-                | f'OneRecordEach[{split}]' >> beam.FlatMap(lambda g: g)
-                | f'WriteSplit[{split}]' >> sinks.WriteSplit(
-                    self._staging, cfg.name, split, cfg.num_shards,
-                    cfg.compression == 'gzip', cfg.index_files))
-      shards_all.append(shards | f'TagShards[{split}]' >> beam.Map(
-          lambda s, sp=split: (sp, s)))
-    return (tuple(shards_all) | 'AllShards' >> beam.Flatten(),
-            tuple(fps_all) | 'AllFingerprints' >> beam.Flatten())
+    return tuple(by_split[index] | f'Records[{split}]' >> beam.Map(
+        lambda group: group[1]) for index, split in enumerate(names))

@@ -16,7 +16,7 @@ place); the price is that counts after resampling are equal in expectation,
 not to the example. The manifest records the counts actually written.
 """
 
-from typing import Dict
+from typing import Dict, Iterable, Tuple
 
 from transforms.core.splits import unit_hash
 
@@ -61,3 +61,37 @@ def expected_after(mode: str, counts: Dict[str, int]) -> Dict[str, float]:
       counts.values())
   return {k: float(target) if v else 0.0 for k, v in counts.items()}
 
+
+
+class Plan:
+  """The rebalancing decisions of one run, the same for every modality.
+
+  Args:
+    mode: One of MODES.
+    splits: The splits to rebalance (the others keep every example once).
+    seed: Rebalancing seed.
+    class_counts: ((split, label), examples before rebalancing) pairs.
+  """
+
+  def __init__(self, mode: str, splits: Iterable[str], seed: int,
+               class_counts: Iterable[Tuple[Tuple[str, str], int]]):
+    self._mode, self._splits, self._seed = mode, set(splits), seed
+    self._counts: Dict[str, Dict[str, int]] = {}
+    for (split, label), n in class_counts:
+      self._counts.setdefault(split, {})[label] = n
+
+  def mode(self, split: str) -> str:
+    """The mode that applies to `split`."""
+    return self._mode if split in self._splits else 'none'
+
+  def copies(self, split: str, example_id: str, label: str) -> int:
+    """How many times the example is written (0 drops it)."""
+    return copies(self.mode(split), example_id, label,
+                  self._counts.get(split, {}), self._seed)
+
+  def weight(self, split: str, label: str) -> float:
+    """The example's weight (1.0 unless the split is rebalanced by
+    weight)."""
+    if self.mode(split) != 'weight':
+      return 1.0
+    return class_weight(label, self._counts.get(split, {}))

@@ -107,8 +107,29 @@ class Modality:
     """
     raise NotImplementedError
 
-  def build(self, pipeline, cfg, run: dict, staging: str, plan) -> None:
-    """Adds the run's stages to `pipeline`."""
+  # Its values that FinalizeDataset hands to manifest_section, by name
+  # (outputs of its ReadInputs or BuildRecords): True for one value, False
+  # for a list.
+  manifest_values: Dict[str, bool] = {}
+
+  def read_inputs(self, cfg, plan):
+    """The skeleton's ReadInputs stage: a PTransform from the pipeline's
+    start to the dict core/skeleton.py describes."""
+    raise NotImplementedError
+
+  def analysis(self, cfg, plan) -> Tuple[Any, Any]:
+    """(the tf.Transform input schema of the analysis input, as a
+    DatasetMetadata or TensorAdapterConfig; its preprocessing_fn)."""
+    raise NotImplementedError
+
+  def build_records(self, cfg, plan, staging: str, transform):
+    """The skeleton's BuildRecords stage: a PTransform from ReadInputs'
+    dict to the record lists of each split and the class counts (see
+    core/skeleton.py); `transform` is a core.skeleton.Transform."""
+    raise NotImplementedError
+
+  def feature_spec(self, cfg, plan) -> dict:
+    """The stored features: {key: {'dtype', 'shape'}}."""
     raise NotImplementedError
 
   def manifest_section(self, cfg, values: dict, splits: dict

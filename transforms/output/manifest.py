@@ -23,7 +23,9 @@ from typing import Dict, List, Optional
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.core.dead_letters import DEAD_LETTER_PREFIX
 from transforms.core.errors import DataQualityError
+from transforms.output.paths import join
 from transforms.output import shards as sinks
 from transforms.output import tfds_metadata as tfds_lib
 
@@ -33,7 +35,6 @@ MANIFEST = 'manifest.json'
 FAILURE = 'FAILED.json'
 FORMAT_VERSION = 1
 TRANSFORM_DIRS = ('transform_fn', 'transformed_metadata')
-DEAD_LETTER_PREFIX = 'dead_letter'
 _VERSIONED = ('apache-beam', 'tensorflow', 'tensorflow-transform', 'tfx-bsl',
               'tensorflow-datasets', 'pillow', 'numpy', 'pyarrow')
 
@@ -46,11 +47,6 @@ def library_versions() -> Dict[str, str]:
     except importlib.metadata.PackageNotFoundError:
       versions[name] = None
   return versions
-
-
-def join(*parts: str) -> str:
-  return FileSystems.join(*parts) if '://' in parts[0] else posixpath.join(
-      *parts)
 
 
 def read_manifest(output: str) -> Optional[dict]:
@@ -279,31 +275,6 @@ def quality_failures(cfg, manifest: dict) -> List[str]:
     problems.append('the train split has no examples to compute the '
                     'normalization statistics on')
   return problems
-
-
-class DeadLetters(beam.PTransform):
-  """Writes the dead letters (one JSON line each) and counts them per split.
-
-  Input: dead-letter dicts (transforms.sources.dead_letter). Output:
-  (counts, files): (split or '' when it has none, dead letters) and the
-  written file paths, both as FinalizeDataset reads them.
-  """
-
-  def __init__(self, staging: str):
-    super().__init__()
-    self._staging = staging
-
-  def expand(self, dead):
-    per_split = (dead
-                 | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '', 1))
-                 | 'CountDeadPerSplit' >> beam.CombinePerKey(sum))
-    files = (dead
-             | 'DeadLetterToJson' >> beam.Map(
-                 lambda d: json.dumps(d, ensure_ascii=False))
-             | 'WriteDeadLetters' >> beam.io.WriteToText(
-                 join(self._staging, DEAD_LETTER_PREFIX),
-                 file_name_suffix='.jsonl', num_shards=1))
-    return per_split, files
 
 
 class FinalizeDataset(beam.PTransform):

@@ -1,14 +1,7 @@
-"""Serialize, shuffle, write and summarize the examples of one split.
+"""Write and summarize the records of every split.
 
-- `to_example_bytes`: a pipeline example -> serialized tf.train.Example
-  (deterministic: map keys sorted), so equal inputs give equal bytes.
-- `SeededShuffle`: a seeded, memory-bounded shuffle. Each element gets a
-  hash in [0, 1) of its key; elements are grouped into a fixed number of
-  buckets by that hash and each bucket is emitted in hash order. Every
-  bucket is a uniform sample, so wherever the runner puts bundle and shard
-  boundaries, no shard holds one class and no stretch of a shard is ordered
-  by input path. The pipeline shuffles the (small) input references before
-  decoding, so image bytes are never grouped.
+- `WriteSplits`: per split, the fingerprint of the records and their
+  shards; the one place every modality writes through.
 - `WriteSplit`: WriteToTFRecord with TFDS-style names
   (`<name>-<split>.tfrecord-00000-of-00004`), then one summary per shard
   (records, bytes, SHA-256) read back from the written files; with
@@ -24,9 +17,7 @@ import hashlib
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
-from transforms.core import features as schema
 from transforms.output import tfrecord_files
-from transforms.core.splits import unit_hash
 
 _MOD = 1 << 128
 
@@ -68,81 +59,6 @@ class FingerprintListsFn(FingerprintFn):
     return (total % _MOD, count + len(records))
 
 
-def to_example_bytes(example: dict, label_ids: dict) -> bytes:
-  """Serializes a pipeline example as a tf.train.Example.
-
-  Args:
-    example: The pipeline's example dict (see transforms.decode).
-    label_ids: {label name: id}.
-
-  Returns:
-    Deterministically serialized tf.train.Example bytes.
-  """
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  train = tf.train
-
-  def b(v):
-    return train.Feature(bytes_list=train.BytesList(value=[v]))
-
-  def i(v):
-    return train.Feature(int64_list=train.Int64List(value=[int(v)]))
-
-  image = example[schema.IMAGE]
-  if isinstance(image, bytes):
-    image_feature = b(image)
-  else:
-    image_feature = train.Feature(float_list=train.FloatList(
-        value=image.reshape(-1)))
-  features = {
-      schema.IMAGE: image_feature,
-      schema.LABEL: i(label_ids[example[schema.LABEL_TEXT]]),
-      schema.LABEL_TEXT: b(example[schema.LABEL_TEXT].encode('utf-8')),
-      schema.ID: b(example[schema.ID].encode('utf-8')),
-      schema.ORIGINAL_HEIGHT: i(example[schema.ORIGINAL_HEIGHT]),
-      schema.ORIGINAL_WIDTH: i(example[schema.ORIGINAL_WIDTH]),
-  }
-  if schema.WEIGHT in example:
-    features[schema.WEIGHT] = train.Feature(float_list=train.FloatList(
-        value=[example[schema.WEIGHT]]))
-  return train.Example(features=train.Features(
-      feature=features)).SerializeToString(deterministic=True)
-
-
-class SeededShuffle(beam.PTransform):
-  """Seeded, memory-bounded shuffle of (key, value) pairs.
-
-  Input: (key string, value); keys should be unique (example id plus copy
-  index). Output: the values, grouped into `buckets` buckets by a seeded
-  hash of the key, each bucket emitted in hash order. A fixed bucket count
-  keeps this to one grouping step; with 4096 buckets, a bucket of input
-  references holds about 25,000 of them at 100 million inputs.
-  """
-
-  def __init__(self, seed: int, buckets: int = 4096):
-    super().__init__()
-    self._seed = str(seed)
-    self._buckets = buckets
-
-  def expand(self, keyed):
-    seed, buckets = self._seed, self._buckets
-
-    def to_bucket(item):
-      key, value = item
-      u = unit_hash('shuffle', seed, key)
-      return min(int(u * buckets), buckets - 1), (u, value)
-
-    def emit(item):
-      _, values = item
-      for _, value in sorted(values, key=lambda v: v[0]):
-        yield value
-
-    return (keyed
-            | 'AssignBucket' >> beam.Map(to_bucket)
-            # -> (bucket, (u, value))
-            | 'GroupBuckets' >> beam.GroupByKey()
-            | 'EmitInHashOrder' >> beam.FlatMap(emit))
-
-
 def shard_prefix(output_dir: str, name: str, split: str) -> str:
   return f'{output_dir.rstrip("/")}/{name}-{split}.tfrecord'
 
@@ -177,3 +93,38 @@ class WriteSplit(beam.PTransform):
             | 'SummarizeShard' >> beam.Map(
                 tfrecord_files.shard_summary, compressed=compressed,
                 index=index))
+
+
+class WriteSplits(beam.PTransform):
+  """Writes every split's records; the last step before the manifest.
+
+  Input: one PCollection per split (in `split_names` order) of record
+  lists (a list is whatever a producer had at hand: one record, or a
+  shuffle bucket). Output: (shards, fingerprints), as FinalizeDataset reads
+  them: (split, shard summary) per written shard and (split,
+  {'fingerprint', 'records'}) per split.
+  """
+
+  def __init__(self, cfg, staging: str):
+    super().__init__()
+    self._cfg, self._staging = cfg, staging
+
+  def expand(self, per_split):
+    cfg = self._cfg
+    shards_all, fps_all = [], []
+    for split, lists in zip(cfg.split_names, per_split):
+      fps_all.append(
+          lists
+          | f'Fingerprint[{split}]' >> beam.CombineGlobally(
+              FingerprintListsFn())
+          | f'TagFingerprint[{split}]' >> beam.Map(
+              lambda fp, s=split: (s, fp)))
+      shards = (lists
+                | f'OneRecordEach[{split}]' >> beam.FlatMap(lambda g: g)
+                | f'WriteSplit[{split}]' >> WriteSplit(
+                    self._staging, cfg.name, split, cfg.num_shards,
+                    cfg.compression == 'gzip', cfg.index_files))
+      shards_all.append(shards | f'TagShards[{split}]' >> beam.Map(
+          lambda s, sp=split: (sp, s)))
+    return (tuple(shards_all) | 'AllShards' >> beam.Flatten(),
+            tuple(fps_all) | 'AllFingerprints' >> beam.Flatten())

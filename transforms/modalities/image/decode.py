@@ -9,8 +9,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
 from transforms.core import features as schema
-from transforms.modalities.image.inputs import DEAD
-from transforms.modalities.image.inputs import dead_letter
+from transforms.core.dead_letters import DEAD
+from transforms.core.dead_letters import dead_letter
 
 _LOG = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class DecodeImageFn(beam.DoFn):
 class DecodeImages(beam.PTransform):
   """Reads and processes every image in parallel.
 
-  Input: decode tasks, already spread over workers (see sinks.SeededShuffle).
+  Input: decode tasks, already spread over workers (see core/shuffle.SeededShuffle).
   Returns a DoOutputsTuple: `.examples` (dicts) and `.dead` (dead letters).
   """
 

@@ -26,11 +26,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
 from transforms.core import splits as split_lib
+from transforms.core.dead_letters import DEAD
+from transforms.core.dead_letters import SKIPPED
+from transforms.core.dead_letters import dead_letter
 from transforms.core.errors import UsageError
 
 MANIFEST_EXTENSIONS = ('.csv', '.tsv', '.jsonl', '.json')
-SKIPPED = 'skipped'
-DEAD = 'dead'
 
 
 class InputRef(NamedTuple):
@@ -47,13 +48,6 @@ class InputRef(NamedTuple):
   example_id: str
   label: str
   split: str
-
-
-def dead_letter(input_path: str, stage: str, reason: str,
-                split: Optional[str] = None) -> dict:
-  """A dead-letter record: what failed, where, and why."""
-  return {'input': input_path, 'stage': stage, 'reason': reason,
-          'split': split}
 
 
 def is_manifest(path: str) -> bool:

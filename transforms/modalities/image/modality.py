@@ -32,9 +32,23 @@ class ImageModality(Modality):
     from transforms.modalities.image import inputs  # pylint: disable=import-outside-toplevel
     return inputs.check_input(cfg.input, cfg.splits_from_input)
 
-  def build(self, pipeline, cfg, run, staging, plan) -> None:
-    from transforms.modalities.image import pipeline as image_pipeline  # pylint: disable=import-outside-toplevel
-    image_pipeline.build(pipeline, cfg, run, staging, plan)
+  manifest_values = {'channel_stats': True}
+
+  def read_inputs(self, cfg, plan):
+    from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.ReadImages(cfg, plan)
+
+  def analysis(self, cfg, plan):
+    from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.analysis_metadata(cfg), pipeline.preprocessing_fn(cfg)
+
+  def build_records(self, cfg, plan, staging, transform):
+    from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.BuildImageRecords(cfg, transform)
+
+  def feature_spec(self, cfg, plan) -> dict:
+    from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.feature_spec(cfg)
 
   def manifest_section(self, cfg, values, splits):
     from transforms.modalities.image import pipeline as image_pipeline  # pylint: disable=import-outside-toplevel

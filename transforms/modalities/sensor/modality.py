@@ -43,16 +43,32 @@ class SensorModality(Modality):
     return None
 
   def check_input(self, cfg):
-    from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
-    return sensor_pipeline.check_input(cfg)
+    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.check_input(cfg)
 
-  def build(self, pipeline, cfg, run, staging, plan) -> None:
-    from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
-    sensor_pipeline.build(pipeline, cfg, run, staging, plan)
+  manifest_values = {
+      'train_stats': True, 'columns': True, 'counts': False,
+      'entity_stats': False, 'formed': False, 'rows_windowed': False}
+
+  def read_inputs(self, cfg, plan):
+    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.ReadRows(cfg, plan)
+
+  def analysis(self, cfg, plan):
+    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.analysis(cfg, plan)
+
+  def build_records(self, cfg, plan, staging, transform):
+    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.BuildSensorRecords(cfg, plan, staging, transform)
+
+  def feature_spec(self, cfg, plan) -> dict:
+    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.feature_spec(cfg, plan)
 
   def manifest_section(self, cfg, values, splits):
-    from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
-    return sensor_pipeline.manifest_section(cfg, values, splits)
+    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.manifest_section(cfg, values, splits)
 
   def split_failures(self, name: str, split: dict) -> List[str]:
     problems = []

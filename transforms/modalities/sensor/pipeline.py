@@ -37,12 +37,13 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.core import batches as batch_examples
-from transforms.output import manifest as manifest_lib
+from transforms.core import shuffle
+from transforms.core.skeleton import records_key
 from transforms.modalities.sensor import preprocessing as st
 from transforms.sources import tables as tabular
 from transforms.modalities.sensor import windows as win
 from transforms.core.errors import UsageError
-from transforms.modalities.image.inputs import dead_letter
+from transforms.core.dead_letters import dead_letter
 
 DEAD = 'dead'
 # Outputs of the statistics pass.
@@ -437,159 +438,187 @@ def manifest_section(cfg, values, splits):
   return section, normalization
 
 
-def build(pipeline, cfg, run: dict, staging: str, plan: SensorInput) -> None:
-  """Adds the whole sensor job to `pipeline` (see the module docstring)."""
-  import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
+class ReadRows(beam.PTransform):
+  """The statistics pass (see the module docstring); returns the
+  skeleton's ReadInputs dict plus 'files', 'counts' ((split, 'inputs' |
+  'dead' | 'dropped' | 'used'), rows), 'entity_stats' (entity,
+  EntityStats), 'train_stats' (exact channel statistics), 'row_classes'
+  and 'columns'."""
 
-  sc = cfg.settings
+  def __init__(self, cfg, plan: SensorInput):
+    super().__init__()
+    self._cfg, self._plan = cfg, plan
+
+  def expand(self, pbegin):
+    cfg, plan = self._cfg, self._plan
+    files = (pbegin
+             | 'InputPattern' >> beam.Create([plan.pattern])
+             | 'ListFiles' >> fileio.MatchAll()
+             | 'Paths' >> beam.Map(lambda m: m.path)
+             | 'TableFilesOnly' >> beam.Filter(
+                 lambda p: tabular.format_of(p) is not None))
+    stats_out = (files
+                 | 'SpreadFilesA' >> beam.Reshuffle()
+                 | 'ParseForStatistics' >> beam.ParDo(
+                     ParseRows(cfg, plan, statistics=True)).with_outputs(
+                         DEAD, ENTITY_STATS, COUNTS, LABELS, ANALYSIS,
+                         TRAIN_VALUES, ROW_CLASSES))
+    counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
+    # -> ((split, 'inputs'|'dead'|'dropped'|'used'), rows)
+    columns = plan.columns
+    return {
+        'dead': stats_out[DEAD],
+        'inputs': counts | 'Inputs' >> beam.FlatMap(
+            lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else []),
+        'labels': stats_out[LABELS],
+        'analysis': stats_out[ANALYSIS],
+        'skipped': pbegin | 'NothingSkipped' >> beam.Create([0]),
+        'files': files, 'counts': counts,
+        'entity_stats': (stats_out[ENTITY_STATS]
+                         | 'EntityRange' >> beam.CombinePerKey(
+                             lambda vs: _merge_ranges(vs))),
+        # -> (entity, (rows, first time, last time, source, ordered))
+        'train_stats': stats_out[TRAIN_VALUES] | 'TrainStats' >> (
+            beam.CombineGlobally(st.ChannelStatsFn())),
+        'row_classes': stats_out[ROW_CLASSES],
+        'columns': pbegin | 'Columns' >> beam.Create([{
+            'timestamp': columns.timestamp, 'entity': columns.entity,
+            'label': columns.label, 'channels': list(columns.channels)}]),
+    }
+
+
+def _window_examples(read, cfg, plan):
+  """Windows of every entity: [(branch name, window batches)] and the rows
+  windowed per split."""
+  sc, names = cfg.settings, cfg.split_names
+  entity_dict = beam.pvalue.AsDict(read['entity_stats'])
+  parsed = (read['files']
+            | 'SpreadFilesB' >> beam.Reshuffle()
+            | 'ParseForExamples' >> beam.ParDo(
+                ParseRows(cfg, plan, statistics=False),
+                entity_dict).with_outputs('windows', 'rows',
+                                          main='unordered'))
+  # Entities in time order within one file were windowed while reading;
+  # the rows of the others are grouped by (entity, time chunk).
+  pieces = parsed.unordered | 'KeyByEntityChunk' >> beam.FlatMap(
+      _key_by_chunk, entity_dict, sc.chunk_rows)
+  offsets = (pieces
+             | 'PieceRows' >> beam.Map(lambda kv: (kv[0], len(kv[1]['row'])))
+             | 'RowsPerChunk' >> beam.CombinePerKey(sum)
+             | 'ByEntity' >> beam.Map(lambda kv: (kv[0][0], (kv[0][1],
+                                                              kv[1])))
+             | 'ChunksOfEntity' >> beam.GroupByKey()
+             | 'Offsets' >> beam.Map(_offsets))
+  chunked = (pieces
+             | 'GroupChunks' >> beam.GroupByKey()
+             | 'WindowChunks' >> beam.ParDo(
+                 ChunkWindows(sc, names), beam.pvalue.AsDict(offsets),
+                 entity_dict).with_outputs('fragments', 'rows',
+                                           main='windows'))
+  assembled = (chunked.fragments
+               | 'GroupFragments' >> beam.GroupByKey()
+               | 'AssembleWindows' >> beam.FlatMap(_assemble, sc))
+  rows_windowed = (
+      (parsed.rows, chunked.rows)
+      | 'AllRowsWindowed' >> beam.Flatten()
+      | 'RowsWindowed' >> beam.Map(lambda r: r[1])
+      | 'SumRowsWindowed' >> beam.CombineGlobally(
+          lambda arrs: [int(v) for v in np.sum(
+              [np.asarray(a) for a in arrs] or [np.zeros(len(names))],
+              axis=0)]).without_defaults())
+  # Three branches, not flattened: a Flatten here would make the local
+  # runner hold every window before normalizing them.
+  return [('Streamed', parsed.windows), ('Chunked', chunked.windows),
+          ('Crossing', assembled)], rows_windowed
+
+
+def _class_counts(read, cfg, normalized):
+  """((split, label), examples) before rebalancing, as rebalancing reads
+  them: rows from the statistics pass, windows once they are formed."""
   names = cfg.split_names
-  channels = len(plan.columns.channels)
-  spec = st.feature_spec(sc.window_length, channels, sc.bucketize,
-                         plan.columns.entity is not None,
-                         cfg.rebalance == 'weight')
-
-  files = (pipeline
-           | 'InputPattern' >> beam.Create([plan.pattern])
-           | 'ListFiles' >> fileio.MatchAll()
-           | 'Paths' >> beam.Map(lambda m: m.path)
-           | 'TableFilesOnly' >> beam.Filter(
-               lambda p: tabular.format_of(p) is not None))
-  skipped = pipeline | 'NothingSkipped' >> beam.Create([0])
-
-  # The statistics pass.
-  stats_out = (files
-               | 'SpreadFilesA' >> beam.Reshuffle()
-               | 'ParseForStatistics' >> beam.ParDo(
-                   ParseRows(cfg, plan, statistics=True)).with_outputs(
-                       DEAD, ENTITY_STATS, COUNTS, LABELS, ANALYSIS,
-                       TRAIN_VALUES, ROW_CLASSES))
-  dead = stats_out[DEAD]
-  counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
-  # -> ((split, 'inputs'|'dead'|'dropped'|'used'), rows)
-  entity_stats = (stats_out[ENTITY_STATS]
-                  | 'EntityRange' >> beam.CombinePerKey(
-                      lambda vs: _merge_ranges(vs)))
-  # -> (entity, (rows, first time, last time))
-  labels, label_ids = stats_out[LABELS] | 'LabelNames' >> (
-      batch_examples.LabelNames())
-  train_stats = stats_out[TRAIN_VALUES] | 'TrainStats' >> (
-      beam.CombineGlobally(st.ChannelStatsFn()))
-  inputs = counts | 'Inputs' >> beam.FlatMap(
-      lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else [])
-  dead_per_split, dead_files = dead | 'DeadLetters' >> (
-      manifest_lib.DeadLetters(staging))
-
-  adapter_config = st.analysis_adapter_config(sc.window_length, channels)
-  preprocessing_fn = st.make_preprocessing_fn(
-      channels, cfg.normalization, sc.missing == 'impute', sc.bucketize)
-  with tft_beam.Context(temp_dir=run['tft_temp'],
-                        force_tf_compat_v1=False):
-    transform_fn = ((stats_out[ANALYSIS], adapter_config)
-                    | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
-                        preprocessing_fn))
-    transform_done = transform_fn | 'WriteTransformFn' >> (
-        tft_beam.WriteTransformFn(staging))
-
-  # The example pass.
-  spread = files | 'SpreadFilesB' >> beam.Reshuffle()
-  extra = {}
-  if sc.windowed:
-    entity_dict = beam.pvalue.AsDict(entity_stats)
-    parsed = spread | 'ParseForExamples' >> beam.ParDo(
-        ParseRows(cfg, plan, statistics=False), entity_dict).with_outputs(
-            'windows', 'rows', main='unordered')
-    # Entities in time order within one file were windowed while reading;
-    # the rows of the others are grouped by (entity, time chunk).
-    pieces = parsed.unordered | 'KeyByEntityChunk' >> beam.FlatMap(
-        _key_by_chunk, entity_dict, sc.chunk_rows)
-    offsets = (pieces
-               | 'PieceRows' >> beam.Map(lambda kv: (kv[0], len(kv[1]['row'])))
-               | 'RowsPerChunk' >> beam.CombinePerKey(sum)
-               | 'ByEntity' >> beam.Map(lambda kv: (kv[0][0], (kv[0][1],
-                                                                kv[1])))
-               | 'ChunksOfEntity' >> beam.GroupByKey()
-               | 'Offsets' >> beam.Map(_offsets))
-    chunked = (pieces
-               | 'GroupChunks' >> beam.GroupByKey()
-               | 'WindowChunks' >> beam.ParDo(
-                   ChunkWindows(sc, names), beam.pvalue.AsDict(offsets),
-                   entity_dict).with_outputs('fragments', 'rows',
-                                             main='windows'))
-    assembled = (chunked.fragments
-                 | 'GroupFragments' >> beam.GroupByKey()
-                 | 'AssembleWindows' >> beam.FlatMap(_assemble, sc))
-    # Two branches, not flattened: a Flatten here would make the local
-    # runner hold every window before normalizing them.
-    examples = [('Streamed', parsed.windows), ('Chunked', chunked.windows),
-                ('Crossing', assembled)]
-    extra['rows_windowed'] = (
-        (parsed.rows, chunked.rows)
-        | 'AllRowsWindowed' >> beam.Flatten()
-        | 'RowsWindowed' >> beam.Map(lambda r: r[1])
-        | 'SumRowsWindowed' >> beam.CombineGlobally(
-            lambda arrs: [int(v) for v in np.sum(
-                [np.asarray(a) for a in arrs] or [np.zeros(len(names))],
-                axis=0)]).without_defaults())
-  else:
-    rows = spread | 'ParseForExamples' >> beam.ParDo(
-        ParseRows(cfg, plan, statistics=False))
-    examples = [('Rows', rows | 'RowExamples' >> beam.Map(
-        _row_examples, plan.columns.entity is not None))]
-  normalized = [(name, part | f'Normalize[{name}]' >> beam.ParDo(
-      batch_examples.ApplyTransform(staging, _transform_inputs, st.VALUES),
-      beam.pvalue.AsList(transform_done))) for name, part in examples]
-  if cfg.rebalance != 'none':
-    if sc.windowed:
-      class_counts = (
-          [part | f'WindowClasses[{name}]' >> beam.FlatMap(
-              lambda b: [((names[s], l), 1) for s, l in zip(
-                  b['split'].tolist(), b[st.LABEL_TEXT]) if s >= 0])
+  if cfg.rebalance == 'none':
+    return read['row_classes'] | 'NoClassCounts' >> beam.Filter(
+        lambda _: False)
+  if not cfg.settings.windowed:
+    return batch_examples.sum_counts(read['row_classes'], 'CountRowClasses')
+  return ([part | f'WindowClasses[{name}]' >> beam.FlatMap(
+      lambda b: [((names[s], l), 1) for s, l in zip(
+          b['split'].tolist(), b[st.LABEL_TEXT]) if s >= 0])
            for name, part in normalized]
           | 'AllWindowClasses' >> beam.Flatten()
           | 'CountWindowClasses' >> beam.CombinePerKey(sum))
+
+
+class BuildSensorRecords(beam.PTransform):
+  """The example pass: rows or windows -> the exported transform ->
+  [rebalance] -> records, grouped by shuffle bucket, per split."""
+
+  def __init__(self, cfg, plan: SensorInput, staging: str, transform):
+    super().__init__()
+    self._cfg, self._plan = cfg, plan
+    self._staging, self._transform = staging, transform
+
+  def expand(self, read):
+    cfg, plan, transform = self._cfg, self._plan, self._transform
+    sc = cfg.settings
+    if sc.windowed:
+      examples, rows_windowed = _window_examples(read, cfg, plan)
     else:
-      class_counts = batch_examples.sum_counts(stats_out[ROW_CLASSES],
-                                               'CountRowClasses')
-  else:
-    class_counts = pipeline | 'NoClassCounts' >> beam.Create([])
-  buckets = (entity_stats if sc.windowed else counts) | (
-      'ShuffleBuckets' >> beam.combiners.ToList()) | 'BucketCount' >> (
-          beam.Map(lambda stats: batch_examples.shuffle_buckets(
-              _expected_examples(stats, sc))))
-  parts = [part | f'ToRecords[{name}]' >> beam.ParDo(
-      batch_examples.ToRecords(cfg, functools.partial(_encode, spec=spec)),
-      beam.pvalue.AsSingleton(label_ids), beam.pvalue.AsList(class_counts),
-      beam.pvalue.AsSingleton(buckets)).with_outputs(
-          'formed', 'before', 'after', main='records')
-           for name, part in normalized]
+      rows = read['files'] | 'SpreadFilesB' >> beam.Reshuffle() | (
+          'ParseForExamples' >> beam.ParDo(
+              ParseRows(cfg, plan, statistics=False)))
+      examples = [('Rows', rows | 'RowExamples' >> beam.Map(
+          _row_examples, plan.columns.entity is not None))]
+      rows_windowed = read['files'] | 'NoRowsWindowed' >> beam.Filter(
+          lambda _: False)
+    normalized = [(name, part | f'Normalize[{name}]' >> beam.ParDo(
+        batch_examples.ApplyTransform(self._staging, _transform_inputs,
+                                      st.VALUES),
+        beam.pvalue.AsList(transform.done))) for name, part in examples]
+    class_counts = _class_counts(read, cfg, normalized)
+    buckets = (read['entity_stats'] if sc.windowed else read['counts']) | (
+        'ShuffleBuckets' >> beam.combiners.ToList()) | 'BucketCount' >> (
+            beam.Map(lambda stats: shuffle.shuffle_buckets(
+                _expected_examples(stats, sc))))
+    spec = feature_spec(cfg, plan)
+    parts = [part | f'ToRecords[{name}]' >> beam.ParDo(
+        batch_examples.ToRecords(cfg, functools.partial(_encode, spec=spec)),
+        beam.pvalue.AsSingleton(transform.label_ids),
+        beam.pvalue.AsList(class_counts),
+        beam.pvalue.AsSingleton(buckets)).with_outputs(
+            'formed', 'before', 'after', main='records')
+             for name, part in normalized]
 
-  def tagged(tag):
-    return [getattr(p, tag) for p in parts] | f'All[{tag}]' >> (
-        beam.Flatten())
+    def tagged(tag):
+      return [getattr(p, tag) for p in parts] | f'All[{tag}]' >> (
+          beam.Flatten())
 
-  records = {tag: tagged(tag) for tag in ('records', 'formed', 'before',
-                                           'after')}
-  shards, fingerprints = records['records'] | 'WriteShuffled' >> (
-      batch_examples.WriteShuffled(cfg, staging))
+    per_split = tagged('records') | 'ShuffleRecords' >> (
+        batch_examples.ShuffleRecords(cfg.split_names))
+    out = {records_key(s): r for s, r in zip(cfg.split_names, per_split)}
+    out.update(
+        before=batch_examples.sum_counts(tagged('before'), 'SumBefore'),
+        after=batch_examples.sum_counts(tagged('after'), 'SumAfter'),
+        formed=batch_examples.sum_counts(tagged('formed'), 'SumFormed'),
+        rows_windowed=rows_windowed)
+    return out
 
-  columns = plan.columns
-  column_info = pipeline | 'Columns' >> beam.Create([{
-      'timestamp': columns.timestamp, 'entity': columns.entity,
-      'label': columns.label, 'channels': list(columns.channels)}])
-  formed = batch_examples.sum_counts(records['formed'], 'SumFormed')
-  if not sc.windowed:
-    extra['rows_windowed'] = pipeline | 'NoRowsWindowed' >> beam.Create([])
-  _ = pipeline | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
-      cfg, run, staging, spec,
-      singletons=('labels', 'train_stats', 'columns'),
-      labels=labels, inputs=inputs, dead=dead_per_split,
-      before=batch_examples.sum_counts(records['before'], 'SumBefore'),
-      after=batch_examples.sum_counts(records['after'], 'SumAfter'),
-      shards=shards, fingerprints=fingerprints,
-      skipped=skipped, dead_files=dead_files, transform_done=transform_done,
-      counts=counts, train_stats=train_stats, columns=column_info,
-      entity_stats=entity_stats,
-      formed=formed, rows_windowed=extra['rows_windowed'])
+
+def analysis(cfg, plan: SensorInput):
+  """(the analysis input's Arrow schema, the preprocessing_fn)."""
+  sc = cfg.settings
+  channels = len(plan.columns.channels)
+  return (st.analysis_adapter_config(sc.window_length, channels),
+          st.make_preprocessing_fn(channels, cfg.normalization,
+                                   sc.missing == 'impute', sc.bucketize))
+
+
+def feature_spec(cfg, plan: SensorInput) -> dict:
+  """The stored features."""
+  sc = cfg.settings
+  return st.feature_spec(sc.window_length, len(plan.columns.channels),
+                         sc.bucketize, plan.columns.entity is not None,
+                         cfg.rebalance == 'weight')
 
 
 class EntityStats(NamedTuple):

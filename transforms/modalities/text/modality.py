@@ -35,16 +35,31 @@ class TextModality(Modality):
     return 'the text vocabulary'
 
   def check_input(self, cfg):
-    from transforms.modalities.text import pipeline as text_pipeline  # pylint: disable=import-outside-toplevel
-    return text_pipeline.check_input(cfg)
+    from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.check_input(cfg)
 
-  def build(self, pipeline, cfg, run, staging, plan) -> None:
-    from transforms.modalities.text import pipeline as text_pipeline  # pylint: disable=import-outside-toplevel
-    text_pipeline.build(pipeline, cfg, run, staging, plan)
+  manifest_values = {'vocabulary_size': True, 'input_kind': True,
+                     'text_stats': False}
+
+  def read_inputs(self, cfg, plan):
+    from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.ReadDocuments(cfg, plan)
+
+  def analysis(self, cfg, plan):
+    from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.analysis(cfg)
+
+  def build_records(self, cfg, plan, staging, transform):
+    from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.BuildTextRecords(cfg, plan, staging, transform)
+
+  def feature_spec(self, cfg, plan) -> dict:
+    from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.feature_spec(cfg)
 
   def manifest_section(self, cfg, values, splits):
-    from transforms.modalities.text import pipeline as text_pipeline  # pylint: disable=import-outside-toplevel
-    return text_pipeline.manifest_section(cfg, values, splits)
+    from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.manifest_section(cfg, values, splits)
 
   def statistics_analyzed(self, manifest: dict) -> int:
     # The vocabulary, not a normalization, is what text analyzes.

@@ -26,12 +26,13 @@ import apache_beam as beam
 import numpy as np
 
 from transforms.core import batches as batch_examples
-from transforms.output import manifest as manifest_lib
+from transforms.core import shuffle
+from transforms.core.skeleton import records_key
 from transforms.sources import tables as tabular
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import preprocessing as tt
 from transforms.modalities.sensor import windows as win
-from transforms.modalities.image.inputs import dead_letter
+from transforms.core.dead_letters import dead_letter
 
 DEAD, COUNTS, LABELS, ANALYSIS, CLASSES = ('dead', 'counts', 'labels',
                                            'analysis', 'classes')
@@ -189,73 +190,100 @@ def manifest_section(cfg, values, splits):
   return section, normalization
 
 
-def build(pipeline, cfg, run: dict, staging: str, plan: TextInput) -> None:
-  """Adds the whole text job to `pipeline` (see the module docstring)."""
-  import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
-
-  tc = cfg.settings
-  spec = tt.feature_spec(tc, cfg.rebalance == 'weight')
+def _elements(plan: TextInput):
+  """The first pass's elements: one table file, or a group of
+  class-folder files."""
   if plan.kind == 'folder':
-    elements = [('folder', plan.files[i:i + _FILES_PER_ELEMENT])
-                for i in range(0, len(plan.files), _FILES_PER_ELEMENT)]
-  else:
-    elements = [('table', path) for path in plan.files]
-  inputs_ = pipeline | 'InputFiles' >> beam.Create(elements)
-  skipped = pipeline | 'NothingSkipped' >> beam.Create([0])
+    return [('folder', plan.files[i:i + _FILES_PER_ELEMENT])
+            for i in range(0, len(plan.files), _FILES_PER_ELEMENT)]
+  return [('table', path) for path in plan.files]
 
-  stats_out = (inputs_
-               | 'SpreadInputsA' >> beam.Reshuffle()
-               | 'ParseForStatistics' >> beam.ParDo(
-                   ParseDocs(cfg, plan, statistics=True)).with_outputs(
-                       DEAD, COUNTS, LABELS, ANALYSIS, CLASSES))
-  dead = stats_out[DEAD]
-  counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
-  labels, label_ids = stats_out[LABELS] | 'LabelNames' >> (
-      batch_examples.LabelNames())
-  inputs = counts | 'Inputs' >> beam.FlatMap(
-      lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else [])
-  dead_per_split, dead_files = dead | 'DeadLetters' >> (
-      manifest_lib.DeadLetters(staging))
-  with tft_beam.Context(temp_dir=run['tft_temp'],
-                        force_tf_compat_v1=False):
-    transform_fn = ((stats_out[ANALYSIS], tt.analysis_adapter_config())
-                    | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
-                        tt.make_preprocessing_fn(tc)))
-    transform_done = transform_fn | 'WriteTransformFn' >> (
-        tft_beam.WriteTransformFn(staging))
-  vocabulary_size = transform_done | 'VocabularySize' >> beam.Map(
-      _vocabulary_size, staging)
 
-  docs = (inputs_
-          | 'SpreadInputsB' >> beam.Reshuffle()
-          | 'ParseForExamples' >> beam.ParDo(
-              ParseDocs(cfg, plan, statistics=False)))
-  transformed = docs | 'Transform' >> beam.ParDo(
-      batch_examples.ApplyTransform(staging, _transform_inputs, tt.ID),
-      beam.pvalue.AsList(transform_done))
-  if cfg.rebalance != 'none':
-    class_counts = batch_examples.sum_counts(stats_out[CLASSES], 'CountClasses')
-  else:
-    class_counts = pipeline | 'NoClassCounts' >> beam.Create([])
-  buckets = counts | 'ShuffleBuckets' >> beam.combiners.ToList() | (
-      'BucketCount' >> beam.Map(lambda stats: batch_examples.shuffle_buckets(
-          sum(n for (_, kind), n in stats if kind == 'used'))))
-  records = transformed | 'ToRecords' >> beam.ParDo(
-      batch_examples.ToRecords(cfg, functools.partial(_encode, spec=spec),
-                               tt.describe),
-      beam.pvalue.AsSingleton(label_ids), beam.pvalue.AsList(class_counts),
-      beam.pvalue.AsSingleton(buckets)).with_outputs(
-          'formed', 'before', 'after', 'extra', main='records')
-  shards, fingerprints = records.records | 'WriteShuffled' >> (
-      batch_examples.WriteShuffled(cfg, staging))
-  kind = pipeline | 'InputKind' >> beam.Create([plan.kind])
-  _ = pipeline | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
-      cfg, run, staging, spec,
-      singletons=('labels', 'vocabulary_size', 'input_kind'),
-      labels=labels, inputs=inputs, dead=dead_per_split,
-      before=batch_examples.sum_counts(records.before, 'SumBefore'),
-      after=batch_examples.sum_counts(records.after, 'SumAfter'),
-      shards=shards, fingerprints=fingerprints, skipped=skipped,
-      dead_files=dead_files, transform_done=transform_done,
-      vocabulary_size=vocabulary_size, input_kind=kind,
-      text_stats=records.extra)
+class ReadDocuments(beam.PTransform):
+  """The statistics pass (see the module docstring); returns the
+  skeleton's ReadInputs dict plus 'elements' (the input files, read again
+  by BuildTextRecords), 'counts' ((split, 'inputs'|'used'), documents),
+  'classes' ((split, label), documents) and 'input_kind'."""
+
+  def __init__(self, cfg, plan: TextInput):
+    super().__init__()
+    self._cfg, self._plan = cfg, plan
+
+  def expand(self, pbegin):
+    cfg, plan = self._cfg, self._plan
+    elements = pbegin | 'InputFiles' >> beam.Create(_elements(plan))
+    stats_out = (elements
+                 | 'SpreadInputsA' >> beam.Reshuffle()
+                 | 'ParseForStatistics' >> beam.ParDo(
+                     ParseDocs(cfg, plan, statistics=True)).with_outputs(
+                         DEAD, COUNTS, LABELS, ANALYSIS, CLASSES))
+    counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
+    return {
+        'dead': stats_out[DEAD],
+        'inputs': counts | 'Inputs' >> beam.FlatMap(
+            lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else []),
+        'labels': stats_out[LABELS],
+        'analysis': stats_out[ANALYSIS],
+        'skipped': pbegin | 'NothingSkipped' >> beam.Create([0]),
+        'elements': elements, 'counts': counts,
+        'classes': stats_out[CLASSES],
+        'input_kind': pbegin | 'InputKind' >> beam.Create([plan.kind]),
+    }
+
+
+class BuildTextRecords(beam.PTransform):
+  """The example pass: documents in batches -> the exported transform ->
+  [rebalance] -> records, grouped by shuffle bucket, per split."""
+
+  def __init__(self, cfg, plan: TextInput, staging: str, transform):
+    super().__init__()
+    self._cfg, self._plan = cfg, plan
+    self._staging, self._transform = staging, transform
+
+  def expand(self, read):
+    cfg, transform = self._cfg, self._transform
+    spec = feature_spec(cfg)
+    docs = (read['elements']
+            | 'SpreadInputsB' >> beam.Reshuffle()
+            | 'ParseForExamples' >> beam.ParDo(
+                ParseDocs(cfg, self._plan, statistics=False)))
+    transformed = docs | 'Transform' >> beam.ParDo(
+        batch_examples.ApplyTransform(self._staging, _transform_inputs,
+                                      tt.ID),
+        beam.pvalue.AsList(transform.done))
+    if cfg.rebalance != 'none':
+      class_counts = batch_examples.sum_counts(read['classes'],
+                                               'CountClasses')
+    else:
+      class_counts = read['classes'] | 'NoClassCounts' >> beam.Filter(
+          lambda _: False)
+    buckets = read['counts'] | 'ShuffleBuckets' >> beam.combiners.ToList() | (
+        'BucketCount' >> beam.Map(lambda stats: shuffle.shuffle_buckets(
+            sum(n for (_, kind), n in stats if kind == 'used'))))
+    records = transformed | 'ToRecords' >> beam.ParDo(
+        batch_examples.ToRecords(cfg, functools.partial(_encode, spec=spec),
+                                 tt.describe),
+        beam.pvalue.AsSingleton(transform.label_ids),
+        beam.pvalue.AsList(class_counts),
+        beam.pvalue.AsSingleton(buckets)).with_outputs(
+            'formed', 'before', 'after', 'extra', main='records')
+    per_split = records.records | 'ShuffleRecords' >> (
+        batch_examples.ShuffleRecords(cfg.split_names))
+    out = {records_key(s): r for s, r in zip(cfg.split_names, per_split)}
+    out.update(
+        before=batch_examples.sum_counts(records.before, 'SumBefore'),
+        after=batch_examples.sum_counts(records.after, 'SumAfter'),
+        vocabulary_size=transform.done | 'VocabularySize' >> beam.Map(
+            _vocabulary_size, self._staging),
+        text_stats=records.extra)
+    return out
+
+
+def analysis(cfg):
+  """(the analysis input's Arrow schema, the preprocessing_fn)."""
+  return tt.analysis_adapter_config(), tt.make_preprocessing_fn(cfg.settings)
+
+
+def feature_spec(cfg) -> dict:
+  """The stored features."""
+  return tt.feature_spec(cfg.settings, cfg.rebalance == 'weight')

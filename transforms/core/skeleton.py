@@ -1,0 +1,124 @@
+"""The one pipeline every modality runs through.
+
+    ReadInputs          (modality) list, read and parse the inputs; split
+                        each example by a hash of its key (or by entity or
+                        time); count inputs per split
+      -> WriteDeadLetters       bad inputs, with stage and reason
+      -> NameLabels             sorted label names -> ids
+      -> AnalyzeTrainSplit      tf.Transform full pass over the training
+                                split (the modality's preprocessing_fn)
+      -> WriteTransformFn       transform_fn/, transformed_metadata/
+    BuildRecords        (modality) per-example work, the exported transform,
+                        rebalancing (core/rebalance.Plan), the seeded
+                        shuffle (core/shuffle.py) and serialization
+                        (output/example_encoding.py) -> record lists per split
+    WriteSplits         WriteToTFRecord per split, shard summaries,
+                        fingerprints (output/shards.py)
+    FinalizeDataset     manifest, quality gate, publish, manifest last
+                        (output/manifest.py)
+
+A modality (transforms/modalities/) supplies the two composite transforms
+marked above, its analysis (input schema and preprocessing_fn), its feature
+spec and the names of the values its manifest section reads; everything
+else is here, once.
+
+What the modality's composites hand over (dicts of PCollections):
+
+ReadInputs -> {'dead': dead-letter dicts,
+               'inputs': (split or '', inputs),
+               'labels': lists of label names,
+               'analysis': the training split's tf.Transform input,
+               'skipped': counts of listed files that are not inputs,
+               ... anything its BuildRecords or manifest section reads}
+BuildRecords(ReadInputs' dict; built with a Transform, below) ->
+              {'records[<split>]': record lists, for every split,
+               'before': ((split, label), examples before rebalancing),
+               'after': ((split, label), records written),
+               ... anything its manifest section reads}
+"""
+
+from typing import Any, Dict, NamedTuple
+
+import apache_beam as beam
+
+from transforms.core import labels as labels_lib
+from transforms.core.dead_letters import DeadLetters
+from transforms.output import manifest as manifest_lib
+from transforms.output import shards
+
+# The keys every ReadInputs and BuildRecords output has.
+READ_KEYS = ('dead', 'inputs', 'labels', 'analysis', 'skipped')
+RECORD_KEYS = ('before', 'after')
+
+
+class Transform(NamedTuple):
+  """What BuildRecords gets besides ReadInputs' outputs."""
+  # tf.Transform's (transform_fn, metadata), for TransformDataset.
+  fn: Any
+  # One element once transform_fn/ is written in staging: a side input
+  # that orders a step after it (the exported graph is read from there).
+  done: Any
+  # {label name: id}, one element (a singleton side input).
+  label_ids: Any
+
+
+def records_key(split: str) -> str:
+  """BuildRecords' output key of a split's record lists."""
+  return f'records[{split}]'
+
+
+class PreprocessDataset(beam.PTransform):
+  """Raw inputs of one modality -> a published dataset (see above).
+
+  Args:
+    cfg: The checked PreprocessConfig (cfg.plugin is the modality).
+    run: {'run_id', 'started', 'tft_temp'} (tf.Transform's temporary
+      folder).
+    staging: The run's staging folder, inside the output.
+    plan: What the modality's input check found.
+  """
+
+  def __init__(self, cfg, run: dict, staging: str, plan):
+    super().__init__()
+    self._cfg, self._run, self._staging, self._plan = cfg, run, staging, plan
+
+  def expand(self, pbegin):
+    import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
+    cfg, staging, plan = self._cfg, self._staging, self._plan
+    modality = cfg.plugin
+    with tft_beam.Context(temp_dir=self._run['tft_temp'],
+                          force_tf_compat_v1=False):
+      read = pbegin | 'ReadInputs' >> modality.read_inputs(cfg, plan)
+      dead_per_split, dead_files = read['dead'] | 'WriteDeadLetters' >> (
+          DeadLetters(staging))
+      labels, label_ids = read['labels'] | 'NameLabels' >> (
+          labels_lib.LabelNames())
+      metadata, preprocessing_fn = modality.analysis(cfg, plan)
+      transform_fn = ((read['analysis'], metadata)
+                      | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
+                          preprocessing_fn))
+      transform_done = transform_fn | 'WriteTransformFn' >> (
+          tft_beam.WriteTransformFn(staging))
+      transform = Transform(transform_fn, transform_done, label_ids)
+      built = read | 'BuildRecords' >> modality.build_records(
+          cfg, plan, staging, transform)
+    shard_list, fingerprints = (
+        tuple(built[records_key(s)] for s in cfg.split_names)
+        | 'WriteSplits' >> shards.WriteSplits(cfg, staging))
+    extra = _manifest_values(modality, read, built)
+    return pbegin | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
+        cfg, self._run, staging, modality.feature_spec(cfg, plan),
+        singletons=('labels',) + tuple(
+            k for k, single in modality.manifest_values.items() if single),
+        labels=labels, inputs=read['inputs'], dead=dead_per_split,
+        before=built['before'], after=built['after'], shards=shard_list,
+        fingerprints=fingerprints, skipped=read['skipped'],
+        dead_files=dead_files, transform_done=transform_done, **extra)
+
+
+def _manifest_values(modality, read: dict, built: dict) -> Dict:
+  """The modality's manifest values, from either composite's outputs."""
+  out = {}
+  for name in modality.manifest_values:
+    out[name] = built[name] if name in built else read[name]
+  return out
