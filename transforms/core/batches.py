@@ -18,6 +18,7 @@ import itertools
 from typing import Callable, Dict, List
 
 import apache_beam as beam
+from apache_beam.utils import shared
 import numpy as np
 
 from transforms.core import rebalance as rebalance_lib
@@ -74,6 +75,13 @@ def _numpy(tensor):
   return tensor.numpy()
 
 
+class _TransformGraph:
+  """The exported transform's Keras layer (a holder Shared can refer to)."""
+
+  def __init__(self, layer):
+    self.layer = layer
+
+
 class ApplyTransform(beam.DoFn):
   """Runs the exported tf.Transform graph on each batch.
 
@@ -87,22 +95,29 @@ class ApplyTransform(beam.DoFn):
     super().__init__()
     self._dir, self._make_inputs, self._size_key = (transform_dir,
                                                     make_inputs, size_key)
-    self._layer = None
+    # One loaded graph per worker process, shared by its threads.
+    self._shared = shared.Shared()
+    self._graph = None
 
   def setup(self):
-    self._layer = None
+    self._graph = None
+
+  def _load(self) -> '_TransformGraph':
+    import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+    return _TransformGraph(
+        tft.TFTransformOutput(self._dir).transform_features_layer())
 
   def process(self, batch, transform_done):
     del transform_done  # only orders this step after the transform write
-    if self._layer is None:
-      import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
-      self._layer = tft.TFTransformOutput(
-          self._dir).transform_features_layer()
+    if self._graph is None:
+      # Loaded on first use, not in setup(): the graph is written by the
+      # analysis, which this step's side input waits for.
+      self._graph = self._shared.acquire(self._load, tag=self._dir)
     n = len(batch[self._size_key])
     outs: Dict[str, list] = {}
     for lo in range(0, n, TRANSFORM_BATCH):
-      result = self._layer(self._make_inputs(batch, lo,
-                                             min(n, lo + TRANSFORM_BATCH)))
+      result = self._graph.layer(self._make_inputs(
+          batch, lo, min(n, lo + TRANSFORM_BATCH)))
       for key, tensor in result.items():
         outs.setdefault(key, []).append(_numpy(tensor))
     out = dict(batch)

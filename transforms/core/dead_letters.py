@@ -12,6 +12,7 @@ from typing import Optional
 
 import apache_beam as beam
 
+from transforms.core import metrics
 from transforms.output import paths
 
 DEAD = 'dead'
@@ -26,6 +27,18 @@ def dead_letter(input_path: str, stage: str, reason: str,
           'split': split}
 
 
+class _SplitOfDead(beam.DoFn):
+  """Dead letter -> (split or '', 1), counted."""
+
+  def __init__(self, modality: str):
+    super().__init__()
+    self._dead = metrics.counter(modality, 'dead_lettered')
+
+  def process(self, dead):
+    self._dead.inc()
+    yield dead['split'] or '', 1
+
+
 class DeadLetters(beam.PTransform):
   """Writes the dead letters (one JSON line each) and counts them per split.
 
@@ -34,13 +47,13 @@ class DeadLetters(beam.PTransform):
   FinalizeDataset reads them.
   """
 
-  def __init__(self, staging: str):
+  def __init__(self, staging: str, modality: str):
     super().__init__()
-    self._staging = staging
+    self._staging, self._modality = staging, modality
 
   def expand(self, dead):
     per_split = (dead
-                 | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '', 1))
+                 | 'SplitOfDead' >> beam.ParDo(_SplitOfDead(self._modality))
                  | 'CountDeadPerSplit' >> beam.CombinePerKey(sum))
     files = (dead
              | 'DeadLetterToJson' >> beam.Map(

@@ -90,7 +90,7 @@ class PreprocessDataset(beam.PTransform):
                           force_tf_compat_v1=False):
       read = pbegin | 'ReadInputs' >> modality.read_inputs(cfg, plan)
       dead_per_split, dead_files = read['dead'] | 'WriteDeadLetters' >> (
-          DeadLetters(staging))
+          DeadLetters(staging, modality.name))
       labels, label_ids = read['labels'] | 'NameLabels' >> (
           labels_lib.LabelNames())
       metadata, preprocessing_fn = modality.analysis(cfg, plan)

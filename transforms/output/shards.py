@@ -17,6 +17,7 @@ import hashlib
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
+from transforms.core import metrics
 from transforms.output import tfrecord_files
 
 _MOD = 1 << 128
@@ -95,6 +96,18 @@ class WriteSplit(beam.PTransform):
                 index=index))
 
 
+class _EachRecord(beam.DoFn):
+  """A record list -> its records, counted."""
+
+  def __init__(self, modality: str):
+    super().__init__()
+    self._serialized = metrics.counter(modality, 'serialized')
+
+  def process(self, records):
+    self._serialized.inc(len(records))
+    yield from records
+
+
 class WriteSplits(beam.PTransform):
   """Writes every split's records; the last step before the manifest.
 
@@ -120,7 +133,8 @@ class WriteSplits(beam.PTransform):
           | f'TagFingerprint[{split}]' >> beam.Map(
               lambda fp, s=split: (s, fp)))
       shards = (lists
-                | f'OneRecordEach[{split}]' >> beam.FlatMap(lambda g: g)
+                | f'OneRecordEach[{split}]' >> beam.ParDo(
+                    _EachRecord(cfg.modality))
                 | f'WriteSplit[{split}]' >> WriteSplit(
                     self._staging, cfg.name, split, cfg.num_shards,
                     cfg.compression == 'gzip', cfg.index_files))

@@ -9,6 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
 from transforms.core import features as schema
+from transforms.core import metrics
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import dead_letter
 
@@ -88,9 +89,9 @@ class DecodeImageFn(beam.DoFn):
   """
 
   def __init__(self, cfg: images.ImageConfig):
+    super().__init__()
     self._cfg = cfg
-    self._decoded = beam.metrics.Metrics.counter('images', 'images_decoded')
-    self._bad = beam.metrics.Metrics.counter('images', 'images_dead_lettered')
+    self._decoded = metrics.counter('image', 'decoded')
 
   def process(self, task):
     ref, copy, write, weight = task
@@ -99,7 +100,6 @@ class DecodeImageFn(beam.DoFn):
       out = images.process_image(data, self._cfg)
     except images.BadImageError as e:
       if copy == 0:
-        self._bad.inc()
         yield beam.pvalue.TaggedOutput(
             DEAD, dead_letter(ref.path, e.stage, e.reason, ref.split))
       return
@@ -107,7 +107,6 @@ class DecodeImageFn(beam.DoFn):
       # Any storage error (missing, permission, network) is this input's
       # problem, not the job's: record it and go on.
       if copy == 0:
-        self._bad.inc()
         yield beam.pvalue.TaggedOutput(
             DEAD, dead_letter(ref.path, 'read', f'{type(e).__name__}: {e}',
                               ref.split))

@@ -26,6 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
 from transforms.core import splits as split_lib
+from transforms.core import metrics
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import SKIPPED
 from transforms.core.dead_letters import dead_letter
@@ -340,8 +341,9 @@ class ListImageInputs(beam.PTransform):
 class _PathToRef(beam.DoFn):
 
   def __init__(self, root, from_input, ratios):
+    super().__init__()
     self._root, self._from_input, self._ratios = root, from_input, ratios
-    self._skipped = beam.metrics.Metrics.counter('inputs', 'files_skipped')
+    self._skipped = metrics.counter('image', 'skipped')
 
   def process(self, metadata):
     ref, skip, dead = ref_from_path(self._root, metadata.path,
@@ -360,6 +362,7 @@ class _PathToRef(beam.DoFn):
 class _ParseManifestLine(beam.DoFn):
 
   def __init__(self, manifest_path, fmt, from_input, ratios):
+    super().__init__()
     self._path, self._fmt = manifest_path, fmt
     self._from_input, self._ratios = from_input, ratios
 

@@ -37,6 +37,7 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.core import batches as batch_examples
+from transforms.core import metrics
 from transforms.core import shuffle
 from transforms.core.skeleton import records_key
 from transforms.modalities.sensor import preprocessing as st
@@ -128,6 +129,7 @@ class ParseRows(beam.DoFn):
   def __init__(self, cfg, plan: SensorInput, statistics: bool):
     super().__init__()
     self._cfg, self._plan, self._statistics = cfg, plan, statistics
+    self._parsed = metrics.counter('sensor', 'parsed')
 
   def process(self, path, entity_stats=None):
     sc, plan = self._cfg.settings, self._plan
@@ -171,6 +173,8 @@ class ParseRows(beam.DoFn):
     n = len(rows.row)
     if not n:
       return
+    if stats:
+      self._parsed.inc(n)
     split = self._splits(source, rows)
     missing = ~np.isfinite(rows.values).all(axis=1)
     keep = ~missing if sc.missing != 'impute' else np.ones(n, bool)

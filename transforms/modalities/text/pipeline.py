@@ -26,6 +26,7 @@ import apache_beam as beam
 import numpy as np
 
 from transforms.core import batches as batch_examples
+from transforms.core import metrics
 from transforms.core import shuffle
 from transforms.core.skeleton import records_key
 from transforms.sources import tables as tabular
@@ -80,6 +81,7 @@ class ParseDocs(beam.DoFn):
   def __init__(self, cfg, plan: TextInput, statistics: bool):
     super().__init__()
     self._cfg, self._plan, self._statistics = cfg, plan, statistics
+    self._parsed = metrics.counter('text', 'parsed')
 
   def process(self, element):
     kind, payload = element
@@ -125,6 +127,7 @@ class ParseDocs(beam.DoFn):
       yield {tt.ID: docs.ids, tt.TEXT: docs.text,
              tt.LABEL_TEXT: docs.label, 'split': split}
       return
+    self._parsed.inc(len(docs.ids))
     yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
     labels = np.asarray(docs.label, dtype=object)
     for s in np.unique(split).tolist():
