@@ -159,6 +159,17 @@ class Modality:
     del manifest
     return []
 
+  def tfds_feature(self, key: str, entry: dict, manifest: dict):
+    """The TFDS feature of one of its stored features (such as
+    `tfds.features.Image`), or None for the generic mapping."""
+    del key, entry, manifest
+    return None
+
+  def tfds_input_features(self, manifest: dict):
+    """What TFDS's `as_supervised=True` pairs with the label: a feature
+    name or a {name: name} dict; None when there is no such input."""
+    raise NotImplementedError
+
   def statistics_analyzed(self, manifest: dict) -> int:
     """How many examples the normalization statistics were computed on."""
     raise NotImplementedError

@@ -32,6 +32,8 @@ exported tf.Transform graph in `transform_fn/` does that, as
 import re
 from typing import List, Optional, Tuple
 
+from transforms import modalities
+
 DATASET_INFO = 'dataset_info.json'
 FEATURES = 'features.json'
 LABELS_SUFFIX = '.labels.txt'
@@ -91,20 +93,16 @@ def features_of(manifest: dict):
   f = tfds.features
   dtypes = {'int64': np.int64, 'float32': np.float32}
   labels = list(manifest['labels'])
-  image = manifest.get('image')
+  modality = modalities.of_manifest(manifest)
   out = {}
   for key, entry in manifest['feature_spec'].items():
     dtype, shape = entry['dtype'], entry['shape']
-    if key == 'label' and dtype == 'int64' and shape == []:
+    own = modality.tfds_feature(key, entry, manifest)
+    if own is not None:
+      out[key] = own
+    elif key == 'label' and dtype == 'int64' and shape == []:
       out[key] = (f.ClassLabel(names=labels) if _label_names_fit(labels)
                   else f.ClassLabel(num_classes=len(labels)))
-    elif key == 'image' and image is not None and dtype == 'string':
-      hwc = (image['height'], image['width'], image['channels'])
-      if image['storage'] in ('jpeg', 'png'):
-        out[key] = f.Image(shape=hwc, encoding_format=image['storage'])
-      else:  # uint8: the raw pixels as bytes
-        out[key] = f.Tensor(shape=hwc, dtype=np.uint8,
-                            encoding=f.Encoding.BYTES)
     elif dtype == 'string':
       if shape != []:
         raise ValueError(f'feature {key!r}: only single strings are mapped '
@@ -118,16 +116,10 @@ def features_of(manifest: dict):
 
 def supervised_keys(manifest: dict):
   """(input, label) keys for `as_supervised=True`, or None."""
-  spec = manifest['feature_spec']
-  if 'label' not in spec:
+  if 'label' not in manifest['feature_spec']:
     return None
-  for key in ('image', 'token_ids', 'values'):
-    if key in spec:
-      return (key, 'label')
-  if 'term_ids' in spec and 'term_weights' in spec:
-    return ({'term_ids': 'term_ids', 'term_weights': 'term_weights'},
-            'label')
-  return None
+  features = modalities.of_manifest(manifest).tfds_input_features(manifest)
+  return None if features is None else (features, 'label')
 
 
 def shard_template(name: str, split: str):

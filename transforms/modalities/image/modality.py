@@ -54,6 +54,22 @@ class ImageModality(Modality):
     from transforms.modalities.image import pipeline as image_pipeline  # pylint: disable=import-outside-toplevel
     return image_pipeline.manifest_section(cfg, values, splits)
 
+  def tfds_feature(self, key, entry, manifest):
+    if key != 'image' or entry['dtype'] != 'string':
+      return None
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+    image = manifest['image']
+    hwc = (image['height'], image['width'], image['channels'])
+    if image['storage'] in ('jpeg', 'png'):
+      return tfds.features.Image(shape=hwc, encoding_format=image['storage'])
+    # uint8: the raw pixels as bytes
+    return tfds.features.Tensor(shape=hwc, dtype=np.uint8,
+                                encoding=tfds.features.Encoding.BYTES)
+
+  def tfds_input_features(self, manifest):
+    return 'image'
+
   def statistics_analyzed(self, manifest: dict) -> int:
     return manifest['normalization'].get('images_analyzed', 0)
 

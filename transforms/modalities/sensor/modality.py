@@ -101,6 +101,9 @@ class SensorModality(Modality):
           f'{sensor["longest_entity_rows"]})')
     return problems
 
+  def tfds_input_features(self, manifest):
+    return 'values'
+
   def statistics_analyzed(self, manifest: dict) -> int:
     return manifest['normalization'].get('rows_analyzed', 0)
 

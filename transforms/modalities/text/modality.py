@@ -61,6 +61,12 @@ class TextModality(Modality):
     from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.manifest_section(cfg, values, splits)
 
+  def tfds_input_features(self, manifest):
+    if 'token_ids' in manifest['feature_spec']:
+      return 'token_ids'
+    # bag-of-words / tf-idf: the term ids and their weights.
+    return {'term_ids': 'term_ids', 'term_weights': 'term_weights'}
+
   def statistics_analyzed(self, manifest: dict) -> int:
     # The vocabulary, not a normalization, is what text analyzes.
     return 0
