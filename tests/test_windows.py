@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from transforms.core import splits as split_lib
 from transforms.modalities.sensor import windows as win
 
 
@@ -137,7 +138,7 @@ def test_hash_splits_are_stable_and_follow_ratios():
   ids = [f'dev{i}' for i in range(2000)]
   ratios = [('train', 0.8), ('validation', 0.1), ('test', 0.1)]
   names = [n for n, _ in ratios]
-  a = win.hash_splits(ids, ratios, names)
-  assert a.tolist() == win.hash_splits(ids, ratios, names).tolist()
+  a = split_lib.hash_splits(ids, ratios, names)
+  assert a.tolist() == split_lib.hash_splits(ids, ratios, names).tolist()
   share = np.bincount(a, minlength=3) / len(ids)
   assert abs(share[0] - 0.8) < 0.04 and abs(share[2] - 0.1) < 0.03

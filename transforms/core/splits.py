@@ -7,7 +7,9 @@ per process.
 """
 
 import hashlib
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
+
+import numpy as np
 
 # Split names accepted from split folders or a manifest's split column.
 SPLIT_ALIASES = {
@@ -89,3 +91,14 @@ def canonical_split(name: str) -> str:
                      f'{", ".join(KNOWN_SPLITS)})')
   return SPLIT_ALIASES[key]
 
+
+def hash_splits(ids: Sequence[str], ratios, names: Sequence[str]
+                ) -> np.ndarray:
+  """Split index per id from the SHA-256 split hash (each distinct id is
+  hashed once)."""
+  index = {n: i for i, n in enumerate(names)}
+  distinct, inverse = np.unique(np.asarray(ids, dtype=object).astype(str),
+                                return_inverse=True)
+  per_id = np.array([index[assign_split(key, list(ratios))]
+                     for key in distinct.tolist()], np.int8)
+  return per_id[inverse] if len(per_id) else np.zeros(0, np.int8)

@@ -3,12 +3,12 @@
 The input files are read twice, so nothing waits in memory for the
 full-pass statistics:
 
-    statistics pass:  ParseRows --(bad rows)--> dead letter
+    statistics pass:  RowStatisticsFn --(bad rows)--> dead letter
         -> per-entity row counts and time range, row counts per split,
            label names, class counts (one-row-per-example mode)
         -> training rows, in blocks -> tf.Transform AnalyzeDataset
            -> WriteTransformFn; exact float64 channel statistics
-    example pass:     ParseRows (good rows only)
+    example pass:     RowExamplesFn (good rows only)
         rows:    -> examples
         windows: entities in one file in time order: windowed while the
                  file is read; the others: key by (entity, time chunk)
@@ -39,6 +39,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.core import batches as batch_examples
 from transforms.core import metrics
 from transforms.core import shuffle
+from transforms.core import splits as split_lib
 from transforms.core.skeleton import records_key
 from transforms.modalities.sensor import preprocessing as st
 from transforms.sources import tables as tabular
@@ -115,41 +116,17 @@ def check_input(cfg) -> SensorInput:
   return SensorInput(pattern, root, columns)
 
 
-class ParseRows(beam.DoFn):
-  """One input file -> batches of good rows, with their split.
+class _ReadRowsFn(beam.DoFn):
+  """Reads one input file in row batches; what both passes share."""
 
-  Output: dicts of arrays {'source', 'row', 'time', 'entity', 'label',
-  'values', 'split'} (main). With `statistics=True` it emits, instead of
-  the rows, what the statistics pass needs (tagged outputs, all small):
-  dead letters, per-entity (count, first, last time), counts per
-  (split, kind), label names, tf.Transform analysis instances and exact
-  statistics inputs of the training rows, and class counts.
-  """
-
-  def __init__(self, cfg, plan: SensorInput, statistics: bool):
+  def __init__(self, cfg, plan: SensorInput):
     super().__init__()
-    self._cfg, self._plan, self._statistics = cfg, plan, statistics
-    self._parsed = metrics.counter('sensor', 'parsed')
+    self._cfg, self._plan = cfg, plan
 
-  def process(self, path, entity_stats=None):
-    sc, plan = self._cfg.settings, self._plan
-    source = batch_examples.source_name(plan.root, path)
-    # Statistics pass: each entity's last time so far in this file (is the
-    # file in time order?). Example pass: windows of entities in order.
-    last_times: Dict[str, int] = {}
-    streamer = (win.StreamWindower(sc.window_length, sc.window_stride)
-                if entity_stats is not None else None)
-    try:
-      batches = tabular.iter_batches(path, tabular.format_of(path),
-                                     plan.columns, sc.timestamp_unit)
-      for rows, bad in batches:
-        yield from self._batch(source, rows, bad, last_times, streamer,
-                               entity_stats)
-    except tabular.ColumnError as e:
-      if self._statistics:
-        yield beam.pvalue.TaggedOutput(
-            DEAD, dead_letter(source, 'read', str(e)))
-        yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), 1))
+  def _batches(self, path):
+    return tabular.iter_batches(path, tabular.format_of(path),
+                                self._plan.columns,
+                                self._cfg.settings.timestamp_unit)
 
   def _splits(self, source, rows):
     cfg, sc = self._cfg, self._cfg.settings
@@ -157,90 +134,89 @@ class ParseRows(beam.DoFn):
     if sc.split_by == 'time':
       return win.time_splits(rows.time, sc.time_cutoffs)
     if sc.split_by == 'entity':
-      return win.hash_splits(rows.entity, cfg.split_ratios, names)
+      return split_lib.hash_splits(rows.entity, cfg.split_ratios, names)
     ids = [f'{source}:{r}' for r in rows.row.tolist()]
-    return win.hash_splits(ids, cfg.split_ratios, names)
+    return split_lib.hash_splits(ids, cfg.split_ratios, names)
 
-  def _batch(self, source, rows, bad, last_times, streamer, entity_stats):
-    sc, names = self._cfg.settings, self._cfg.split_names
-    stats = self._statistics
-    if stats:
-      for row, reason in bad:
-        yield beam.pvalue.TaggedOutput(
-            DEAD, dead_letter(f'{source}:{row}', 'parse', reason))
-      if bad:
-        yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), len(bad)))
-    n = len(rows.row)
-    if not n:
-      return
-    if stats:
-      self._parsed.inc(n)
-    split = self._splits(source, rows)
+  def _missing(self, rows):
+    """(rows with a missing value, rows kept: all with --missing impute)."""
     missing = ~np.isfinite(rows.values).all(axis=1)
-    keep = ~missing if sc.missing != 'impute' else np.ones(n, bool)
-    if stats:
-      for s, name in enumerate(names):
-        in_split = split == s
-        total = int(in_split.sum())
-        if not total:
-          continue
-        yield beam.pvalue.TaggedOutput(COUNTS, ((name, 'inputs'), total))
-        lost = int((in_split & ~keep).sum())
-        if lost:
-          kind = 'dead' if sc.missing == 'dead_letter' else 'dropped'
-          yield beam.pvalue.TaggedOutput(COUNTS, ((name, kind), lost))
-      if sc.missing == 'dead_letter':
-        channels = self._plan.columns.channels
-        for i in np.flatnonzero(missing):
-          bad_channels = [channels[c] for c in
-                          np.flatnonzero(~np.isfinite(rows.values[i]))]
-          yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
-              f'{source}:{rows.row[i]}', 'parse',
-              'missing value in channel ' + ', '.join(
-                  repr(c) for c in bad_channels), names[split[i]]))
-    if not keep.all():
-      rows = tabular.RowBatch(rows.row[keep], rows.time[keep],
-                              rows.entity[keep], rows.label[keep],
-                              rows.values[keep])
-      split = split[keep]
-    if not len(rows.row):
-      return
-    if stats:
-      yield from self._summaries(source, rows, split, last_times)
-      return
-    values = rows.values.astype(np.float32)
-    if streamer is None:
-      yield {'source': source, 'row': rows.row, 'time': rows.time,
-             'entity': rows.entity, 'label': rows.label, 'values': values,
-             'split': split}
-      return
-    # Windows: entities in time order in this file only are windowed here;
-    # the others go to the (entity, chunk) grouping.
-    chunked = np.ones(len(rows.row), bool)
-    streamed = np.zeros(len(names), np.int64)
-    completed = []
-    for entity, idx in win.group_rows(rows.entity):
-      if not _streamable(entity_stats[entity]):
+    if self._cfg.settings.missing == 'impute':
+      return missing, np.ones(len(rows.row), bool)
+    return missing, ~missing
+
+
+def _take_rows(rows, keep):
+  return tabular.RowBatch(rows.row[keep], rows.time[keep], rows.entity[keep],
+                          rows.label[keep], rows.values[keep])
+
+
+class RowStatisticsFn(_ReadRowsFn):
+  """The statistics pass over one input file: tagged outputs only, all
+  small but the analysis input: dead letters, per-entity (rows, first and
+  last time, its file, whether in time order), counts per (split, kind),
+  label names, tf.Transform analysis batches and exact statistics inputs of
+  the training rows, and class counts (one example per row)."""
+
+  def __init__(self, cfg, plan: SensorInput):
+    super().__init__(cfg, plan)
+    self._parsed = metrics.counter('sensor', 'parsed')
+
+  def process(self, path):
+    source = batch_examples.source_name(self._plan.root, path)
+    # Each entity's last time so far in this file (is the file in time
+    # order?).
+    last_times: Dict[str, int] = {}
+    try:
+      for rows, bad in self._batches(path):
+        yield from self._dead(source, bad)
+        if len(rows.row):
+          self._parsed.inc(len(rows.row))
+          yield from self._batch(source, rows, last_times)
+    except tabular.ColumnError as e:
+      yield beam.pvalue.TaggedOutput(
+          DEAD, dead_letter(source, 'read', str(e)))
+      yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), 1))
+
+  @staticmethod
+  def _dead(source, bad):
+    for row, reason in bad:
+      yield beam.pvalue.TaggedOutput(
+          DEAD, dead_letter(f'{source}:{row}', 'parse', reason))
+    if bad:
+      yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), len(bad)))
+
+  def _batch(self, source, rows, last_times):
+    sc, names = self._cfg.settings, self._cfg.split_names
+    split = self._splits(source, rows)
+    missing, keep = self._missing(rows)
+    for s, name in enumerate(names):
+      in_split = split == s
+      total = int(in_split.sum())
+      if not total:
         continue
-      chunked[idx] = False
-      streamed += np.bincount(split[idx], minlength=len(names))
-      done = streamer.add(entity, rows.time[idx], values[idx],
-                          rows.label[idx].astype(str), split[idx])
-      if done is not None:
-        global_starts, starts, time, vals, label, sp = done
-        completed.append(window_batch(entity, global_starts, starts, time,
-                                      vals, label, sp, sc))
-    if streamed.any():
-      yield beam.pvalue.TaggedOutput('rows', (int(streamed.sum()), streamed))
-    if completed:
-      # One batch per input batch: normalizing and encoding pay per call.
-      yield beam.pvalue.TaggedOutput('windows',
-                                     batch_examples.concat_batches(completed))
-    if chunked.any():
-      yield {'source': source, 'row': rows.row[chunked],
-             'time': rows.time[chunked], 'entity': rows.entity[chunked],
-             'label': rows.label[chunked], 'values': values[chunked],
-             'split': split[chunked]}
+      yield beam.pvalue.TaggedOutput(COUNTS, ((name, 'inputs'), total))
+      lost = int((in_split & ~keep).sum())
+      if lost:
+        kind = 'dead' if sc.missing == 'dead_letter' else 'dropped'
+        yield beam.pvalue.TaggedOutput(COUNTS, ((name, kind), lost))
+    if sc.missing == 'dead_letter':
+      yield from self._missing_dead(source, rows, missing, split)
+    if not keep.all():
+      rows, split = _take_rows(rows, keep), split[keep]
+    if len(rows.row):
+      yield from self._summaries(source, rows, split, last_times)
+
+  def _missing_dead(self, source, rows, missing, split):
+    channels = self._plan.columns.channels
+    names = self._cfg.split_names
+    for i in np.flatnonzero(missing):
+      bad_channels = [channels[c] for c in
+                      np.flatnonzero(~np.isfinite(rows.values[i]))]
+      yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+          f'{source}:{rows.row[i]}', 'parse',
+          'missing value in channel ' + ', '.join(
+              repr(c) for c in bad_channels), names[split[i]]))
 
   def _summaries(self, source, rows, split, last_times):
     sc, names = self._cfg.settings, self._cfg.split_names
@@ -271,6 +247,73 @@ class ParseRows(beam.DoFn):
         yield beam.pvalue.TaggedOutput(TRAIN_VALUES, train)
         yield beam.pvalue.TaggedOutput(ANALYSIS, st.analysis_record_batch(
             train, sc.window_length, train.shape[1]))
+
+
+class RowExamplesFn(_ReadRowsFn):
+  """The example pass over one input file: batches of usable rows with
+  their split, {'source', 'row', 'time', 'entity', 'label', 'values',
+  'split'} (main output). With `entity_stats` (windows), the entities whose
+  rows are in time order in this file alone are windowed while reading
+  (tagged 'windows', and the rows windowed per split as 'rows'); the main
+  output then holds the rows of the other entities."""
+
+  def process(self, path, entity_stats=None):
+    sc = self._cfg.settings
+    source = batch_examples.source_name(self._plan.root, path)
+    streamer = (win.StreamWindower(sc.window_length, sc.window_stride)
+                if entity_stats is not None else None)
+    try:
+      for rows, _ in self._batches(path):
+        if len(rows.row):
+          yield from self._batch(source, rows, streamer, entity_stats)
+    except tabular.ColumnError:
+      return  # the statistics pass dead-lettered the file
+
+  def _batch(self, source, rows, streamer, entity_stats):
+    split = self._splits(source, rows)
+    _, keep = self._missing(rows)
+    if not keep.all():
+      rows, split = _take_rows(rows, keep), split[keep]
+    if not len(rows.row):
+      return
+    values = rows.values.astype(np.float32)
+    if streamer is None:
+      yield {'source': source, 'row': rows.row, 'time': rows.time,
+             'entity': rows.entity, 'label': rows.label, 'values': values,
+             'split': split}
+      return
+    yield from self._stream(source, rows, values, split, streamer,
+                            entity_stats)
+
+  def _stream(self, source, rows, values, split, streamer, entity_stats):
+    """Windows the entities in time order in this file only; the others go
+    to the (entity, chunk) grouping."""
+    sc, names = self._cfg.settings, self._cfg.split_names
+    chunked = np.ones(len(rows.row), bool)
+    streamed = np.zeros(len(names), np.int64)
+    completed = []
+    for entity, idx in win.group_rows(rows.entity):
+      if not _streamable(entity_stats[entity]):
+        continue
+      chunked[idx] = False
+      streamed += np.bincount(split[idx], minlength=len(names))
+      done = streamer.add(entity, rows.time[idx], values[idx],
+                          rows.label[idx].astype(str), split[idx])
+      if done is not None:
+        global_starts, starts, time, vals, label, sp = done
+        completed.append(window_batch(entity, global_starts, starts, time,
+                                      vals, label, sp, sc))
+    if streamed.any():
+      yield beam.pvalue.TaggedOutput('rows', (int(streamed.sum()), streamed))
+    if completed:
+      # One batch per input batch: normalizing and encoding pay per call.
+      yield beam.pvalue.TaggedOutput('windows',
+                                     batch_examples.concat_batches(completed))
+    if chunked.any():
+      yield {'source': source, 'row': rows.row[chunked],
+             'time': rows.time[chunked], 'entity': rows.entity[chunked],
+             'label': rows.label[chunked], 'values': values[chunked],
+             'split': split[chunked]}
 
 
 def _key_by_chunk(batch, entity_stats, chunk_rows):
@@ -464,7 +507,7 @@ class ReadRows(beam.PTransform):
     stats_out = (files
                  | 'SpreadFilesA' >> beam.Reshuffle()
                  | 'ParseForStatistics' >> beam.ParDo(
-                     ParseRows(cfg, plan, statistics=True)).with_outputs(
+                     RowStatisticsFn(cfg, plan)).with_outputs(
                          DEAD, ENTITY_STATS, COUNTS, LABELS, ANALYSIS,
                          TRAIN_VALUES, ROW_CLASSES))
     counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
@@ -499,7 +542,7 @@ def _window_examples(read, cfg, plan):
   parsed = (read['files']
             | 'SpreadFilesB' >> beam.Reshuffle()
             | 'ParseForExamples' >> beam.ParDo(
-                ParseRows(cfg, plan, statistics=False),
+                RowExamplesFn(cfg, plan),
                 entity_dict).with_outputs('windows', 'rows',
                                           main='unordered'))
   # Entities in time order within one file were windowed while reading;
@@ -570,7 +613,7 @@ class BuildSensorRecords(beam.PTransform):
     else:
       rows = read['files'] | 'SpreadFilesB' >> beam.Reshuffle() | (
           'ParseForExamples' >> beam.ParDo(
-              ParseRows(cfg, plan, statistics=False)))
+              RowExamplesFn(cfg, plan)))
       examples = [('Rows', rows | 'RowExamples' >> beam.Map(
           _row_examples, plan.columns.entity is not None))]
       rows_windowed = read['files'] | 'NoRowsWindowed' >> beam.Filter(

@@ -24,7 +24,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from transforms.core import splits as split_lib
 
 SPLIT_BY = ('auto', 'hash', 'entity', 'time')
 TIME_UNITS = ('s', 'ms', 'us', 'ns')
@@ -106,18 +105,6 @@ def time_splits(times: np.ndarray, cutoffs: Sequence[int]) -> np.ndarray:
   """Split index per row from time cut-offs (0 before the first, ...)."""
   return np.searchsorted(np.asarray(cutoffs, np.int64), times,
                          side='right').astype(np.int8)
-
-
-def hash_splits(ids: Sequence[str], ratios, names: Sequence[str]
-                ) -> np.ndarray:
-  """Split index per id from the SHA-256 split hash (each distinct id is
-  hashed once)."""
-  index = {n: i for i, n in enumerate(names)}
-  distinct, inverse = np.unique(np.asarray(ids, dtype=object).astype(str),
-                                return_inverse=True)
-  per_id = np.array([index[split_lib.assign_split(key, list(ratios))]
-                     for key in distinct.tolist()], np.int8)
-  return per_id[inverse] if len(per_id) else np.zeros(0, np.int8)
 
 
 def chunk_index(times: np.ndarray, t_min: int, t_max: int, count: int,

@@ -3,12 +3,12 @@
 The input is read twice, so no document waits in memory for the
 vocabulary:
 
-    statistics pass:  ParseDocs --(bad documents)--> dead letter
+    statistics pass:  DocumentStatisticsFn --(bad documents)--> dead letter
         -> documents per split, label names, class counts
         -> training documents (Arrow batches) -> tf.Transform
            AnalyzeDataset (token vocabulary, label vocabulary)
            -> WriteTransformFn
-    example pass:     ParseDocs (good documents, in batches)
+    example pass:     DocumentBatchesFn (good documents, in batches)
         -> the exported transform (tokenize, look up, pad) per batch
         -> [rebalance] -> tf.train.Example, grouped by shuffle bucket
         -> per split: WriteSplit, fingerprint
@@ -28,11 +28,11 @@ import numpy as np
 from transforms.core import batches as batch_examples
 from transforms.core import metrics
 from transforms.core import shuffle
+from transforms.core import splits as split_lib
 from transforms.core.skeleton import records_key
 from transforms.sources import tables as tabular
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import preprocessing as tt
-from transforms.modalities.sensor import windows as win
 from transforms.core.dead_letters import dead_letter
 
 DEAD, COUNTS, LABELS, ANALYSIS, CLASSES = ('dead', 'counts', 'labels',
@@ -69,33 +69,46 @@ def check_input(cfg) -> TextInput:
   return TextInput(kind, files, root, columns)
 
 
-class ParseDocs(beam.DoFn):
-  """A table file or a group of class-folder files -> document batches.
+class _ReadDocumentsFn(beam.DoFn):
+  """Reads one element (a table file, or a group of class-folder files) in
+  document batches: (TextBatch of good documents, [(id, reason)] bad)."""
 
-  Output (example pass): {'id', 'text', 'label_text', 'split'} batches.
-  Statistics pass (tagged, all small but the analysis input): dead letters,
-  ((split, 'inputs'|'used'), n), label names, ((split, label), n), and the
-  training documents as Arrow record batches.
-  """
-
-  def __init__(self, cfg, plan: TextInput, statistics: bool):
+  def __init__(self, cfg, plan: TextInput):
     super().__init__()
-    self._cfg, self._plan, self._statistics = cfg, plan, statistics
-    self._parsed = metrics.counter('text', 'parsed')
+    self._cfg, self._plan = cfg, plan
 
-  def process(self, element):
+  def _batches(self, element):
     kind, payload = element
     tc, plan = self._cfg.settings, self._plan
     if kind == 'folder':
-      batches = text_io.iter_folder_batches(payload, plan.root,
-                                            tc.invalid_utf8)
-    else:
-      batches = text_io.iter_table_batches(
-          payload, tabular.format_of(payload), plan.columns,
-          batch_examples.source_name(plan.root, payload), tc.invalid_utf8)
+      return text_io.iter_folder_batches(payload, plan.root,
+                                         tc.invalid_utf8)
+    return text_io.iter_table_batches(
+        payload, tabular.format_of(payload), plan.columns,
+        batch_examples.source_name(plan.root, payload), tc.invalid_utf8)
+
+  def _splits(self, ids):
+    cfg = self._cfg
+    return split_lib.hash_splits(ids, cfg.split_ratios, cfg.split_names)
+
+
+class DocumentStatisticsFn(_ReadDocumentsFn):
+  """The statistics pass: per element, only small tagged outputs (and the
+  analysis input): dead letters, ((split, 'inputs'|'used'), n), label
+  names, ((split, label), n), and the training documents as Arrow record
+  batches of at most ANALYSIS_BATCH documents."""
+
+  def __init__(self, cfg, plan: TextInput):
+    super().__init__(cfg, plan)
+    self._parsed = metrics.counter('text', 'parsed')
+
+  def process(self, element):
     pending = ([], [])  # training documents not yet sent to the analysis
-    for docs, bad in batches:
-      yield from self._batch(docs, bad, pending)
+    for docs, bad in self._batches(element):
+      yield from self._dead(bad)
+      if len(docs.ids):
+        self._parsed.inc(len(docs.ids))
+        yield from self._summaries(docs, pending)
       if len(pending[0]) >= ANALYSIS_BATCH:
         yield self._analysis(pending)
     if pending[0]:
@@ -108,26 +121,21 @@ class ParseDocs(beam.DoFn):
     pending[1].clear()
     return beam.pvalue.TaggedOutput(ANALYSIS, batch)
 
-  def _batch(self, docs, bad, pending):
-    cfg, names = self._cfg, self._cfg.split_names
-    stats = self._statistics
-    if stats and bad:
-      bad_split = win.hash_splits([i for i, _ in bad], cfg.split_ratios,
-                                  names)
-      for (doc_id, reason), s in zip(bad, bad_split.tolist()):
-        yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
-            doc_id, 'parse', reason, names[s]))
-      for s in np.unique(bad_split).tolist():
-        yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), int(
-            (bad_split == s).sum())))
-    if not len(docs.ids):
+  def _dead(self, bad):
+    if not bad:
       return
-    split = win.hash_splits(docs.ids, cfg.split_ratios, names)
-    if not stats:
-      yield {tt.ID: docs.ids, tt.TEXT: docs.text,
-             tt.LABEL_TEXT: docs.label, 'split': split}
-      return
-    self._parsed.inc(len(docs.ids))
+    names = self._cfg.split_names
+    bad_split = self._splits([i for i, _ in bad])
+    for (doc_id, reason), s in zip(bad, bad_split.tolist()):
+      yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+          doc_id, 'parse', reason, names[s]))
+    for s in np.unique(bad_split).tolist():
+      yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), int(
+          (bad_split == s).sum())))
+
+  def _summaries(self, docs, pending):
+    names = self._cfg.split_names
+    split = self._splits(docs.ids)
     yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
     labels = np.asarray(docs.label, dtype=object)
     for s in np.unique(split).tolist():
@@ -143,6 +151,18 @@ class ParseDocs(beam.DoFn):
         index = np.flatnonzero(mask)
         pending[0].extend(docs.text[i] for i in index)
         pending[1].extend(docs.label[i] for i in index)
+
+
+class DocumentBatchesFn(_ReadDocumentsFn):
+  """The example pass: the good documents, a batch per element:
+  {'id', 'text', 'label_text', 'split'} (bad ones were dead-lettered by
+  the statistics pass)."""
+
+  def process(self, element):
+    for docs, _ in self._batches(element):
+      if len(docs.ids):
+        yield {tt.ID: docs.ids, tt.TEXT: docs.text,
+               tt.LABEL_TEXT: docs.label, 'split': self._splits(docs.ids)}
 
 
 def _transform_inputs(batch, lo, hi):
@@ -218,7 +238,7 @@ class ReadDocuments(beam.PTransform):
     stats_out = (elements
                  | 'SpreadInputsA' >> beam.Reshuffle()
                  | 'ParseForStatistics' >> beam.ParDo(
-                     ParseDocs(cfg, plan, statistics=True)).with_outputs(
+                     DocumentStatisticsFn(cfg, plan)).with_outputs(
                          DEAD, COUNTS, LABELS, ANALYSIS, CLASSES))
     counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
     return {
@@ -249,7 +269,7 @@ class BuildTextRecords(beam.PTransform):
     docs = (read['elements']
             | 'SpreadInputsB' >> beam.Reshuffle()
             | 'ParseForExamples' >> beam.ParDo(
-                ParseDocs(cfg, self._plan, statistics=False)))
+                DocumentBatchesFn(cfg, self._plan)))
     transformed = docs | 'Transform' >> beam.ParDo(
         batch_examples.ApplyTransform(self._staging, _transform_inputs,
                                       tt.ID),
