@@ -278,17 +278,7 @@ def run(argv: Optional[List[str]] = None,
     Exception: Anything the pipeline raised.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
-  if '--help' in argv or '-h' in argv:
-    raise _HelpRequested()
-  options = PipelineOptions(argv)
-  unknown = unknown_flags(argv)
-  if unknown:
-    raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
-  cfg = options_lib.resolve_config(options)
-  tfds_skipped = options_lib.tfds_skip_reason(options, cfg)
-  if tfds_skipped:
-    _LOG.info('no TFDS metadata (dataset_info.json, features.json) will be '
-              'written: %s.', tfds_skipped)
+  options, cfg = _configure(argv)
   progress = progress if progress is not None else {}
   progress.update(modality=cfg.modality, output=cfg.output,
                   partition=cfg.partition,
@@ -307,21 +297,9 @@ def run(argv: Optional[List[str]] = None,
   run_info = {'run_id': run_id, 'started': time.time()}
   # Check the input before creating anything in the output.
   plan = modality.check_input(cfg)
-  build = lambda p: p | 'PreprocessDataset' >> skeleton.PreprocessDataset(
-      cfg, run_info, staging, plan)
   if dry_run:
-    # Nothing is written to the output; tf.Transform's temporary files
-    # (written while the graph is traced) stay on this machine.
-    staging = manifest_lib.join(cfg.output, f'.staging-{run_id}')
-    run_info['tft_temp'] = tempfile.mkdtemp(prefix='tfrecord-dry-run-')
     progress.update(run_id=run_id)
-    try:
-      pipeline = beam.Pipeline(options=options)
-      build(pipeline)
-      from pipelines import dataflow  # pylint: disable=import-outside-toplevel
-      return dataflow.describe_dry_run(pipeline.run(), options)
-    finally:
-      shutil.rmtree(run_info['tft_temp'], ignore_errors=True)
+    return _translate_only(options, cfg, run_info, plan)
   removed = remove_stale_staging(cfg.output, stale_hours, time.time())
   if removed:
     _LOG.info('removed %d staging folder(s) older than %g hours left by '
@@ -331,13 +309,68 @@ def run(argv: Optional[List[str]] = None,
   run_info['tft_temp'] = manifest_lib.join(staging, 'tft_tmp')
   progress.update(run_id=run_id, staging=staging)
   try:
-    pipeline = beam.Pipeline(options=options)
-    build(pipeline)
+    pipeline = _build(options, cfg, run_info, staging, plan)
   except BaseException:
     _remove_tree(staging)
     raise
   _LOG.info('pipeline built %.1f s after start; running it', time.time() -
             _PROCESS_START)
+  submitted = _run_pipeline(pipeline, detach, staging, progress)
+  if submitted is not None:
+    return submitted
+  manifest = manifest_lib.read_manifest(cfg.output)
+  if manifest is None or manifest.get('run_id') != run_id:
+    raise RuntimeError('the pipeline finished but did not publish a manifest')
+  return manifest
+
+
+def _configure(argv: List[str]):
+  """(PipelineOptions, checked PreprocessConfig) from the command line."""
+  if '--help' in argv or '-h' in argv:
+    raise _HelpRequested()
+  options = PipelineOptions(argv)
+  unknown = unknown_flags(argv)
+  if unknown:
+    raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
+  cfg = options_lib.resolve_config(options)
+  tfds_skipped = options_lib.tfds_skip_reason(options, cfg)
+  if tfds_skipped:
+    _LOG.info('no TFDS metadata (dataset_info.json, features.json) will be '
+              'written: %s.', tfds_skipped)
+  return options, cfg
+
+
+def _build(options, cfg, run_info: dict, staging: str, plan):
+  """A pipeline holding the whole run (core/skeleton.py)."""
+  pipeline = beam.Pipeline(options=options)
+  _ = pipeline | 'PreprocessDataset' >> skeleton.PreprocessDataset(
+      cfg, run_info, staging, plan)
+  return pipeline
+
+
+def _translate_only(options, cfg, run_info: dict, plan) -> dict:
+  """A Dataflow --dry_run: builds and translates the job, writes nothing
+  to the output; tf.Transform's temporary files (written while the graph
+  is traced) stay on this machine."""
+  staging = manifest_lib.join(cfg.output, f'.staging-{run_info["run_id"]}')
+  run_info['tft_temp'] = tempfile.mkdtemp(prefix='tfrecord-dry-run-')
+  try:
+    pipeline = _build(options, cfg, run_info, staging, plan)
+    from pipelines import dataflow  # pylint: disable=import-outside-toplevel
+    return dataflow.describe_dry_run(pipeline.run(), options)
+  finally:
+    shutil.rmtree(run_info['tft_temp'], ignore_errors=True)
+
+
+def _run_pipeline(pipeline, detach: bool, staging: str,
+                  progress: dict) -> Optional[dict]:
+  """Runs the pipeline to the end; returns {'submitted': True, ...} for a
+  job that was submitted and not waited for, else None.
+
+  Raises:
+    DataQualityError: The quality gate refused the data (its FAILED.json
+      stays in staging, with the dead letters).
+  """
   try:
     result = pipeline.run()
     if detach or not getattr(result, 'has_job', True):
@@ -359,10 +392,7 @@ def run(argv: Optional[List[str]] = None,
     # Nothing in a crashed run's staging folder is worth keeping.
     _remove_tree(staging)
     raise
-  manifest = manifest_lib.read_manifest(cfg.output)
-  if manifest is None or manifest.get('run_id') != run_id:
-    raise RuntimeError('the pipeline finished but did not publish a manifest')
-  return manifest
+  return None
 
 
 def _remove_tree(path: str) -> None:

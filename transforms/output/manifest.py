@@ -148,6 +148,42 @@ def _shard_entry(summary: dict) -> dict:
   return entry
 
 
+def _split_entries(cfg, values: dict, inputs: Dict[str, int],
+                   dead: Dict[str, int]) -> Dict[str, dict]:
+  """The manifest's entry of every split: counts, classes, shards."""
+  before_c = _counts_by_split(values['before'])
+  after_c = _counts_by_split(values['after'])
+  fps = dict(values['fingerprints'])
+  shards = values['shards']
+  splits = {}
+  for split in cfg.split_names:
+    split_shards = sorted(
+        (_shard_entry(s) for sp, s in shards if sp == split),
+        key=lambda s: s['file'])
+    fp = fps.get(split, {'fingerprint': format(0, '032x'), 'records': 0})
+    splits[split] = {
+        'inputs': inputs.get(split, 0),
+        'dead_lettered': dead.get(split, 0),
+        'examples': sum(before_c.get(split, {}).values()),
+        'rebalance': cfg.rebalance if split in cfg.rebalance_splits else
+                     'none',
+        'records': sum(s['records'] for s in split_shards),
+        # Records serialized before writing; must equal 'records'.
+        'serialized': fp['records'],
+        'class_counts_before_rebalance': dict(sorted(
+            before_c.get(split, {}).items())),
+        'class_counts': dict(sorted(after_c.get(split, {}).items())),
+        'fingerprint': fp['fingerprint'],
+        'shards': split_shards,
+    }
+  return splits
+
+
+def _utc(seconds: float) -> str:
+  return datetime.datetime.fromtimestamp(
+      seconds, datetime.timezone.utc).isoformat(timespec='seconds')
+
+
 def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
   """Assembles the manifest from the pipeline's side outputs.
 
@@ -171,32 +207,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
     The manifest dict.
   """
   inputs, dead = dict(values['inputs']), dict(values['dead'])
-  before_c = _counts_by_split(values['before'])
-  after_c = _counts_by_split(values['after'])
-  fps = dict(values['fingerprints'])
-  shards = values['shards']
-  splits = {}
-  for split in cfg.split_names:
-    split_shards = sorted(
-        (_shard_entry(s) for sp, s in shards if sp == split),
-        key=lambda s: s['file'])
-    examples = sum(before_c.get(split, {}).values())
-    fp = fps.get(split, {'fingerprint': format(0, '032x'), 'records': 0})
-    splits[split] = {
-        'inputs': inputs.get(split, 0),
-        'dead_lettered': dead.get(split, 0),
-        'examples': examples,
-        'rebalance': cfg.rebalance if split in cfg.rebalance_splits else
-                     'none',
-        'records': sum(s['records'] for s in split_shards),
-        # Records serialized before writing; must equal 'records'.
-        'serialized': fp['records'],
-        'class_counts_before_rebalance': dict(sorted(
-            before_c.get(split, {}).items())),
-        'class_counts': dict(sorted(after_c.get(split, {}).items())),
-        'fingerprint': fp['fingerprint'],
-        'shards': split_shards,
-    }
+  splits = _split_entries(cfg, values, inputs, dead)
   section, normalization = cfg.plugin.manifest_section(cfg, values, splits)
   total_inputs = sum(inputs.values())
   total_dead = sum(dead.values())
@@ -207,8 +218,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       'modality': cfg.modality,
       'name': cfg.name,
       'run_id': run['run_id'],
-      'created': datetime.datetime.fromtimestamp(
-          finished, datetime.timezone.utc).isoformat(timespec='seconds'),
+      'created': _utc(finished),
       'labels': values['labels'],
       'feature_spec': feature_spec,
       cfg.modality: section,
@@ -236,11 +246,8 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       'config_hash': cfg.config_hash(),
       'versions': library_versions(),
       'timings': {
-          'started': datetime.datetime.fromtimestamp(
-              run['started'], datetime.timezone.utc).isoformat(
-                  timespec='seconds'),
-          'finished': datetime.datetime.fromtimestamp(
-              finished, datetime.timezone.utc).isoformat(timespec='seconds'),
+          'started': _utc(run['started']),
+          'finished': _utc(finished),
           'seconds': round(finished - run['started'], 3),
       },
   }
