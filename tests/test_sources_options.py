@@ -12,6 +12,7 @@ from pipelines import options
 from transforms.modalities.image import inputs as sources
 from transforms.core import splits as split
 from transforms.core.errors import UsageError
+from transforms.sources import files
 
 RATIOS = split.parse_ratios('train=0.8,validation=0.1,test=0.1')
 
@@ -31,7 +32,7 @@ RATIOS = split.parse_ratios('train=0.8,validation=0.1,test=0.1')
     ('/data/in', '/data/in//cat//1.jpg', ['cat', '1.jpg']),
 ])
 def test_relative_parts(root, path, want):
-  assert sources.relative_parts(root, path) == want
+  assert files.relative_parts(root, path) == want
 
 
 # -------------------------------------------------------------- ref_from_path

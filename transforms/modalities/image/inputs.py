@@ -21,7 +21,6 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
-from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
@@ -31,6 +30,7 @@ from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import SKIPPED
 from transforms.core.dead_letters import dead_letter
 from transforms.core.errors import UsageError
+from transforms.sources import files
 
 MANIFEST_EXTENSIONS = ('.csv', '.tsv', '.jsonl', '.json')
 
@@ -55,33 +55,6 @@ def is_manifest(path: str) -> bool:
   return path.lower().endswith(MANIFEST_EXTENSIONS)
 
 
-def _exists(path: str) -> bool:
-  try:
-    return FileSystems.exists(path)
-  except BeamIOError:
-    return False
-
-
-def _match(pattern: str, limit: Optional[int] = None) -> List[str]:
-  try:
-    result = FileSystems.match([pattern], [limit] if limit else None)[0]
-  except BeamIOError:
-    return []
-  return [m.path for m in result.metadata_list]
-
-
-def _strip_slash(path: str) -> str:
-  return path.rstrip('/') if len(path) > 1 else path
-
-
-def relative_parts(root: str, path: str) -> List[str]:
-  """Path components of `path` below `root` (works for local and gs://)."""
-  root = _strip_slash(root).replace('\\', '/')
-  path = path.replace('\\', '/')
-  rest = path[len(root):].lstrip('/') if path.startswith(root) else path
-  return [p for p in rest.split('/') if p]
-
-
 def ref_from_path(root: str, path: str, splits_from_input: bool,
                   ratios: Sequence[Tuple[str, float]]):
   """Turns a listed file into an InputRef, or a skip/dead-letter reason.
@@ -95,7 +68,7 @@ def ref_from_path(root: str, path: str, splits_from_input: bool,
   Returns:
     (InputRef or None, skip reason or None, dead-letter reason or None).
   """
-  parts = relative_parts(root, path)
+  parts = files.relative_parts(root, path)
   depth = 3 if splits_from_input else 2
   if not images.is_image_path(path):
     return None, 'file extension is not an image extension', None
@@ -251,24 +224,24 @@ def check_input(path: str, splits_from_input: bool) -> Optional[
     UsageError: With one sentence saying what is wrong.
   """
   if is_manifest(path):
-    if not _exists(path):
+    if not files.exists(path):
       raise UsageError(f'the input manifest {path} does not exist')
     return manifest_format(path, splits_from_input)
-  root = _strip_slash(path)
-  if not _exists(root):
+  root = files.strip_slash(path)
+  if not files.exists(root):
     raise UsageError(f'the input path {root} does not exist')
   layout = f'{root}/<label>/image.jpg'
   split_layout = f'{root}/train/<label>/image.jpg'
 
   def images_at(depth):
     pattern = FileSystems.join(root, *(['*'] * depth))
-    return [p for p in _match(pattern, limit=5000) if images.is_image_path(p)]
+    return [p for p in files.match_paths(pattern, limit=5000) if images.is_image_path(p)]
 
   found = images_at(3 if splits_from_input else 2)
   if found:
     if splits_from_input:
       for p in found:
-        first = relative_parts(root, p)[0]
+        first = files.relative_parts(root, p)[0]
         try:
           split_lib.canonical_split(first)
         except ValueError:
@@ -287,7 +260,7 @@ def check_input(path: str, splits_from_input: bool) -> Optional[
     raise UsageError(f'no labels found in {root}: put images in one folder '
                      f'per class, for example '
                      f'{split_layout if splits_from_input else layout}')
-  if not any(_match(FileSystems.join(root, *(['*'] * d)), limit=1)
+  if not any(files.match_paths(FileSystems.join(root, *(['*'] * d)), limit=1)
              for d in (1, 2, 3)):
     raise UsageError(f'the input folder {root} is empty')
   raise UsageError(f'no image files ({", ".join(images.IMAGE_EXTENSIONS)}) '
@@ -326,7 +299,7 @@ class ListImageInputs(beam.PTransform):
           _ParseManifestLine(self._input, self._manifest, self._from_input,
                              self._ratios)).with_outputs(
                                  DEAD, SKIPPED, main='refs')
-    root = _strip_slash(self._input)
+    root = files.strip_slash(self._input)
     depth = ('*', '*', '*') if self._from_input else ('*', '*')
     pattern = FileSystems.join(root, *depth)
     return (pbegin

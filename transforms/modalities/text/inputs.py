@@ -65,10 +65,10 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.core.errors import UsageError
+from transforms.sources import files
 from transforms.sources import tables as tabular
 # Shared private helpers of the sensor reader (same file handling).
 from transforms.sources.tables import _BOM
@@ -130,28 +130,6 @@ def _table_format(path: str) -> Optional[str]:
   return fmt if fmt in _TABLE_FORMATS else None
 
 
-def _match(pattern: str):
-  """FileMetadata of the files matching a pattern ([] when none or failing)."""
-  try:
-    return FileSystems.match([pattern])[0].metadata_list
-  except BeamIOError:
-    return []
-
-
-def _exists(path: str) -> bool:
-  try:
-    return FileSystems.exists(path)
-  except BeamIOError:
-    return False
-
-
-def _strip_slash(path: str) -> str:
-  stripped = path.rstrip('/')
-  if not stripped or stripped.endswith(':/') or stripped.endswith(':'):
-    return path  # '/', 'gs://'
-  return stripped
-
-
 def _folder_of(path: str) -> str:
   head, sep, _ = path.rpartition('/')
   if not sep:
@@ -178,27 +156,15 @@ def _common_folder(paths: Sequence[str]) -> str:
   return '/'
 
 
-def _relative_parts(root: str, path: str) -> List[str]:
-  """Path components of `path` below `root` (all of them when not below)."""
-  root = _strip_slash(root)
-  if root not in ('', '.') and path.startswith(root):
-    rest = path[len(root):]
-    if rest.startswith('/') or root.endswith('/'):
-      path = rest
-  elif root == '.' and path.startswith('./'):
-    path = path[2:]
-  return [p for p in path.split('/') if p]
-
-
 def _class_files(root: str) -> List[str]:
   """Every root/<label>/<name>.txt, sorted."""
-  files = []
-  for meta in _match(FileSystems.join(root, '*', '*')):
-    parts = _relative_parts(root, meta.path)
+  found = []
+  for meta in files.match(FileSystems.join(root, '*', '*')):
+    parts = files.relative_parts(root, meta.path)
     if (len(parts) == 2 and parts[1].lower().endswith('.txt')
         and not parts[0].startswith('.') and not parts[1].startswith('.')):
-      files.append(meta.path)
-  return sorted(files)
+      found.append(meta.path)
+  return sorted(found)
 
 
 def list_inputs(path: str) -> Tuple[str, List[str], str]:
@@ -220,29 +186,29 @@ def list_inputs(path: str) -> Tuple[str, List[str], str]:
   if not path:
     raise UsageError('no input path was given')
   if any(c in path for c in _GLOB_CHARS):
-    matched = _match(path)
+    matched = files.match(path)
     if not matched:
       raise UsageError(f'no files match {path}')
     tables = [m for m in matched if _table_format(m.path)]
     if not tables:
       raise UsageError(f'none of the {len(matched)} files matching {path} '
                            f'is a {_TABLE_EXTENSIONS} file')
-    files = sorted(m.path for m in tables if m.size_in_bytes > 0)
-    if not files:
+    paths = sorted(m.path for m in tables if m.size_in_bytes > 0)
+    if not paths:
       raise UsageError(f'every file matching {path} is empty')
-    return 'table', files, _common_folder(files)
+    return 'table', paths, _common_folder(paths)
   if _table_format(path):
-    matched = _match(path)
+    matched = files.match(path)
     if not matched:
       raise UsageError(f'the input file {path} does not exist')
     if matched[0].size_in_bytes == 0:
       raise UsageError(f'the input file {path} is empty')
     return 'table', [path], _folder_of(path)
-  root = _strip_slash(path)
-  files = _class_files(root)
-  if files:
-    return 'folder', files, root
-  if not _exists(path) and not _match(FileSystems.join(root, '*')):
+  root = files.strip_slash(path)
+  paths = _class_files(root)
+  if paths:
+    return 'folder', paths, root
+  if not files.exists(path) and not files.match(FileSystems.join(root, '*')):
     raise UsageError(f'the input {path} does not exist')
   raise UsageError(
       f'{path} is neither a {_TABLE_EXTENSIONS} file nor a folder with one '
@@ -692,11 +658,11 @@ def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
 # Class folders.
 
 
-def _iter_folder(files, root, replace, batch_docs):
-  for start in range(0, len(files), batch_docs):
+def _iter_folder(paths, root, replace, batch_docs):
+  for start in range(0, len(paths), batch_docs):
     ids, raws, labels, good, bad = [], [], [], [], []
-    for i, path in enumerate(files[start:start + batch_docs]):
-      parts = _relative_parts(root, path)
+    for i, path in enumerate(paths[start:start + batch_docs]):
+      parts = files.relative_parts(root, path)
       ids.append('/'.join(parts))
       try:
         with _open(path) as f:
