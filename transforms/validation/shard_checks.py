@@ -12,9 +12,9 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from transforms import modalities
 from transforms.modalities.image import processing as images
 from transforms.output import manifest as manifest_lib
-from transforms.modalities.image import preprocessing as normalize
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import report_samples
 from transforms.output import record_index
@@ -42,6 +42,9 @@ def check_record(record: bytes, manifest: dict,
                  stats: Optional[quality_checks.FeatureStats] = None) -> Dict:
   """Parses one record against the manifest and checks its values.
 
+  The features, label and id are checked here; the modality that wrote
+  the dataset checks the rest (its `check_values`).
+
   Args:
     record: Serialized tf.train.Example.
     manifest: The dataset's manifest.
@@ -50,13 +53,27 @@ def check_record(record: bytes, manifest: dict,
   Returns:
     {'label': str, 'id': str, 'content': content hash, 'exact': whether
     equal hashes mean equal inputs (not for texts with unknown words),
-    'channel_sum',
-    'channel_sum_squares', 'pixels', 'image': decoded pixels or None,
-    'values': the sensor values or None} for the aggregates.
+    'channel_sum', 'channel_sum_squares', 'pixels', 'image': decoded
+    pixels or None, 'values': the sensor values or None} for the
+    aggregates; what a modality does not set keeps its default here.
 
   Raises:
     ValueError: The record is wrong; the message says how.
   """
+  feats, values = _parse(record, manifest)
+  _check_label(values, manifest)
+  out = {'label': values[schema.LABEL_TEXT][0].decode('utf-8', 'replace'),
+         'channel_sum': None, 'channel_sum_squares': None, 'pixels': 0,
+         'image': None, 'values': None,
+         'id': values[schema.ID][0].decode('utf-8', 'replace'), 'exact': True,
+         'content': quality_checks.record_content_hash(feats)}
+  modalities.of_manifest(manifest).check_values(values, manifest, out, stats)
+  return out
+
+
+def _parse(record: bytes, manifest: dict):
+  """(feature map, {feature name: values}) of a record that has exactly
+  the spec's features, each of its dtype and size."""
   from tensorflow.core.example import example_pb2  # pylint: disable=import-outside-toplevel
   example = example_pb2.Example()
   try:
@@ -82,6 +99,11 @@ def check_record(record: bytes, manifest: dict,
       raise ValueError(f'feature {key!r} has {len(vals)} values, expected '
                        f'{size}')
     values[key] = vals
+  return feats, values
+
+
+def _check_label(values: Dict, manifest: dict) -> None:
+  """The label id names the label text; the weight is positive."""
   labels = manifest['labels']
   label_id = values[schema.LABEL][0]
   if not 0 <= label_id < len(labels):
@@ -95,108 +117,6 @@ def check_record(record: bytes, manifest: dict,
     w = values[schema.WEIGHT][0]
     if not (math.isfinite(w) and w > 0):
       raise ValueError(f'weight {w} is not a positive finite number')
-  out = {'label': label_text, 'channel_sum': None,
-         'channel_sum_squares': None, 'pixels': 0, 'image': None,
-         'values': None,
-         'id': values[schema.ID][0].decode('utf-8', 'replace'), 'exact': True,
-         'content': quality_checks.record_content_hash(feats)}
-  if manifest.get('modality') == 'sensor':
-    _check_sensor_values(values, manifest)
-    out['values'] = values['values']
-    if stats is not None:
-      quality_checks.add_record_stats(stats, values, manifest)
-    return out
-  if manifest.get('modality') == 'text':
-    _check_text_values(values, manifest)
-    # Unknown words share OOV ids, so equal ids are equal texts only when
-    # every token is in the vocabulary.
-    out['exact'] = not quality_checks.has_oov(values, manifest)
-    if stats is not None:
-      quality_checks.add_record_stats(stats, values, manifest)
-    return out
-  img = manifest['image']
-  h, w, c = img['height'], img['width'], img['channels']
-  norm = manifest['normalization']
-  if img['storage'] == 'float32':
-    arr = np.asarray(values[schema.IMAGE], np.float32)
-    if not np.all(np.isfinite(arr)):
-      raise ValueError('image has NaN or infinite values')
-    low, high = normalize.plausible_range(norm['method'], norm)
-    if arr.min() < low or arr.max() > high:
-      raise ValueError(f'image values [{arr.min():.3f}, {arr.max():.3f}] '
-                       f'are outside the plausible range [{low:.3f}, '
-                       f'{high:.3f}] for {norm["method"]} normalization')
-    if stats is not None:
-      quality_checks.add_record_stats(stats, values, manifest,
-                                      arr.reshape(h, w, c))
-    return out
-  arr = images.decode_stored(values[schema.IMAGE][0], img['storage'], h, w, c)
-  # Channel-major and contiguous: per-channel reductions over rows of an
-  # [h * w, c] array are some 20 times slower.
-  channels = np.ascontiguousarray(arr.reshape(-1, c).T)
-  wide = channels.astype(np.float64)
-  sums = wide.sum(axis=1)
-  squares = np.einsum('ij,ij->i', wide, wide)
-  out['channel_sum'] = sums.tolist()
-  out['channel_sum_squares'] = squares.tolist()
-  out['pixels'] = h * w
-  out['image'] = arr
-  if stats is not None:
-    quality_checks.add_record_stats(stats, values, manifest)
-    stats.add_channel_sums('image', quality_checks.channel_names(c), h * w,
-                           channels.min(axis=1), channels.max(axis=1), sums,
-                           squares)
-  return out
-
-
-def _check_sensor_values(values: Dict, manifest: dict) -> None:
-  """Stored sensor values are finite; buckets and times are in range."""
-  arr = np.asarray(values['values'], np.float32)
-  if not np.all(np.isfinite(arr)):
-    raise ValueError(f'values hold {int((~np.isfinite(arr)).sum())} NaN or '
-                     'infinite numbers')
-  buckets = manifest['sensor'].get('bucketize') or 0
-  if buckets and 'buckets' in values:
-    b = np.asarray(values['buckets'])
-    if b.min() < 0 or b.max() >= buckets:
-      raise ValueError(f'bucket ids [{b.min()}, {b.max()}] are outside '
-                       f'0..{buckets - 1}')
-  if 'start_time' in values and values['start_time'][0] > values[
-      'end_time'][0]:
-    raise ValueError('start_time is after end_time')
-
-
-def _check_text_values(values: Dict, manifest: dict) -> None:
-  """Token ids are in range and padded after `length`; terms are sound."""
-  text = manifest['text']
-  vocab = text['vocabulary']
-  highest = vocab['size'] + vocab['oov_buckets']
-  tokens = values['num_tokens'][0]
-  if 'token_ids' in values:
-    ids = np.asarray(values['token_ids'], np.int64)
-    length = values['length'][0]
-    if not 0 <= length <= min(len(ids), tokens):
-      raise ValueError(f'length {length} is not between 0 and '
-                       f'min(max_tokens, num_tokens {tokens})')
-    if vocab['oov_buckets'] and length != min(len(ids), tokens):
-      raise ValueError(f'length {length} should be min(max_tokens, '
-                       f'num_tokens {tokens}) with OOV buckets')
-    if ids[:length].min(initial=1) < 1 or ids[:length].max(
-        initial=1) > highest:
-      raise ValueError(f'token ids outside 1..{highest}')
-    if ids[length:].any():
-      raise ValueError(f'token ids after position {length} are not padding')
-    return
-  term_ids = np.asarray(values['term_ids'], np.int64)
-  weights = np.asarray(values['term_weights'], np.float32)
-  if len(term_ids) != len(weights):
-    raise ValueError(f'{len(term_ids)} term ids but {len(weights)} weights')
-  if len(term_ids) and (term_ids.min() < 0 or term_ids.max() > highest):
-    raise ValueError(f'term ids outside 0..{highest}')
-  if len(set(term_ids.tolist())) != len(term_ids):
-    raise ValueError('a term id appears twice')
-  if not np.all(np.isfinite(weights)) or (weights < 0).any():
-    raise ValueError('term weights must be finite and not negative')
 
 
 def check_shard(shard: dict, output: str, manifest: dict) -> dict:
