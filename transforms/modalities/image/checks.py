@@ -7,6 +7,8 @@ check can recompute the normalization statistics from the stored training
 images.
 """
 
+import base64
+import io
 from typing import Dict, List
 
 import numpy as np
@@ -18,6 +20,8 @@ from transforms.validation import dataset_checks as quality_checks
 
 # Features whose statistics are kept per channel here, not as a whole.
 _OWN_STATS = frozenset({schema.IMAGE})
+# Sample images in the report are thumbnails at most this wide and high.
+THUMBNAIL = 64
 
 
 def channel_names(channels: int) -> List[str]:
@@ -92,3 +96,30 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
     stats.add_channel_sums('image', channel_names(c), h * w,
                            channels.min(axis=1), channels.max(axis=1), sums,
                            squares)
+
+
+# ------------------------------------------------------------- report --
+
+
+def report_sample(info: dict, manifest: dict) -> dict:
+  """A sample of the record `info` summarizes: its id and, when it was
+  decoded (not float32 storage), a JPEG thumbnail in base64."""
+  if info.get('image') is None:
+    return {'id': info['id']}
+  img = manifest['image']
+  arr = np.asarray(info['image']).reshape(img['height'], img['width'],
+                                          img['channels'])
+  return {'id': info['id'], 'jpeg_base64': _thumbnail(arr)}
+
+
+def _thumbnail(arr: np.ndarray) -> str:
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  if arr.dtype != np.uint8:  # float32 storage: stretch to 0..255 to show
+    lo, hi = float(arr.min()), float(arr.max())
+    arr = ((arr - lo) / (hi - lo or 1.0) * 255).round().astype(np.uint8)
+  img = Image.fromarray(arr[..., 0] if arr.shape[-1] == 1 else arr)
+  img.thumbnail((THUMBNAIL, THUMBNAIL))
+  buf = io.BytesIO()
+  img.convert('L' if arr.shape[-1] == 1 else 'RGB').save(
+      buf, format='JPEG', quality=80)
+  return base64.b64encode(buf.getvalue()).decode('ascii')

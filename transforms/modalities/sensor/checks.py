@@ -14,6 +14,9 @@ from transforms.validation import dataset_checks as quality_checks
 
 # Features whose statistics are kept per channel here, not as a whole.
 _OWN_STATS = frozenset({'values'})
+# Sample windows in the report are cut to this many rows and channels.
+MAX_ROWS = 400
+MAX_CHANNELS = 8
 
 
 # ------------------------------------------------------------ records --
@@ -60,3 +63,17 @@ def _check_sensor_values(values: Dict[str, list], manifest: dict) -> None:
   if 'start_time' in values and values['start_time'][0] > values[
       'end_time'][0]:
     raise ValueError('start_time is after end_time')
+
+
+# ------------------------------------------------------------- report --
+
+
+def report_sample(info: dict, manifest: dict) -> dict:
+  """A sample of the record `info` summarizes: its id, channels and
+  values (rounded, cut to MAX_ROWS rows and MAX_CHANNELS channels)."""
+  if info.get('values') is None:
+    return {'id': info['id']}
+  channels = manifest['sensor']['channels']
+  arr = np.asarray(info['values'], np.float64).reshape(-1, len(channels))
+  return {'id': info['id'], 'channels': channels[:MAX_CHANNELS],
+          'values': np.round(arr[:MAX_ROWS, :MAX_CHANNELS], 4).tolist()}

@@ -109,3 +109,12 @@ def _add_stats(stats, values: Dict[str, list], manifest: dict) -> None:
   tokens = int(values['num_tokens'][0])
   stats.count_in_bin('num_tokens', tokens,
                      max(manifest['text']['max_tokens'], 1))
+
+
+# ------------------------------------------------------------- report --
+
+
+def report_sample(info: dict, manifest: dict) -> dict:
+  """A sample of the record `info` summarizes: its id."""
+  del manifest
+  return {'id': info['id']}
