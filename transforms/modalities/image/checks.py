@@ -17,6 +17,7 @@ from transforms.core import features as schema
 from transforms.modalities.image import preprocessing as normalize
 from transforms.modalities.image import processing as images
 from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import html_report
 
 # Features whose statistics are kept per channel here, not as a whole.
 _OWN_STATS = frozenset({schema.IMAGE})
@@ -123,3 +124,21 @@ def _thumbnail(arr: np.ndarray) -> str:
   img.convert('L' if arr.shape[-1] == 1 else 'RGB').save(
       buf, format='JPEG', quality=80)
   return base64.b64encode(buf.getvalue()).decode('ascii')
+
+
+def html_sections(report: dict, manifest) -> str:
+  """The report's grid of sample images per class (of the train split, or
+  of the first split without one)."""
+  del manifest
+  e = html_report.escape
+  split, samples = html_report.sample_split(report)
+  rows = []
+  for label, items in samples.items():
+    figs = ''.join(
+        f'<figure><img alt="{e(x["id"])}" width="64" '
+        f'src="data:image/jpeg;base64,{x["jpeg_base64"]}">'
+        f'<figcaption>{e(x["id"].rsplit("/", 1)[-1])}</figcaption>'
+        '</figure>' for x in items if 'jpeg_base64' in x)
+    rows.append(f'<h3>{e(label)}</h3><div class="grid">{figs}</div>')
+  return (f'<h2>Sample images per class ({e(split)})</h2>' + ''.join(rows)
+          if rows else '')

@@ -11,6 +11,7 @@ from typing import Dict
 import numpy as np
 
 from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import html_report
 
 # Features whose statistics are kept per channel here, not as a whole.
 _OWN_STATS = frozenset({'values'})
@@ -77,3 +78,17 @@ def report_sample(info: dict, manifest: dict) -> dict:
   arr = np.asarray(info['values'], np.float64).reshape(-1, len(channels))
   return {'id': info['id'], 'channels': channels[:MAX_CHANNELS],
           'values': np.round(arr[:MAX_ROWS, :MAX_CHANNELS], 4).tolist()}
+
+
+def html_sections(report: dict, manifest) -> str:
+  """The report's charts of sample windows, two per class (of the train
+  split, or of the first split without one)."""
+  del manifest
+  split, samples = html_report.sample_split(report)
+  charts = [html_report.line_chart(f'{label}: {x["id"]}', x['channels'],
+                                   x['values'])
+            for label, items in samples.items() for x in items[:2]
+            if 'values' in x]
+  return (f'<h2>Sample windows ({html_report.escape(split)}, normalized '
+          f'values)</h2><div class="charts">{"".join(charts)}</div>'
+          if charts else '')

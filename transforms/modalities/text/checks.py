@@ -11,6 +11,7 @@ from typing import Dict
 import numpy as np
 
 from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import html_report
 
 # Ids are not quantities: their statistics are the OOV share and lengths.
 _OWN_STATS = frozenset({'token_ids', 'term_ids', 'term_weights'})
@@ -118,3 +119,29 @@ def report_sample(info: dict, manifest: dict) -> dict:
   """A sample of the record `info` summarizes: its id."""
   del manifest
   return {'id': info['id']}
+
+
+def html_sections(report: dict, manifest) -> str:
+  """The report's histograms of tokens per text, one per split, with the
+  mean share of unknown tokens."""
+  top = (manifest or {}).get('text', {}).get('max_tokens')
+  charts = []
+  for split, s in report['splits'].items():
+    hist = s.get('histograms', {}).get('num_tokens')
+    if not hist:
+      continue
+    n = len(hist)
+    if top:
+      labels = [f'{int(i * top / n)}-{int((i + 1) * top / n) - 1}'
+                for i in range(n)]
+      labels[-1] = f'{int((n - 1) * top / n)}+'
+    else:
+      labels = [str(i) for i in range(n)]
+    oov = s['statistics'].get('oov_share', {}).get('mean')
+    title = (f'{split}: tokens per text' +
+             (f' (mean OOV share {oov:.3f})' if oov is not None else ''))
+    charts.append(html_report.bar_chart(title, labels, [('texts', hist)],
+                                        width=420, bar_height=12))
+  return ('<h2>Token counts</h2><p class="small">The last bin also holds '
+          'texts longer than --max_tokens (they were cut).</p>'
+          f'<div class="charts">{"".join(charts)}</div>' if charts else '')
