@@ -142,3 +142,102 @@ def html_sections(report: dict, manifest) -> str:
     rows.append(f'<h3>{e(label)}</h3><div class="grid">{figs}</div>')
   return (f'<h2>Sample images per class ({e(split)})</h2>' + ''.join(rows)
           if rows else '')
+
+
+# ------------------------------------------------------------- reading --
+
+
+def check_transform(output: str, manifest: dict) -> dict:
+  """Feeds the exported transform two flat images and checks what it does.
+
+  A black and a white image go through the transform; their outputs must
+  have the stored shape, and for 'zscore' they recover the mean and std the
+  manifest records ((0 - mean) / std and (1 - mean) / std).
+
+  Returns:
+    {'ok': bool, 'detail': str}.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  img = manifest['image']
+  h, w, c = img['height'], img['width'], img['channels']
+  stored = 'uint8' if img['storage'] == 'float32' else img['storage']
+  inputs = [_flat_image(value, h, w, c, stored) for value in (0, 255)]
+  try:
+    layer = tft.TFTransformOutput(output).transform_features_layer()
+    out = layer({schema.IMAGE: tf.constant(inputs)})[schema.IMAGE].numpy()
+  except Exception as e:  # pylint: disable=broad-except
+    return {'ok': False, 'detail': f'the transform does not load or run: '
+                                   f'{type(e).__name__}: {e}'}
+  if out.shape != (2, h, w, c):
+    return {'ok': False, 'detail': f'transform output shape {out.shape}, '
+                                   f'expected {(2, h, w, c)}'}
+  black = out[0].reshape(-1, c).mean(axis=0).astype(np.float64)
+  white = out[1].reshape(-1, c).mean(axis=0).astype(np.float64)
+  return _compare_flat(black, white, manifest['normalization'])
+
+
+def _flat_image(value: int, h: int, w: int, c: int, stored: str) -> bytes:
+  """An image of one grey `value`, stored as `stored` stores it."""
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  arr = np.full((h, w, c), value, np.uint8)
+  if stored == 'uint8':
+    return arr.tobytes()
+  buf = io.BytesIO()
+  pil = Image.fromarray(arr[:, :, 0] if c == 1 else arr)
+  pil.save(buf, format='JPEG' if stored == 'jpeg' else 'PNG', quality=95)
+  return buf.getvalue()
+
+
+def _compare_flat(black: np.ndarray, white: np.ndarray, norm: dict) -> dict:
+  """What the transform made of black and white, against what the
+  normalization should make of them."""
+  method = norm['method']
+  if method == 'zscore':
+    std = 1.0 / (white - black)
+    mean = -black * std
+    diff = max(np.max(np.abs(mean - norm['mean'])),
+               np.max(np.abs(std - norm['std'])))
+    return {'ok': bool(diff < 1e-3),
+            'detail': f'transform normalizes with mean '
+                      f'{np.round(mean, 4).tolist()} std '
+                      f'{np.round(std, 4).tolist()}; largest difference from '
+                      f'the manifest {diff:.2e}'}
+  expected = (0.0, 1.0) if method == 'scale' else (0.0, 255.0)
+  ok = (np.allclose(black, expected[0], atol=1e-3) and
+        np.allclose(white, expected[1], atol=1e-3))
+  return {'ok': bool(ok), 'detail': f'black -> {black.round(4).tolist()}, '
+                                    f'white -> {white.round(4).tolist()} '
+                                    f'({method}, expected {expected})'}
+
+
+def supervised_feature(manifest: dict) -> str:
+  """The image."""
+  del manifest
+  return schema.IMAGE
+
+
+def read_transform(output: str, manifest: dict):
+  """Applies the exported transform to the stored image when the dataset
+  is normalized at read time (encoded storage), else None.
+
+  Returns:
+    A function of a batch of parsed features that replaces 'image' with
+    the normalized float32 [batch, height, width, channels], or None.
+  """
+  if manifest['normalization']['applied'] != 'at_read':
+    return None
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  layer = tft.TFTransformOutput(output).transform_features_layer()
+  image = manifest['image']
+  h, w, c = image['height'], image['width'], image['channels']
+
+  def transform(features):
+    out = dict(features)
+    out[schema.IMAGE] = tf.ensure_shape(
+        layer({schema.IMAGE: features[schema.IMAGE]})[schema.IMAGE],
+        [None, h, w, c])
+    return out
+
+  return transform

@@ -6,7 +6,7 @@ row or one window of rows ('values', [rows, channels] flattened), with
 optional bucket ids and the times they cover.
 """
 
-from typing import Dict
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -92,3 +92,106 @@ def html_sections(report: dict, manifest) -> str:
   return (f'<h2>Sample windows ({html_report.escape(split)}, normalized '
           f'values)</h2><div class="charts">{"".join(charts)}</div>'
           if charts else '')
+
+
+# ------------------------------------------------------------- reading --
+
+
+def check_transform(output: str, manifest: dict) -> dict:
+  """Feeds the exported transform probe values built from the manifest's
+  training statistics and checks what comes out.
+
+  zscore: mean -> 0 and mean + std -> 1; minmax: min -> 0 and max -> 1;
+  none: unchanged. With --missing impute, NaN -> what the mean becomes.
+
+  Returns:
+    {'ok': bool, 'detail': str}.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  sensor, norm = manifest['sensor'], manifest['normalization']
+  stats = norm.get('per_channel') or {}
+  channels = sensor['channels']
+  if not stats:
+    return {'ok': False, 'detail': 'the manifest has no training statistics'}
+  col = lambda k: np.array([stats[c][k] for c in channels], np.float64)
+  method = norm['method']
+  probes, expected = _probes(method, col, len(channels),
+                             sensor['missing'] == 'impute')
+  shape = [len(probes)] + sensor['value_shape']
+  # Every row of a window gets the probe (rows mode: the probe itself).
+  batch = np.stack([np.broadcast_to(p, sensor['value_shape'])
+                    for p in probes]).astype(np.float32)
+  try:
+    layer = tft.TFTransformOutput(output).transform_features_layer()
+    out = layer({'values': tf.constant(batch)})['values'].numpy()
+  except Exception as e:  # pylint: disable=broad-except
+    return {'ok': False, 'detail': f'the transform does not load or run: '
+                                   f'{type(e).__name__}: {e}'}
+  if list(out.shape) != shape:
+    return {'ok': False, 'detail': f'transform output shape '
+                                   f'{list(out.shape)}, expected {shape}'}
+  want = np.stack([np.broadcast_to(e, sensor['value_shape'])
+                   for e in expected])
+  # The transform reads float32: allow a few float32 steps of the probe,
+  # measured in units of the scale it is divided by.
+  denom = _scale(method, col, len(channels))
+  tol = 1e-3 + 4 * np.finfo(np.float32).eps * np.nan_to_num(
+      np.abs(batch)) / np.broadcast_to(denom, batch.shape)
+  diff = np.abs(out - want) - tol
+  worst = float(np.max(diff))
+  return {'ok': bool(worst < 1e-3),
+          'detail': f'{method} transform of probes built from the '
+                    f'manifest\'s statistics; largest difference from the '
+                    f'expected output {max(worst, 0.0):.2e}'}
+
+
+def _probes(method: str, col, n: int, impute: bool
+            ) -> Tuple[List[np.ndarray], List[np.ndarray]]:
+  """(probe rows, the rows the transform must make of them), from the
+  training statistics `col(name)` of the n channels."""
+  if method == 'zscore':
+    mean, std = col('mean'), col('std')
+    probes = [mean, mean + np.where(std > 0, std, 1.0)]
+    expected = [np.zeros(n), np.ones(n)]
+  elif method == 'minmax':
+    low, high = col('min'), col('max')
+    probes = [low, np.where(high > low, high, low + 1.0)]
+    expected = [np.zeros(n), np.ones(n)]
+  else:
+    probes = [col('mean'), col('mean') + 1.0]
+    expected = list(probes)
+  if impute:
+    probes.append(np.full(n, np.nan))
+    mean = col('mean')
+    if method == 'zscore':
+      expected.append(np.zeros(n))
+    elif method == 'minmax':
+      span = col('max') - col('min')
+      expected.append((mean - col('min')) / np.where(span > 0, span, 1.0))
+    else:
+      expected.append(mean)
+  return probes, expected
+
+
+def _scale(method: str, col, n: int) -> np.ndarray:
+  """What the transform divides each channel by (1 where that is 0)."""
+  if method == 'zscore':
+    denom = col('std')
+  elif method == 'minmax':
+    denom = col('max') - col('min')
+  else:
+    denom = np.ones(n)
+  return np.where(denom > 0, denom, 1.0)
+
+
+def supervised_feature(manifest: dict) -> str:
+  """The normalized values."""
+  del manifest
+  return 'values'
+
+
+def read_transform(output: str, manifest: dict):
+  """None: the values are stored normalized."""
+  del output, manifest
+  return None

@@ -6,7 +6,7 @@ max_tokens) or term ids with weights (bag-of-words, tf-idf); both are
 checked against the vocabulary the manifest describes.
 """
 
-from typing import Dict
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -145,3 +145,126 @@ def html_sections(report: dict, manifest) -> str:
   return ('<h2>Token counts</h2><p class="small">The last bin also holds '
           'texts longer than --max_tokens (they were cut).</p>'
           f'<div class="charts">{"".join(charts)}</div>' if charts else '')
+
+
+# ------------------------------------------------------------- reading --
+
+
+def check_transform(output: str, manifest: dict) -> dict:
+  """Feeds the exported transform two probe documents.
+
+  One holds a single token that is in no vocabulary: with unigrams it must
+  count as one unknown token and get the first OOV id (or be dropped
+  without OOV buckets), followed by padding. The other holds the
+  vocabulary's first three single-word tokens: they must get ids 1, 2, 3
+  (0 is padding) in that order, or be among the term ids for bag-of-words
+  and tf-idf. The vocabulary file must have the manifest's size.
+
+  Returns:
+    {'ok': bool, 'detail': str}.
+  """
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  from transforms.modalities.text import preprocessing as tt  # pylint: disable=import-outside-toplevel
+  text = manifest['text']
+  vocab = text['vocabulary']
+  try:
+    out = tft.TFTransformOutput(output)
+    tokens = out.vocabulary_by_name(tt.TOKENS_VOCABULARY)
+    layer = out.transform_features_layer()
+  except Exception as e:  # pylint: disable=broad-except
+    return {'ok': False, 'detail': f'the transform does not load: '
+                                   f'{type(e).__name__}: {e}'}
+  if len(tokens) != vocab['size']:
+    return {'ok': False, 'detail': f'the vocabulary file has {len(tokens)} '
+                                   f'tokens, the manifest says '
+                                   f'{vocab["size"]}'}
+  unigrams = text['ngrams'][0] == 1
+  known = [t.decode('utf-8') for t in tokens[:3]
+           if b' ' not in t and (not text['lowercase'] or t.lower() == t)]
+  known = known if unigrams and len(known) == min(3, len(tokens)) else []
+  unknown = 'qq' + 'x' * 40 + 'notatoken'
+  try:
+    result = layer(tt.transform_inputs([unknown, ' '.join(known)]))
+  except Exception as e:  # pylint: disable=broad-except
+    return {'ok': False, 'detail': f'the transform does not run: '
+                                   f'{type(e).__name__}: {e}'}
+  problems, detail = _probe_problems(result, text, known, unigrams)
+  if problems:
+    return {'ok': False, 'detail': '; '.join(problems)}
+  return {'ok': True, 'detail': f'vocabulary of {len(tokens)} tokens; '
+                                f'{detail}'}
+
+
+def _probe_problems(result: dict, text: dict, known: List[str],
+                    unigrams: bool) -> Tuple[List[str], str]:
+  """(what is wrong with the transform's output for the two probes, what
+  it gave them)."""
+  from transforms.modalities.text import preprocessing as tt  # pylint: disable=import-outside-toplevel
+  problems = []
+  oov = result[tt.OOV_TOKENS].numpy().tolist()
+  if oov[0] != (1 if unigrams else 0):
+    problems.append(f'an unknown word counted {oov[0]} unknown tokens')
+  expected = list(range(1, len(known) + 1))
+  if text['output'] == 'ids':
+    more, detail = _token_id_problems(result[tt.TOKEN_IDS], text, known,
+                                      expected, unigrams)
+  else:
+    more, detail = _term_problems(result[tt.TERM_IDS],
+                                  result[tt.TERM_WEIGHTS], known, expected)
+  return problems + more, detail
+
+
+def _token_id_problems(token_ids, text: dict, known: List[str],
+                       expected: List[int], unigrams: bool
+                       ) -> Tuple[List[str], str]:
+  """(what is wrong with the probes' token ids, what they got): the
+  unknown word gets an OOV id and padding, the known words `expected`."""
+  vocab = text['vocabulary']
+  first_oov, buckets = vocab['size'] + 1, vocab['oov_buckets']
+  ids = np.asarray(token_ids.numpy()).tolist()
+  problems = []
+  if len(ids[0]) != text['max_tokens']:
+    problems.append(f'{len(ids[0])} ids per document, not '
+                    f'{text["max_tokens"]}')
+  if unigrams and buckets and not first_oov <= ids[0][0] < (
+      first_oov + buckets):
+    problems.append(f'the unknown word got id {ids[0][0]}, not an OOV id '
+                    f'from {first_oov}')
+  if any(ids[0][1 if unigrams and buckets else 0:]):
+    problems.append('no padding after the unknown word')
+  if ids[1][:len(known)] != expected:
+    problems.append(f'{known} got ids {ids[1][:len(known)]}, not '
+                    f'{expected}')
+  return problems, f'unknown word -> {ids[0][:2]}, {known} -> {ids[1][:4]}'
+
+
+def _term_problems(term_ids, term_weights, known: List[str],
+                   expected: List[int]) -> Tuple[List[str], str]:
+  """(what is wrong with the known words' term ids, what they got): the
+  ids `expected` are among them."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  terms = tf.sparse.to_dense(term_ids).numpy()
+  weights = tf.sparse.to_dense(term_weights).numpy()
+  got = set(terms[1][weights[1] > 0].tolist())
+  problems = []
+  if not set(expected) <= got:
+    problems.append(f'{known} did not give term ids {expected} ({sorted(got)})')
+  return problems, f'{known} -> term ids {sorted(got)}'
+
+
+def supervised_feature(manifest: dict):
+  """The token ids, or for bag-of-words and tf-idf the term ids and
+  weights (sparse) as a dict."""
+  if 'token_ids' in manifest['feature_spec']:
+    return 'token_ids'
+  return _terms
+
+
+def _terms(features: dict) -> dict:
+  return {k: features[k] for k in ('term_ids', 'term_weights')}
+
+
+def read_transform(output: str, manifest: dict):
+  """None: token and term ids are stored transformed."""
+  del output, manifest
+  return None
