@@ -18,11 +18,15 @@ from transforms.modalities.image import preprocessing as normalize
 from transforms.modalities.image import processing as images
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
+from transforms.validation import report as report_lib
 
 # Features whose statistics are kept per channel here, not as a whole.
 _OWN_STATS = frozenset({schema.IMAGE})
 # Sample images in the report are thumbnails at most this wide and high.
 THUMBNAIL = 64
+# Tolerance between the manifest's normalization statistics and the ones
+# recomputed from the stored (JPEG-compressed) training images.
+STATS_TOLERANCE = 0.02
 
 
 def channel_names(channels: int) -> List[str]:
@@ -97,6 +101,49 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
     stats.add_channel_sums('image', channel_names(c), h * w,
                            channels.min(axis=1), channels.max(axis=1), sums,
                            squares)
+
+
+# ------------------------------------------------------------ dataset --
+
+
+def dataset_checks(manifest: dict, by_split: Dict[str, List[dict]]
+                   ) -> List[dict]:
+  """Every input became an example or a dead letter; zscore statistics
+  reproduce from the stored training images.
+
+  Args:
+    manifest: The manifest.
+    by_split: Split -> its shards' check_shard results.
+
+  Returns:
+    The check entries, each {'check', 'status', 'detail'}.
+  """
+  return (report_lib.examples_add_up(manifest) +
+          _statistics_reproduce(manifest, by_split))
+
+
+def _statistics_reproduce(manifest: dict, by_split: Dict[str, List[dict]]
+                          ) -> List[dict]:
+  """The zscore mean and std recomputed from the decoded training images
+  match the manifest's (when train was not oversampled or undersampled,
+  which would change them)."""
+  norm = manifest['normalization']
+  train = [r for r in by_split.get('train', []) if r['pixels']]
+  train_info = manifest['splits'].get('train', {})
+  if not (norm['method'] == 'zscore' and norm.get('mean') and train and
+          train_info.get('rebalance') in ('none', 'weight')):
+    return []
+  pixels = sum(r['pixels'] for r in train)
+  sums = np.sum([r['channel_sum'] for r in train], axis=0)
+  squares = np.sum([r['channel_sum_squares'] for r in train], axis=0)
+  mean, std = images.zscore_from_sums(sums, squares, pixels)
+  diff = max(np.max(np.abs(mean - norm['mean'])),
+             np.max(np.abs(std - norm['std'])))
+  return [report_lib.entry(
+      'normalization statistics reproduce', diff <= STATS_TOLERANCE,
+      f'mean {np.round(mean, 4).tolist()} std {np.round(std, 4).tolist()} '
+      'recomputed from the stored train images; largest difference from '
+      f'the manifest {diff:.4f} (tolerance {STATS_TOLERANCE})')]
 
 
 # ------------------------------------------------------------- report --

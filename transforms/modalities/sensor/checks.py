@@ -12,6 +12,7 @@ import numpy as np
 
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
+from transforms.validation import report as report_lib
 
 # Features whose statistics are kept per channel here, not as a whole.
 _OWN_STATS = frozenset({'values'})
@@ -64,6 +65,55 @@ def _check_sensor_values(values: Dict[str, list], manifest: dict) -> None:
   if 'start_time' in values and values['start_time'][0] > values[
       'end_time'][0]:
     raise ValueError('start_time is after end_time')
+
+
+# ------------------------------------------------------------ dataset --
+
+
+def dataset_checks(manifest: dict, by_split: Dict[str, List[dict]]
+                   ) -> List[dict]:
+  """Every row read was used, dropped or dead-lettered; in window mode,
+  every window the entities' row counts allow was formed.
+
+  Args:
+    manifest: The manifest.
+    by_split: Split -> its shards' check_shard results (not used).
+
+  Returns:
+    The check entries, each {'check', 'status', 'detail'}.
+  """
+  del by_split
+  checks = [_rows_add_up(manifest)]
+  if manifest['sensor']['mode'] == 'window':
+    checks.append(_windows_formed(manifest))
+  return checks
+
+
+def _rows_add_up(manifest: dict) -> dict:
+  totals = manifest['totals']
+  splits = manifest['splits'].values()
+  used = sum(s['rows_used'] for s in splits)
+  dropped = sum(s['rows_dropped'] for s in splits)
+  ok = all(
+      s['inputs'] == s['rows_used'] + s['rows_dropped'] + s['dead_lettered']
+      for s in splits) and totals['inputs'] == used + dropped + totals[
+          'dead_lettered']
+  return report_lib.entry(
+      'rows read = rows used + dropped + dead letters', ok,
+      f'{totals["inputs"]} rows read, {used} used, {dropped} dropped for '
+      f'missing values, {totals["dead_lettered"]} dead-lettered')
+
+
+def _windows_formed(manifest: dict) -> dict:
+  w = manifest['sensor']['windows']
+  kept = manifest['totals']['examples']
+  return report_lib.entry(
+      'every window of every entity was formed',
+      w['expected'] == w['formed'] and kept == w['formed'] - w[
+          'crossing_time_cutoff'],
+      f'{w["expected"]} windows follow from the entities\' row counts; '
+      f'{w["formed"]} formed, {w["crossing_time_cutoff"]} crossed a time '
+      f'cut-off, {kept} kept')
 
 
 # ------------------------------------------------------------- report --

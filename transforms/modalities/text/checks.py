@@ -12,6 +12,7 @@ import numpy as np
 
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
+from transforms.validation import report as report_lib
 
 # Ids are not quantities: their statistics are the OOV share and lengths.
 _OWN_STATS = frozenset({'token_ids', 'term_ids', 'term_weights'})
@@ -110,6 +111,24 @@ def _add_stats(stats, values: Dict[str, list], manifest: dict) -> None:
   tokens = int(values['num_tokens'][0])
   stats.count_in_bin('num_tokens', tokens,
                      max(manifest['text']['max_tokens'], 1))
+
+
+# ------------------------------------------------------------ dataset --
+
+
+def dataset_checks(manifest: dict, by_split: Dict[str, List[dict]]
+                   ) -> List[dict]:
+  """Every input became an example or a dead letter.
+
+  Args:
+    manifest: The manifest.
+    by_split: Split -> its shards' check_shard results (not used).
+
+  Returns:
+    The check entries, each {'check', 'status', 'detail'}.
+  """
+  del by_split
+  return report_lib.examples_add_up(manifest)
 
 
 # ------------------------------------------------------------- report --
