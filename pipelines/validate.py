@@ -37,6 +37,7 @@ from pipelines import reader
 from transforms.validation import html_report
 from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import report as report_lib
 from transforms.validation import shard_checks as validation
 
 REPORT = 'validation_report.json'
@@ -87,7 +88,7 @@ def _repeated(kv):
 
 def _write_report(results, output, manifest, extra, report_path, content,
                   thresholds):
-  report = validation.build_report(
+  report = report_lib.build_report(
       manifest, results, extra_files=extra,
       transform_check=reader.check_transform(output, manifest),
       content=content, thresholds=thresholds)

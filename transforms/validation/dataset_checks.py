@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import math
 import statistics
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Collection, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
@@ -141,58 +141,31 @@ class FeatureStats:
       s[_SQUARES] += float(squares[i])
 
 
-def channel_names(channels: int) -> List[str]:
-  return ['grey'] if channels == 1 else ['red', 'green', 'blue'][:channels]
-
-
 def add_record_stats(stats: FeatureStats, values: Dict, manifest: dict,
-                     pixels: Optional[np.ndarray] = None) -> None:
-  """The statistics one record contributes.
+                     own: Collection[str] = ()) -> None:
+  """The statistics of a record's plain features.
+
+  Every feature of the spec counts as missing when the record has no value
+  for it; the numeric features that are not the label or the id add their
+  values. A modality adds the rest itself (see its checks.py), such as
+  per-channel statistics of the features it names in `own`.
 
   Args:
     stats: The shard's accumulator.
     values: Feature name -> the record's value list.
     manifest: The dataset's manifest.
-    pixels: For images whose per-channel totals the caller does not add
-      itself (with add_channel_sums), the pixels [h, w, c].
+    own: Features whose values the modality summarizes itself.
   """
-  spec = manifest['feature_spec']
-  modality = manifest.get('modality', 'image')
-  for key, entry in spec.items():
+  for key, entry in manifest['feature_spec'].items():
     vals = values.get(key)
     if vals is None or len(vals) == 0:
       stats.add_missing(key)
       continue
     if key in (schema.LABEL, schema.ID, schema.LABEL_TEXT):
       continue
-    if entry['dtype'] == 'string':
+    if entry['dtype'] == 'string' or key in own:
       continue
-    if key == schema.IMAGE or (modality == 'sensor' and key == 'values'):
-      continue  # per channel below
-    if modality == 'text' and key in ('token_ids', 'term_ids',
-                                      'term_weights'):
-      continue  # ids are not quantities; lengths and OOV below
     stats.add(key, vals)
-  if pixels is not None:
-    c = pixels.shape[-1]
-    stats.add_channels('image', pixels.reshape(-1, c), channel_names(c))
-  if modality == 'sensor' and 'values' in values:
-    channels = manifest['sensor']['channels']
-    arr = np.asarray(values['values'], np.float64).reshape(-1, len(channels))
-    stats.add_channels('values', arr, channels)
-  if modality == 'text':
-    first_oov = manifest['text']['vocabulary']['first_oov_id']
-    if 'token_ids' in values:
-      length = int(values['length'][0])
-      ids = np.asarray(values['token_ids'][:length], np.int64)
-    else:
-      ids = np.asarray(values['term_ids'], np.int64)
-    # OOV share of the record's tokens, as a per-record statistic.
-    stats.add('oov_share', [float((ids >= first_oov).mean()) if ids.size
-                            else 0.0])
-    tokens = int(values['num_tokens'][0])
-    stats.count_in_bin('num_tokens', tokens,
-                       max(manifest['text']['max_tokens'], 1))
 
 
 def merge_hists(parts: Iterable[Dict[str, list]]) -> Dict[str, list]:
@@ -335,16 +308,6 @@ def _keep_first(kept: List[dict], entry: dict) -> None:
   does not depend on the order groups arrive in)."""
   bisect.insort(kept, entry, key=lambda x: x['content'])
   del kept[MAX_LISTED:]
-
-
-def has_oov(values: Dict, manifest: dict) -> bool:
-  """Whether a text record holds an out-of-vocabulary id."""
-  first_oov = manifest['text']['vocabulary']['first_oov_id']
-  if 'token_ids' in values:
-    ids = values['token_ids'][:int(values['length'][0])]
-  else:
-    ids = values['term_ids']
-  return any(i >= first_oov for i in ids)
 
 
 def content_findings(

@@ -1,17 +1,21 @@
 """The validation report as one self-contained HTML page.
 
 Verdict first, then what failed or warned, class histograms per split
-(before and after rebalancing), sample images per class (images), token
-count histograms (text), per-channel statistics and sample windows
-(sensor), per-feature statistics with their drift from the training split,
+(before and after rebalancing), the modality's own sections (its
+`html_sections`: sample images per class, token count histograms, sample
+windows), per-feature statistics with their drift from the training split,
 a shard-size chart and every check. Charts are inline SVG and images are
 embedded as data: URLs; the page loads nothing from anywhere, so it opens
 offline and can be mailed or archived as one file.
+
+The chart helpers and `escape` are public for the modalities' sections.
 """
 
 import html
 import json
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from transforms import modalities
 
 _COLORS = ('#3465a4', '#f57900', '#4e9a06', '#cc0000', '#75507b', '#c4a000',
            '#06989a', '#8f5902')
@@ -64,8 +68,12 @@ _SCRIPT = """
 """
 
 
-def _e(text) -> str:
+def escape(text) -> str:
+  """`text` (any value) as HTML text or attribute value."""
   return html.escape(str(text), quote=True)
+
+
+_e = escape  # the short name the page code below uses
 
 
 def _num(x, digits: int = 4) -> str:
@@ -175,54 +183,21 @@ def _class_section(report: dict) -> str:
           + '</div>')
 
 
-def _samples_section(report: dict) -> str:
+def sample_split(report: dict) -> Tuple[Optional[str], Dict[str, list]]:
+  """(the split whose samples the report shows, its samples by label):
+  train, else the first split."""
   split = 'train' if 'train' in report['splits'] else next(
       iter(report['splits']), None)
   samples = report['splits'].get(split, {}).get('samples', {}) if split else {}
-  if report.get('modality') == 'image':
-    rows = []
-    for label, items in samples.items():
-      figs = ''.join(
-          f'<figure><img alt="{_e(x["id"])}" width="64" '
-          f'src="data:image/jpeg;base64,{x["jpeg_base64"]}">'
-          f'<figcaption>{_e(x["id"].rsplit("/", 1)[-1])}</figcaption>'
-          '</figure>' for x in items if 'jpeg_base64' in x)
-      rows.append(f'<h3>{_e(label)}</h3><div class="grid">{figs}</div>')
-    return (f'<h2>Sample images per class ({_e(split)})</h2>' + ''.join(rows)
-            if rows else '')
-  if report.get('modality') == 'sensor':
-    charts = [line_chart(f'{label}: {x["id"]}', x['channels'], x['values'])
-              for label, items in samples.items() for x in items[:2]
-              if 'values' in x]
-    return (f'<h2>Sample windows ({_e(split)}, normalized values)</h2>'
-            f'<div class="charts">{"".join(charts)}</div>' if charts else '')
-  return ''
+  return split, samples
 
 
-def _token_section(report: dict, manifest: Optional[dict]) -> str:
-  if report.get('modality') != 'text':
+def _modality_sections(report: dict, manifest: Optional[dict]) -> str:
+  """The sections of the modality the report names, if it is one."""
+  name = report.get('modality')
+  if name not in modalities.names():
     return ''
-  top = (manifest or {}).get('text', {}).get('max_tokens')
-  charts = []
-  for split, s in report['splits'].items():
-    hist = s.get('histograms', {}).get('num_tokens')
-    if not hist:
-      continue
-    n = len(hist)
-    if top:
-      labels = [f'{int(i * top / n)}-{int((i + 1) * top / n) - 1}'
-                for i in range(n)]
-      labels[-1] = f'{int((n - 1) * top / n)}+'
-    else:
-      labels = [str(i) for i in range(n)]
-    oov = s['statistics'].get('oov_share', {}).get('mean')
-    title = (f'{split}: tokens per text' +
-             (f' (mean OOV share {oov:.3f})' if oov is not None else ''))
-    charts.append(bar_chart(title, labels, [('texts', hist)], width=420,
-                            bar_height=12))
-  return ('<h2>Token counts</h2><p class="small">The last bin also holds '
-          'texts longer than --max_tokens (they were cut).</p>'
-          f'<div class="charts">{"".join(charts)}</div>' if charts else '')
+  return modalities.get(name).html_sections(report, manifest)
 
 
 def _stats_section(report: dict) -> str:
@@ -287,8 +262,8 @@ def render(report: dict, manifest: Optional[dict] = None) -> str:
     problems += '<h2>Warnings</h2>' + _checks_table(warned)
   body = ''.join([
       f'<h1>Validation of {_e(report.get("dataset"))}</h1>', head, meta,
-      problems, _class_section(report), _samples_section(report),
-      _token_section(report, manifest), _stats_section(report),
+      problems, _class_section(report), _modality_sections(report, manifest),
+      _stats_section(report),
       _shard_section(report), '<h2>All checks</h2>',
       _checks_table(report['checks'])])
   title = f'{verdict.upper()}: validation of {report.get("dataset")}'

@@ -1,0 +1,247 @@
+"""The sensor modality's side of reading a published dataset back.
+
+The validation pipeline and the reader call these through the plug-in (see
+transforms/modalities/base.py). Records hold the normalized values of one
+row or one window of rows ('values', [rows, channels] flattened), with
+optional bucket ids and the times they cover.
+"""
+
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import html_report
+from transforms.validation import report as report_lib
+
+# Features whose statistics are kept per channel here, not as a whole.
+_OWN_STATS = frozenset({'values'})
+# Sample windows in the report are cut to this many rows and channels.
+MAX_ROWS = 400
+MAX_CHANNELS = 8
+
+
+# ------------------------------------------------------------ records --
+
+
+def check_values(values: Dict[str, list], manifest: dict, out: dict,
+                 stats) -> None:
+  """Checks a record's values, buckets and times; adds its statistics.
+
+  Sets out['values'] (for the report's sample windows).
+
+  Args:
+    values: Feature name -> the record's values.
+    manifest: The dataset's manifest.
+    out: The record's summary, completed here.
+    stats: The shard's FeatureStats, or None.
+
+  Raises:
+    ValueError: The record is wrong; the message says how.
+  """
+  _check_sensor_values(values, manifest)
+  out['values'] = values['values']
+  if stats is not None:
+    quality_checks.add_record_stats(stats, values, manifest, _OWN_STATS)
+    if 'values' in values:
+      channels = manifest['sensor']['channels']
+      arr = np.asarray(values['values'], np.float64).reshape(
+          -1, len(channels))
+      stats.add_channels('values', arr, channels)
+
+
+def _check_sensor_values(values: Dict[str, list], manifest: dict) -> None:
+  """Stored sensor values are finite; buckets and times are in range."""
+  arr = np.asarray(values['values'], np.float32)
+  if not np.all(np.isfinite(arr)):
+    raise ValueError(f'values hold {int((~np.isfinite(arr)).sum())} NaN or '
+                     'infinite numbers')
+  buckets = manifest['sensor'].get('bucketize') or 0
+  if buckets and 'buckets' in values:
+    b = np.asarray(values['buckets'])
+    if b.min() < 0 or b.max() >= buckets:
+      raise ValueError(f'bucket ids [{b.min()}, {b.max()}] are outside '
+                       f'0..{buckets - 1}')
+  if 'start_time' in values and values['start_time'][0] > values[
+      'end_time'][0]:
+    raise ValueError('start_time is after end_time')
+
+
+# ------------------------------------------------------------ dataset --
+
+
+def dataset_checks(manifest: dict, by_split: Dict[str, List[dict]]
+                   ) -> List[dict]:
+  """Every row read was used, dropped or dead-lettered; in window mode,
+  every window the entities' row counts allow was formed.
+
+  Args:
+    manifest: The manifest.
+    by_split: Split -> its shards' check_shard results (not used).
+
+  Returns:
+    The check entries, each {'check', 'status', 'detail'}.
+  """
+  del by_split
+  checks = [_rows_add_up(manifest)]
+  if manifest['sensor']['mode'] == 'window':
+    checks.append(_windows_formed(manifest))
+  return checks
+
+
+def _rows_add_up(manifest: dict) -> dict:
+  totals = manifest['totals']
+  splits = manifest['splits'].values()
+  used = sum(s['rows_used'] for s in splits)
+  dropped = sum(s['rows_dropped'] for s in splits)
+  ok = all(
+      s['inputs'] == s['rows_used'] + s['rows_dropped'] + s['dead_lettered']
+      for s in splits) and totals['inputs'] == used + dropped + totals[
+          'dead_lettered']
+  return report_lib.entry(
+      'rows read = rows used + dropped + dead letters', ok,
+      f'{totals["inputs"]} rows read, {used} used, {dropped} dropped for '
+      f'missing values, {totals["dead_lettered"]} dead-lettered')
+
+
+def _windows_formed(manifest: dict) -> dict:
+  w = manifest['sensor']['windows']
+  kept = manifest['totals']['examples']
+  return report_lib.entry(
+      'every window of every entity was formed',
+      w['expected'] == w['formed'] and kept == w['formed'] - w[
+          'crossing_time_cutoff'],
+      f'{w["expected"]} windows follow from the entities\' row counts; '
+      f'{w["formed"]} formed, {w["crossing_time_cutoff"]} crossed a time '
+      f'cut-off, {kept} kept')
+
+
+# ------------------------------------------------------------- report --
+
+
+def report_sample(info: dict, manifest: dict) -> dict:
+  """A sample of the record `info` summarizes: its id, channels and
+  values (rounded, cut to MAX_ROWS rows and MAX_CHANNELS channels)."""
+  if info.get('values') is None:
+    return {'id': info['id']}
+  channels = manifest['sensor']['channels']
+  arr = np.asarray(info['values'], np.float64).reshape(-1, len(channels))
+  return {'id': info['id'], 'channels': channels[:MAX_CHANNELS],
+          'values': np.round(arr[:MAX_ROWS, :MAX_CHANNELS], 4).tolist()}
+
+
+def html_sections(report: dict, manifest) -> str:
+  """The report's charts of sample windows, two per class (of the train
+  split, or of the first split without one)."""
+  del manifest
+  split, samples = html_report.sample_split(report)
+  charts = [html_report.line_chart(f'{label}: {x["id"]}', x['channels'],
+                                   x['values'])
+            for label, items in samples.items() for x in items[:2]
+            if 'values' in x]
+  return (f'<h2>Sample windows ({html_report.escape(split)}, normalized '
+          f'values)</h2><div class="charts">{"".join(charts)}</div>'
+          if charts else '')
+
+
+# ------------------------------------------------------------- reading --
+
+
+def check_transform(output: str, manifest: dict) -> dict:
+  """Feeds the exported transform probe values built from the manifest's
+  training statistics and checks what comes out.
+
+  zscore: mean -> 0 and mean + std -> 1; minmax: min -> 0 and max -> 1;
+  none: unchanged. With --missing impute, NaN -> what the mean becomes.
+
+  Returns:
+    {'ok': bool, 'detail': str}.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
+  sensor, norm = manifest['sensor'], manifest['normalization']
+  stats = norm.get('per_channel') or {}
+  channels = sensor['channels']
+  if not stats:
+    return {'ok': False, 'detail': 'the manifest has no training statistics'}
+  col = lambda k: np.array([stats[c][k] for c in channels], np.float64)
+  method = norm['method']
+  probes, expected = _probes(method, col, len(channels),
+                             sensor['missing'] == 'impute')
+  shape = [len(probes)] + sensor['value_shape']
+  # Every row of a window gets the probe (rows mode: the probe itself).
+  batch = np.stack([np.broadcast_to(p, sensor['value_shape'])
+                    for p in probes]).astype(np.float32)
+  try:
+    layer = tft.TFTransformOutput(output).transform_features_layer()
+    out = layer({'values': tf.constant(batch)})['values'].numpy()
+  except Exception as e:  # pylint: disable=broad-except
+    return {'ok': False, 'detail': f'the transform does not load or run: '
+                                   f'{type(e).__name__}: {e}'}
+  if list(out.shape) != shape:
+    return {'ok': False, 'detail': f'transform output shape '
+                                   f'{list(out.shape)}, expected {shape}'}
+  want = np.stack([np.broadcast_to(e, sensor['value_shape'])
+                   for e in expected])
+  # The transform reads float32: allow a few float32 steps of the probe,
+  # measured in units of the scale it is divided by.
+  denom = _scale(method, col, len(channels))
+  tol = 1e-3 + 4 * np.finfo(np.float32).eps * np.nan_to_num(
+      np.abs(batch)) / np.broadcast_to(denom, batch.shape)
+  diff = np.abs(out - want) - tol
+  worst = float(np.max(diff))
+  return {'ok': bool(worst < 1e-3),
+          'detail': f'{method} transform of probes built from the '
+                    f'manifest\'s statistics; largest difference from the '
+                    f'expected output {max(worst, 0.0):.2e}'}
+
+
+def _probes(method: str, col, n: int, impute: bool
+            ) -> Tuple[List[np.ndarray], List[np.ndarray]]:
+  """(probe rows, the rows the transform must make of them), from the
+  training statistics `col(name)` of the n channels."""
+  if method == 'zscore':
+    mean, std = col('mean'), col('std')
+    probes = [mean, mean + np.where(std > 0, std, 1.0)]
+    expected = [np.zeros(n), np.ones(n)]
+  elif method == 'minmax':
+    low, high = col('min'), col('max')
+    probes = [low, np.where(high > low, high, low + 1.0)]
+    expected = [np.zeros(n), np.ones(n)]
+  else:
+    probes = [col('mean'), col('mean') + 1.0]
+    expected = list(probes)
+  if impute:
+    probes.append(np.full(n, np.nan))
+    mean = col('mean')
+    if method == 'zscore':
+      expected.append(np.zeros(n))
+    elif method == 'minmax':
+      span = col('max') - col('min')
+      expected.append((mean - col('min')) / np.where(span > 0, span, 1.0))
+    else:
+      expected.append(mean)
+  return probes, expected
+
+
+def _scale(method: str, col, n: int) -> np.ndarray:
+  """What the transform divides each channel by (1 where that is 0)."""
+  if method == 'zscore':
+    denom = col('std')
+  elif method == 'minmax':
+    denom = col('max') - col('min')
+  else:
+    denom = np.ones(n)
+  return np.where(denom > 0, denom, 1.0)
+
+
+def supervised_feature(manifest: dict) -> str:
+  """The normalized values."""
+  del manifest
+  return 'values'
+
+
+def read_transform(output: str, manifest: dict):
+  """None: the values are stored normalized."""
+  del output, manifest
+  return None

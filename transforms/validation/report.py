@@ -1,0 +1,334 @@
+"""The validation report: the shards' results compared with the manifest,
+and the dataset checked as a whole.
+
+`build_report` gathers the results of `shard_checks.check_shard` per split
+and applies the checks of CHECKS in order. Each is a small function of the
+gathered inputs (`ReportInputs`) that returns its entries, each
+{'check', 'status', 'detail'} with status 'pass', 'warn' or 'fail'. The
+modality that wrote the dataset adds its own (its `dataset_checks`, which
+may use `entry` and `examples_add_up` from here).
+"""
+
+import dataclasses
+import math
+from typing import Callable, Dict, List, Optional, Sequence
+
+from transforms import modalities
+from transforms.output import shards as sinks
+from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import report_samples
+
+
+def entry(name: str, ok: bool, detail: str, problem: str = 'fail') -> dict:
+  """A check entry: 'pass' when `ok`, else `problem` ('fail' or 'warn')."""
+  return {'check': name, 'status': 'pass' if ok else problem,
+          'detail': detail}
+
+
+def _leveled(name: str, warnings: List[str], failures: List[str],
+             passed: str) -> dict:
+  """A check entry that fails on `failures`, else warns on `warnings`."""
+  status = 'fail' if failures else 'warn' if warnings else 'pass'
+  return {'check': name, 'status': status,
+          'detail': '; '.join(failures + warnings) or passed}
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportInputs:
+  """What the checks of a report look at.
+
+  Attributes:
+    manifest: The manifest.
+    results: check_shard results of every shard in the manifest.
+    by_split: The same results by split.
+    splits: The report's summary of each split (the drift checks add their
+      measures to it).
+    extra_files: Shard-like files the manifest does not list, or None when
+      not looked for.
+    transform_check: Result of checking the exported transform, if run.
+    content: quality_checks.content_findings of all records, if computed.
+    thresholds: When drift, shard and record sizes warn or fail.
+  """
+  manifest: dict
+  results: List[dict]
+  by_split: Dict[str, List[dict]]
+  splits: Dict[str, dict]
+  extra_files: Optional[List[str]]
+  transform_check: Optional[dict]
+  content: Optional[dict]
+  thresholds: quality_checks.Thresholds
+
+
+def _split_summary(info: dict, results: List[dict]) -> dict:
+  """A split's totals recomputed from its shards' results."""
+  counts: Dict[str, int] = {}
+  for r in results:
+    for k, v in r['class_counts'].items():
+      counts[k] = counts.get(k, 0) + v
+  return {
+      'records': sum(r['records'] for r in results),
+      'bad_records': sum(r['bad_records'] for r in results),
+      'class_counts': dict(sorted(counts.items())),
+      'class_counts_before_rebalance': info.get(
+          'class_counts_before_rebalance'),
+      'fingerprint': sinks.combine_fingerprints(
+          r['fingerprint'] for r in results),
+      'shards': len(results),
+      'statistics': quality_checks.summarize_stats(
+          quality_checks.merge_stats(r.get('stats', {}) for r in results)),
+      'histograms': quality_checks.merge_hists(
+          r.get('hists', {}) for r in results),
+      'samples': report_samples.merge(r.get('samples', {}) for r in results)}
+
+
+# ------------------------------------------------------------- checks --
+
+
+def _split_checks(run: ReportInputs) -> List[dict]:
+  """Per split: record count, record checks, class counts, fingerprint."""
+  checks = []
+  for split, info in run.manifest['splits'].items():
+    rep = run.splits[split]
+    records, bad, fp = rep['records'], rep['bad_records'], rep['fingerprint']
+    checks += [
+        entry(f'{split}: record count', records == info['records'],
+              f'{records} records read, manifest says {info["records"]}'),
+        entry(f'{split}: records parse and match the spec', bad == 0,
+              f'{bad} of {records} records failed the record checks'),
+        entry(f'{split}: class counts',
+              rep['class_counts'] == info['class_counts'],
+              f'read {rep["class_counts"]}, manifest says '
+              f'{info["class_counts"]}'),
+        entry(f'{split}: fingerprint', fp == info['fingerprint'],
+              f'recomputed {fp}, manifest says {info["fingerprint"]}')]
+  return checks
+
+
+def _shards_check(run: ReportInputs) -> List[dict]:
+  """Every shard is readable, has its records and its checksum."""
+  errors = [e for r in run.results for e in r['shard_errors']]
+  return [entry('shards readable, complete and unchanged', not errors,
+                '; '.join(errors) if errors else
+                f'{len(run.results)} shards read, checksums and counts '
+                'match')]
+
+
+def _unlisted_check(run: ReportInputs) -> List[dict]:
+  """No shard file in the folder that the manifest does not list."""
+  extra = run.extra_files
+  if extra is None:
+    return []
+  return [entry('no unlisted shard files', not extra,
+                ('files not in the manifest: ' + ', '.join(extra))
+                if extra else 'every shard file is in the manifest')]
+
+
+def _modality_checks(run: ReportInputs) -> List[dict]:
+  """The checks of the modality that wrote the dataset."""
+  modality = modalities.of_manifest(run.manifest)
+  return modality.dataset_checks(run.manifest, run.by_split)
+
+
+def _transform_check(run: ReportInputs) -> List[dict]:
+  """The exported transform does what the manifest says (if probed)."""
+  if run.transform_check is None:
+    return []
+  return [entry('exported transform', run.transform_check['ok'],
+                run.transform_check['detail'])]
+
+
+def _shard_health_checks(run: ReportInputs) -> List[dict]:
+  """Per split: no empty, outsized or single-class shards, no records
+  too large."""
+  checks = []
+  for split in run.manifest['splits']:
+    warnings, failures = quality_checks.shard_health(
+        run.by_split.get(split, []), run.splits[split]['class_counts'],
+        run.thresholds.record_warn_bytes)
+    checks.append(_leveled(
+        f'{split}: shard health', warnings, failures,
+        'no empty shards, no size outliers, no oversized records, no '
+        'single-class shards'))
+  return checks
+
+
+def _listed_ids(leaks: List[dict]) -> str:
+  """The ids of the first five contents, per split."""
+  return '; '.join(
+      ' vs '.join(f'{split} {", ".join(ids)}' for split, ids in
+                  leak['ids'].items()) for leak in leaks[:5])
+
+
+def _content_checks(run: ReportInputs) -> List[dict]:
+  """No content in two splits (leakage), no copies inside a split."""
+  content = run.content
+  if content is None:
+    return []
+  checks = [entry(
+      'no example content in two splits (leakage)',
+      not content['leaked_contents'],
+      f'{content["leaked_contents"]} contents ({content["leaked_records"]} '
+      'records) occur in more than one split, e.g. '
+      f'{_listed_ids(content["leaks"])}' if content['leaked_contents'] else
+      'every content hash occurs in one split only')]
+  if content.get('possible_leaks'):
+    checks.append({
+        'check': 'texts with unknown words in two splits (possible leakage)',
+        'status': 'warn',
+        'detail': f'{content["possible_leaks"]} token sequences with '
+                  'out-of-vocabulary ids occur in more than one split; '
+                  'unknown words share ids, so the texts may differ, e.g. '
+                  f'{_listed_ids(content["possible_leak_examples"])}'})
+  checks.append(_duplicates_check(content['duplicates'], run.manifest))
+  return checks
+
+
+def _duplicates_check(dups: Dict[str, int], manifest: dict) -> dict:
+  """Exact copies inside a split warn (oversampling makes them)."""
+  oversampled = [s for s, info in manifest['splits'].items()
+                 if info.get('rebalance') == 'oversample']
+  detail = ('; '.join(f'{split}: {n} extra copies' for split, n in
+                      dups.items()) +
+            (f' (oversampling copies records in {", ".join(oversampled)} '
+             'on purpose)' if oversampled else '')) if dups else (
+                 'no two records of a split have the same content')
+  return entry('exact duplicates inside a split', not dups, detail,
+               problem='warn')
+
+
+def _drift_status(value: float, warn: Optional[float],
+                  fail: Optional[float]) -> str:
+  if fail is not None and value > fail:
+    return 'fail'
+  if warn is not None and value > warn:
+    return 'warn'
+  return 'pass'
+
+
+def _limits(warn: float, fail: Optional[float]) -> str:
+  return f'warn above {warn}' + (f', fail above {fail}'
+                                 if fail is not None else '')
+
+
+def _drift_checks(run: ReportInputs) -> List[dict]:
+  """Feature and class drift of every split against the training split;
+  each split's summary gets its measures."""
+  train = run.splits.get('train')
+  if not train or not train['records']:
+    return []
+  before = run.manifest['splits'].get('train', {}).get(
+      'class_counts_before_rebalance') or train['class_counts']
+  checks = []
+  for split, rep in run.splits.items():
+    if split == 'train' or not rep['records']:
+      continue
+    checks.append(_feature_drift(split, rep, train, run.thresholds))
+    checks.append(_class_drift(split, rep, before, run.thresholds))
+  return checks
+
+
+def _feature_drift(split: str, rep: dict, train: dict,
+                   th: quality_checks.Thresholds) -> dict:
+  drift = quality_checks.feature_drift(train['statistics'],
+                                       rep['statistics'])
+  rep['feature_drift'] = {k: (None if math.isinf(v) else round(v, 4))
+                          for k, v in sorted(drift.items())}
+  worst = sorted(drift.items(), key=lambda kv: -kv[1])
+  status = max((_drift_status(v, th.feature_drift_warn,
+                              th.feature_drift_fail) for _, v in worst),
+               key=('pass', 'warn', 'fail').index, default='pass')
+  limits = _limits(th.feature_drift_warn, th.feature_drift_fail)
+  shown = ', '.join(f'{k} {v:.2f}' for k, v in worst[:5])
+  return {'check': f'{split}: feature drift from train', 'status': status,
+          'detail': f'standardized mean difference ({limits}); '
+                    f'largest: {shown or "none"}'}
+
+
+def _class_drift(split: str, rep: dict, before: Dict[str, int],
+                 th: quality_checks.Thresholds) -> dict:
+  tvd = quality_checks.class_drift(before, rep['class_counts'])
+  rep['class_drift'] = round(tvd, 4)
+  limits = _limits(th.class_drift_warn, th.class_drift_fail)
+  return {'check': f'{split}: class drift from train',
+          'status': _drift_status(tvd, th.class_drift_warn,
+                                  th.class_drift_fail),
+          'detail': f'total variation distance of class shares '
+                    f'{tvd:.3f} ({limits}; train before rebalancing)'}
+
+
+# The report's checks, in the order it lists them.
+CHECKS: Sequence[Callable[[ReportInputs], List[dict]]] = (
+    _split_checks, _shards_check, _unlisted_check, _modality_checks,
+    _transform_check, _shard_health_checks, _content_checks, _drift_checks)
+
+
+def examples_add_up(manifest: dict) -> List[dict]:
+  """The check that every input became an example or a dead letter, in
+  every split and in total (for modalities with one example per input)."""
+  totals = manifest['totals']
+  ok = all(s['inputs'] == s['examples'] + s['dead_lettered']
+           for s in manifest['splits'].values()) and (
+               totals['inputs'] == totals['examples'] +
+               totals['dead_lettered'])
+  return [entry('inputs = examples + dead letters', ok,
+                f'{totals["inputs"]} inputs, {totals["examples"]} examples, '
+                f'{totals["dead_lettered"]} dead-lettered')]
+
+
+# ------------------------------------------------------------- report --
+
+
+def build_report(manifest: dict, results: List[dict],
+                 extra_files: Optional[List[str]] = None,
+                 transform_check: Optional[dict] = None,
+                 content: Optional[dict] = None,
+                 thresholds: Optional[quality_checks.Thresholds] = None
+                 ) -> dict:
+  """Compares recomputed totals with the manifest and checks the
+  dataset as a whole.
+
+  Args:
+    manifest: The manifest.
+    results: check_shard results of every shard in the manifest.
+    extra_files: Shard-like files in the folder the manifest does not list.
+    transform_check: Result of checking the exported transform, if run.
+    content: quality_checks.content_findings of all records, if computed.
+    thresholds: When drift, shard and record sizes warn or fail.
+
+  Returns:
+    The machine-readable report: {'verdict', 'checks', 'splits', ...};
+    each check's status is 'pass', 'warn' or 'fail', and the verdict is
+    'fail' when any check failed.
+  """
+  th = thresholds or quality_checks.Thresholds()
+  by_split: Dict[str, List[dict]] = {}
+  for r in results:
+    by_split.setdefault(r['split'], []).append(r)
+  splits = {split: _split_summary(info, by_split.get(split, []))
+            for split, info in manifest['splits'].items()}
+  run = ReportInputs(manifest, results, by_split, splits, extra_files,
+                     transform_check, content, th)
+  checks = [c for check in CHECKS for c in check(run)]
+  if th.strict:
+    for c in checks:
+      if c['status'] == 'warn':
+        c['status'] = 'fail'
+  return _assemble(run, checks)
+
+
+def _assemble(run: ReportInputs, checks: List[dict]) -> dict:
+  """The report of `run` with its checks."""
+  manifest = run.manifest
+  verdict = 'pass' if all(c['status'] != 'fail' for c in checks) else 'fail'
+  record_errors = [e for r in run.results for e in r['record_errors']]
+  return {'verdict': verdict, 'dataset': manifest.get('name'),
+          'modality': modalities.of_manifest(manifest).name,
+          'run_id': manifest.get('run_id'), 'checks': checks,
+          'warnings': sum(c['status'] == 'warn' for c in checks),
+          'splits': run.splits, 'record_errors': record_errors[:200],
+          'content': run.content,
+          'thresholds': dataclasses.asdict(run.thresholds),
+          'shards': [{k: r.get(k) for k in (
+              'split', 'file', 'records', 'bad_records', 'readable',
+              'sha256', 'bytes', 'largest_record', 'class_counts')}
+                     for r in run.results]}
