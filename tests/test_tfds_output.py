@@ -19,7 +19,7 @@ import sensorgen
 from pipelines import preprocess
 from pipelines import reader
 from pipelines import validate
-from transforms.core import features as schema
+from transforms.modalities.image import features as schema
 
 TFDS_FILES = ['dataset_info.json', 'features.json', 'label.labels.txt']
 ONE_WORKER = ['--direct_running_mode', 'in_memory', '--direct_num_workers',

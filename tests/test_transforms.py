@@ -16,7 +16,7 @@ from transforms.modalities.image.pipeline import PlanCopies
 from transforms.modalities.image import decode
 from transforms.modalities.image import processing as images
 from transforms.modalities.image import preprocessing as normalize
-from transforms.core import features as schema
+from transforms.modalities.image import features as schema
 from transforms.core import shuffle
 from transforms.output import shards as sinks
 from transforms.modalities.image import inputs as sources

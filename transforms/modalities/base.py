@@ -24,7 +24,7 @@ interface. Methods a modality does not need keep the defaults here.
 """
 
 import importlib
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from transforms.core import flags
 
@@ -106,6 +106,14 @@ class Modality:
       UsageError: The input cannot be used at all; one sentence.
     """
     raise NotImplementedError
+
+  # Features that say which example a record is, not what it holds (left
+  # out of the content hash that finds leaks and duplicates), besides the
+  # id, label and weight every record has.
+  identity_features: FrozenSet[str] = frozenset()
+  # Feature statistics that differ between train and the other splits by
+  # construction (not compared for drift).
+  drift_exempt: FrozenSet[str] = frozenset()
 
   # Its values that FinalizeDataset hands to manifest_section, by name
   # (outputs of its ReadInputs or BuildRecords): True for one value, False

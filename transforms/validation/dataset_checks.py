@@ -22,11 +22,10 @@ from transforms.core import features as schema
 
 # Features that say which example a record is (or how it is weighted or
 # labelled), not what it contains: left out of the content hash, so the
-# same image, window or text under two ids is one content.
+# same image, window or text under two ids is one content. A modality adds
+# its own (its plug-in's identity_features).
 IDENTITY_FEATURES = frozenset({
-    schema.ID, schema.LABEL, schema.LABEL_TEXT, schema.WEIGHT,
-    schema.ORIGINAL_HEIGHT, schema.ORIGINAL_WIDTH, 'entity', 'time',
-    'start_time', 'end_time'})
+    schema.ID, schema.LABEL, schema.LABEL_TEXT, schema.WEIGHT})
 
 # TFRecord frames a record with a 64-bit length, but a tf.train.Example is a
 # protobuf message, and protobuf refuses messages of 2 GiB or more.
@@ -41,15 +40,17 @@ SINGLE_CLASS_PROBABILITY = 1e-3
 MAX_LISTED = 20
 
 
-def record_content_hash(features) -> str:
+def record_content_hash(features, identity=frozenset()) -> str:
   """SHA-256 (first 128 bits, hex) of a record's content features.
 
   Args:
     features: The tf.train.Example's feature map.
+    identity: The modality's identity features, left out besides
+      IDENTITY_FEATURES.
   """
   h = hashlib.sha256()
   for key in sorted(features):
-    if key in IDENTITY_FEATURES:
+    if key in IDENTITY_FEATURES or key in identity:
       continue
     h.update(key.encode('utf-8'))
     h.update(b'\x00')
@@ -206,19 +207,15 @@ def summarize_stats(stats: Dict[str, list]) -> Dict[str, dict]:
   return out
 
 
-# Statistics that differ between train and the others by construction:
-# the vocabulary comes from the training split, so its OOV share is ~0.
-NOT_COMPARED = frozenset({'oov_share'})
-
-
-def feature_drift(train: Dict[str, dict], other: Dict[str, dict]
-                  ) -> Dict[str, float]:
+def feature_drift(train: Dict[str, dict], other: Dict[str, dict],
+                  not_compared=frozenset()) -> Dict[str, float]:
   """Standardized mean difference |mean - train mean| / train std per
   feature both splits have (inf when the training values are constant and
-  the other split's mean differs)."""
+  the other split's mean differs); `not_compared` are the modality's
+  statistics that differ from train by construction."""
   out = {}
   for name, t in train.items():
-    if name in NOT_COMPARED:
+    if name in not_compared:
       continue
     o = other.get(name)
     if not o or t['mean'] is None or o['mean'] is None:

@@ -222,15 +222,17 @@ def _drift_checks(run: ReportInputs) -> List[dict]:
   for split, rep in run.splits.items():
     if split == 'train' or not rep['records']:
       continue
-    checks.append(_feature_drift(split, rep, train, run.thresholds))
+    checks.append(_feature_drift(
+        split, rep, train, run.thresholds,
+        modalities.of_manifest(run.manifest).drift_exempt))
     checks.append(_class_drift(split, rep, before, run.thresholds))
   return checks
 
 
 def _feature_drift(split: str, rep: dict, train: dict,
-                   th: quality_checks.Thresholds) -> dict:
+                   th: quality_checks.Thresholds, exempt) -> dict:
   drift = quality_checks.feature_drift(train['statistics'],
-                                       rep['statistics'])
+                                       rep['statistics'], exempt)
   rep['feature_drift'] = {k: (None if math.isinf(v) else round(v, 4))
                           for k, v in sorted(drift.items())}
   worst = sorted(drift.items(), key=lambda kv: -kv[1])

@@ -13,7 +13,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from transforms.core import features as schema
+from transforms.modalities.image import features as schema
 from transforms.modalities.image import preprocessing as normalize
 from transforms.modalities.image import processing as images
 from transforms.validation import dataset_checks as quality_checks

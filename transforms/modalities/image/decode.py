@@ -8,7 +8,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
-from transforms.core import features as schema
+from transforms.modalities.image import features as schema
 from transforms.core import metrics
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import dead_letter

@@ -11,6 +11,7 @@ class ImageModality(Modality):
   input_help = 'a folder of class folders or a manifest file.'
   normalizations = ('zscore', 'scale', 'none')
   checks_module = 'transforms.modalities.image.checks'
+  identity_features = frozenset({'original_height', 'original_width'})
 
   def add_arguments(self, add) -> None:
     from transforms.modalities.image import options  # pylint: disable=import-outside-toplevel

@@ -26,7 +26,7 @@ from typing import Optional
 import apache_beam as beam
 import numpy as np
 
-from transforms.core import features as schema
+from transforms.modalities.image import features as schema
 from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
 from transforms.core.dead_letters import DEAD
@@ -135,7 +135,7 @@ class ReadImages(beam.PTransform):
     out['analysis'] = train | 'ToAnalysisInput' >> beam.Map(
         normalize.tft_input, with_image=False)
     out['channel_stats'] = train | 'ChannelStats' >> beam.CombineGlobally(
-        normalize.ChannelStatsFn())
+        normalize.PixelStatsFn())
     return out
 
 

@@ -23,7 +23,7 @@ import math
 import apache_beam as beam
 import numpy as np
 
-from transforms.core import features as schema
+from transforms.modalities.image import features as schema
 
 NORMALIZATIONS = ('zscore', 'scale', 'none')
 # Floor under the standard deviation, so a constant channel does not divide
@@ -127,7 +127,7 @@ def tft_input(example: dict, with_image: bool = True) -> dict:
   }
 
 
-class ChannelStatsFn(beam.CombineFn):
+class PixelStatsFn(beam.CombineFn):
   """Exact (float64) per-channel mean and std over examples, for the manifest.
 
   The same quantities tf.Transform computes for the graph; the validation

@@ -6,7 +6,7 @@ come from the one serializer every modality uses (output/example_encoding).
 
 import numpy as np
 
-from transforms.core import features as schema
+from transforms.modalities.image import features as schema
 from transforms.output import example_encoding
 
 

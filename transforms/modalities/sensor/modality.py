@@ -16,6 +16,8 @@ class SensorModality(Modality):
   from_input_refusal = ('--splits from_input is for images; sensor rows are '
                         'split by --split_by hash, entity or time.')
   checks_module = 'transforms.modalities.sensor.checks'
+  identity_features = frozenset({'entity', 'time', 'start_time',
+                                 'end_time'})
 
   def add_arguments(self, add) -> None:
     from transforms.modalities.sensor import options  # pylint: disable=import-outside-toplevel

@@ -16,6 +16,8 @@ class TextModality(Modality):
   from_input_refusal = ('--splits from_input is for images; documents are '
                         'split by a hash of their id.')
   checks_module = 'transforms.modalities.text.checks'
+  # The vocabulary comes from the training split: its OOV share is ~0.
+  drift_exempt = frozenset({'oov_share'})
 
   def add_arguments(self, add) -> None:
     from transforms.modalities.text import options  # pylint: disable=import-outside-toplevel

@@ -1,0 +1,62 @@
+"""The features of an image example, in one place.
+
+The image pipeline writes these features, the manifest records the spec,
+and the validation pipeline and the reader parse with it.
+
+  image           bytes (jpeg/png/uint8 storage) or float list (float32)
+  original_height int64, input height after EXIF orientation
+  original_width  int64, input width after EXIF orientation
+
+and the keys every record has (core/features.py, imported here too):
+label, label_text, id, and weight with --rebalance weight.
+"""
+
+from typing import Any, Dict
+
+# pylint: disable=unused-import
+from transforms.core.features import ID
+from transforms.core.features import LABEL
+from transforms.core.features import LABEL_TEXT
+from transforms.core.features import WEIGHT
+# pylint: enable=unused-import
+
+IMAGE = 'image'
+ORIGINAL_HEIGHT = 'original_height'
+ORIGINAL_WIDTH = 'original_width'
+
+# Inputs of the tf.Transform preprocessing_fn besides IMAGE: per-image
+# channel means of the stored pixels and of their squares (scaled to [0, 1]),
+# computed while decoding so the full-pass analysis needs no second decode.
+CHANNEL_MEAN = 'channel_mean'
+CHANNEL_MEAN_SQUARES = 'channel_mean_squares'
+
+
+def feature_spec(storage: str, height: int, width: int, channels: int,
+                 with_weight: bool) -> Dict[str, Dict[str, Any]]:
+  """The stored features as a JSON-able spec (recorded in the manifest).
+
+  Args:
+    storage: 'jpeg', 'png', 'uint8' or 'float32'.
+    height: Stored image height.
+    width: Stored image width.
+    channels: Stored image channels.
+    with_weight: Whether examples carry a WEIGHT feature.
+
+  Returns:
+    {key: {'dtype': 'string'|'int64'|'float32', 'shape': [...]}}.
+  """
+  if storage == 'float32':
+    image = {'dtype': 'float32', 'shape': [height, width, channels]}
+  else:
+    image = {'dtype': 'string', 'shape': []}
+  spec = {
+      IMAGE: image,
+      LABEL: {'dtype': 'int64', 'shape': []},
+      LABEL_TEXT: {'dtype': 'string', 'shape': []},
+      ID: {'dtype': 'string', 'shape': []},
+      ORIGINAL_HEIGHT: {'dtype': 'int64', 'shape': []},
+      ORIGINAL_WIDTH: {'dtype': 'int64', 'shape': []},
+  }
+  if with_weight:
+    spec[WEIGHT] = {'dtype': 'float32', 'shape': []}
+  return spec
