@@ -115,13 +115,28 @@ def beam_args(args: List[str], env: Mapping[str, str],
     UsageError: Something required is missing or malformed.
   """
   cmd = launch.Command(args, FLAGS, DRY_RUN)
-  own, dry_run, rest = cmd.own, cmd.switch, cmd.rest
-  now = now or datetime.datetime.now(datetime.timezone.utc)
+  dry_run = cmd.switch
   if cmd.given('--runner') and cmd.value('--runner') not in (
       'DataflowRunner', 'dataflow'):
     raise UsageError('run_dataflow.sh submits to Dataflow; leave out '
                      '--runner (use run_local.sh or run_flink.sh for other '
                      'runners).')
+  out = (['--runner', 'DataflowRunner'] + _place(cmd, env) +
+         _storage(cmd, env) + _workers(cmd, env) +
+         _naming(cmd, env, now or datetime.datetime.now(
+             datetime.timezone.utc)))
+  job_file = None
+  if dry_run:
+    job_file = cmd.own.get('--job_file') or DEFAULT_JOB_FILE
+    out += ['--dry_run=True', '--dataflow_job_file', job_file]
+  elif cmd.own.get('--job_file'):
+    out += ['--dataflow_job_file', cmd.own['--job_file']]
+  _check_paths(cmd, dry_run)
+  return cmd.rest + out, dry_run, job_file
+
+
+def _place(cmd: launch.Command, env: Mapping[str, str]) -> List[str]:
+  """--project and --region, checked."""
   project = cmd.require('--project', env, 'a Google Cloud project', _JOB)
   if not _PROJECT.match(project):
     raise UsageError(f'"{project}" is not a Google Cloud project id (6 to '
@@ -131,22 +146,33 @@ def beam_args(args: List[str], env: Mapping[str, str],
   if not _REGION.match(region):
     raise UsageError(f'"{region}" is not a Dataflow region (like '
                      'europe-west1 or us-central1).')
-  out: List[str] = ['--runner', 'DataflowRunner', '--project', project,
-                    '--region', region]
-  if not (cmd.given('--temp_location') and cmd.given('--staging_location')):
-    bucket = cmd.require(
-        '--bucket', env,
-        'a Cloud Storage bucket for temporary and staged files', _JOB)
-    bucket = bucket[len('gs://'):] if bucket.startswith('gs://') else bucket
-    bucket = bucket.rstrip('/')
-    if not _BUCKET.match(bucket):
-      raise UsageError(f'"{bucket}" is not a Cloud Storage bucket name (3 to '
-                       '63 lower-case letters, digits, -, _ or ., starting '
-                       'and ending with a letter or digit).')
-    for flag, folder in (('--temp_location', 'tmp'),
-                         ('--staging_location', 'staging')):
-      if not cmd.given(flag):
-        out += [flag, f'gs://{bucket}/dataflow/{folder}']
+  return ['--project', project, '--region', region]
+
+
+def _storage(cmd: launch.Command, env: Mapping[str, str]) -> List[str]:
+  """Temp and staging locations in the bucket (unless both are given)."""
+  if cmd.given('--temp_location') and cmd.given('--staging_location'):
+    return []
+  bucket = cmd.require(
+      '--bucket', env,
+      'a Cloud Storage bucket for temporary and staged files', _JOB)
+  bucket = bucket[len('gs://'):] if bucket.startswith('gs://') else bucket
+  bucket = bucket.rstrip('/')
+  if not _BUCKET.match(bucket):
+    raise UsageError(f'"{bucket}" is not a Cloud Storage bucket name (3 to '
+                     '63 lower-case letters, digits, -, _ or ., starting '
+                     'and ending with a letter or digit).')
+  out = []
+  for flag, folder in (('--temp_location', 'tmp'),
+                       ('--staging_location', 'staging')):
+    if not cmd.given(flag):
+      out += [flag, f'gs://{bucket}/dataflow/{folder}']
+  return out
+
+
+def _workers(cmd: launch.Command, env: Mapping[str, str]) -> List[str]:
+  """What the workers run and on how many machines of which type."""
+  out = []
   if not (cmd.given('--setup_file') or cmd.given('--sdk_container_image')):
     # With a custom SDK image, the project is expected to be installed in it.
     if not os.path.isfile(SETUP_FILE):
@@ -169,8 +195,8 @@ def beam_args(args: List[str], env: Mapping[str, str],
   else:
     max_workers = launch.positive(cmd.value('--max_num_workers') or '',
                                   '--max_num_workers')
-  if own.get('--num_workers'):
-    num = launch.positive(own['--num_workers'], '--num_workers')
+  if cmd.own.get('--num_workers'):
+    num = launch.positive(cmd.own['--num_workers'], '--num_workers')
     if num > max_workers:
       raise UsageError(f'--num_workers {num} is more than --max_workers '
                        f'{max_workers}.')
@@ -180,11 +206,18 @@ def beam_args(args: List[str], env: Mapping[str, str],
   account = cmd.setting('--service_account', env)
   if account and not cmd.given('--service_account_email'):
     out += ['--service_account_email', account]
+  return out
 
+
+def _naming(cmd: launch.Command, env: Mapping[str, str],
+            now: datetime.datetime) -> List[str]:
+  """The job name (prefix, partition, UTC time) and labels."""
+  out = []
   modality = cmd.value('--modality') or 'image'
   partition = cmd.value('--partition')
   if not cmd.given('--job_name'):
-    prefix = own.get('--job_name') or f'tfrecord-{label_value(modality)}'
+    prefix = cmd.own.get('--job_name') or (
+        f'tfrecord-{label_value(modality)}')
     if not _JOB_NAME.match(prefix):
       raise UsageError(f'the job name "{prefix}" must be lower-case letters, '
                        'digits and hyphens, starting with a letter.')
@@ -195,13 +228,12 @@ def beam_args(args: List[str], env: Mapping[str, str],
   labels.update(parse_labels(cmd.setting('--labels', env) or ''))
   for key, value in labels.items():
     out += ['--labels', f'{key}={value}']
+  return out
 
-  job_file = None
-  if dry_run:
-    job_file = own.get('--job_file') or DEFAULT_JOB_FILE
-    out += ['--dry_run=True', '--dataflow_job_file', job_file]
-  elif own.get('--job_file'):
-    out += ['--dataflow_job_file', own['--job_file']]
+
+def _check_paths(cmd: launch.Command, dry_run: bool) -> None:
+  """A submission needs gs:// input and output; a dry run only notes
+  local ones."""
   for flag in ('--input', '--output'):
     path = cmd.value(flag)
     if path and not path.startswith('gs://'):
@@ -211,7 +243,6 @@ def beam_args(args: List[str], env: Mapping[str, str],
                          'files (a --dry-run accepts local paths).')
       print(f'note: {flag} {path} is local; that is fine for a dry run, '
             'but a submission needs a gs:// path.', file=sys.stderr)
-  return rest + out, dry_run, job_file
 
 
 def _artifacts(proto_pipeline) -> List[dict]:

@@ -113,6 +113,13 @@ def beam_args(args: List[str], env: Mapping[str, str]) -> List[str]:
 
   if cmd.given('--environment_type'):
     return cmd.rest + out  # Beam's own spelling: passed on as given
+  return cmd.rest + out + _environment(cmd, env, master)
+
+
+def _environment(cmd: launch.Command, env: Mapping[str, str],
+                 master: Optional[str]) -> List[str]:
+  """Where the SDK workers run: LOOPBACK (in this process, for a local
+  master), EXTERNAL (a worker pool at an address) or DOCKER."""
   environment = cmd.setting('--environment', env)
   local = _is_local(master) if master else False
   if not environment:
@@ -140,12 +147,12 @@ def beam_args(args: List[str], env: Mapping[str, str]) -> List[str]:
                        'HOST:PORT, the address of the SDK worker pool.')
   else:
     config = config or sdk_image()
-  out += ['--environment_type', environment]
+  out = ['--environment_type', environment]
   if config:
     out += ['--environment_config', config]
   if environment == 'DOCKER' and not cmd.given('--setup_file'):
     out += ['--setup_file', SETUP_FILE]
-  return cmd.rest + out
+  return out
 
 
 def main(argv: Optional[List[str]] = None,
