@@ -22,8 +22,9 @@ import pytest
 import imagegen
 import sensorgen
 from pipelines import preprocess
+import repo
 
-GOLDEN = os.path.join(os.path.dirname(__file__), 'golden',
+GOLDEN = os.path.join(repo.ROOT, 'tests', 'golden',
                       'fingerprints.json')
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
 

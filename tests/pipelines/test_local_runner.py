@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import repo
 
 N = 200_000
 
@@ -61,7 +62,7 @@ CHILD = textwrap.dedent('''
 
 
 def run_child(guard: bool) -> subprocess.CompletedProcess:
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  root = repo.ROOT
   env = dict(os.environ, PYTHONPATH=root, GUARD='1' if guard else '0')
   return subprocess.run([sys.executable, '-c', CHILD, str(N)], env=env,
                         capture_output=True, text=True, timeout=600,

@@ -23,8 +23,9 @@ import sensorgen
 from pipelines import flink
 from pipelines import preprocess
 from pipelines.options import UsageError
+import repo
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = repo.ROOT
 SENSOR = ['--modality', 'sensor', '--timestamp_column', 'time',
           '--entity_column', 'device', '--window_length', '20',
           '--window_stride', '10', '--chunk_rows', '1000']

@@ -16,8 +16,9 @@ from pipelines import options
 from pipelines import preprocess
 from pipelines import reader
 from pipelines import validate
+import repo
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = repo.ROOT
 TEXT = ['--modality', 'text', '--direct_running_mode', 'in_memory',
         '--direct_num_workers', '1']
 

@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
+import repo
 from pipelines import preprocess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = repo.ROOT
 SHARDS = 300
 LIMIT = 128
 

@@ -20,8 +20,9 @@ import imagegen
 import sensorgen
 from pipelines import dataflow
 from pipelines.options import UsageError
+import repo
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = repo.ROOT
 BUCKET = 'tfrecord-pipelines-ci-example-bucket'
 CLOUD = ['--project', 'example-project-123', '--region', 'europe-west1',
          '--bucket', BUCKET]
