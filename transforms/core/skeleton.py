@@ -62,6 +62,25 @@ class Transform(NamedTuple):
   label_ids: Any
 
 
+class ReadInputs(beam.PTransform):
+  """Base of a modality's ReadInputs stage (see the module docstring)."""
+
+  def __init__(self, cfg, plan):
+    super().__init__()
+    self._cfg, self._plan = cfg, plan
+
+
+class BuildRecords(beam.PTransform):
+  """Base of a modality's BuildRecords stage (see the module docstring):
+  built with the run's config, the input plan, the staging folder (where
+  the exported transform is) and the Transform."""
+
+  def __init__(self, cfg, plan, staging: str, transform: Transform):
+    super().__init__()
+    self._cfg, self._plan = cfg, plan
+    self._staging, self._transform = staging, transform
+
+
 def records_key(split: str) -> str:
   """BuildRecords' output key of a split's record lists."""
   return f'records[{split}]'

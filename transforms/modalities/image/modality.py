@@ -45,7 +45,7 @@ class ImageModality(Modality):
 
   def build_records(self, cfg, plan, staging, transform):
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
-    return pipeline.BuildImageRecords(cfg, transform)
+    return pipeline.BuildImageRecords(cfg, plan, staging, transform)
 
   def feature_spec(self, cfg, plan) -> dict:
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel

@@ -21,7 +21,6 @@ decoding, every shard receives examples in a seeded random order, whatever
 the runner does with bundles.
 """
 
-from typing import Optional
 
 import apache_beam as beam
 import numpy as np
@@ -31,6 +30,7 @@ from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import SKIPPED
+from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.modalities.image import inputs as sources
 from transforms.modalities.image import preprocessing as normalize
@@ -78,22 +78,19 @@ def _count_per_key(pcoll, label: str):
   return pcoll | label >> beam.CombinePerKey(sum)
 
 
-class ReadImages(beam.PTransform):
+class ReadImages(skeleton.ReadInputs):
   """Lists, plans, shuffles and decodes the images (see the module
   docstring); returns the skeleton's ReadInputs dict, plus
   'examples[<split>]' (decoded examples, every copy), 'first[<split>]'
   (each input's first copy) and 'channel_stats' (exact training-split
   channel statistics for the manifest)."""
 
-  def __init__(self, cfg, manifest_format: Optional[sources.ManifestFormat]):
-    super().__init__()
-    self._cfg, self._format = cfg, manifest_format
-
   def expand(self, pbegin):
-    cfg = self._cfg
+    # The plan: the manifest file's format, None for folders.
+    cfg, manifest_format = self._cfg, self._plan
     names = cfg.split_names
     listed = pbegin | 'ListInputs' >> sources.ListImageInputs(
-        cfg.input, cfg.splits_from_input, cfg.split_ratios, self._format)
+        cfg.input, cfg.splits_from_input, cfg.split_ratios, manifest_format)
     refs = listed.refs
     # -> InputRef per image
     listed_classes = _count_per_key(
@@ -182,14 +179,10 @@ def _label_counts(examples, split: str, label: str):
           | f'Count{label}[{split}]' >> beam.combiners.Count.PerElement())
 
 
-class BuildImageRecords(beam.PTransform):
+class BuildImageRecords(skeleton.BuildRecords):
   """The skeleton's BuildRecords for images: per split, the examples that
   rebalancing writes, [float32: normalized by the transform], serialized
   one record per list."""
-
-  def __init__(self, cfg, transform):
-    super().__init__()
-    self._cfg, self._transform = cfg, transform
 
   def expand(self, read):
     import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel

@@ -40,6 +40,7 @@ from transforms.core import batches as batch_examples
 from transforms.core import metrics
 from transforms.core import shuffle
 from transforms.core import splits as split_lib
+from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.modalities.sensor import preprocessing as st
 from transforms.sources import tables as tabular
@@ -485,16 +486,12 @@ def manifest_section(cfg, values, splits):
   return section, normalization
 
 
-class ReadRows(beam.PTransform):
+class ReadRows(skeleton.ReadInputs):
   """The statistics pass (see the module docstring); returns the
   skeleton's ReadInputs dict plus 'files', 'counts' ((split, 'inputs' |
   'dead' | 'dropped' | 'used'), rows), 'entity_stats' (entity,
   EntityStats), 'train_stats' (exact channel statistics), 'row_classes'
   and 'columns'."""
-
-  def __init__(self, cfg, plan: SensorInput):
-    super().__init__()
-    self._cfg, self._plan = cfg, plan
 
   def expand(self, pbegin):
     cfg, plan = self._cfg, self._plan
@@ -596,14 +593,9 @@ def _class_counts(read, cfg, normalized):
           | 'CountWindowClasses' >> beam.CombinePerKey(sum))
 
 
-class BuildSensorRecords(beam.PTransform):
+class BuildSensorRecords(skeleton.BuildRecords):
   """The example pass: rows or windows -> the exported transform ->
   [rebalance] -> records, grouped by shuffle bucket, per split."""
-
-  def __init__(self, cfg, plan: SensorInput, staging: str, transform):
-    super().__init__()
-    self._cfg, self._plan = cfg, plan
-    self._staging, self._transform = staging, transform
 
   def expand(self, read):
     cfg, plan, transform = self._cfg, self._plan, self._transform

@@ -29,6 +29,7 @@ from transforms.core import batches as batch_examples
 from transforms.core import metrics
 from transforms.core import shuffle
 from transforms.core import splits as split_lib
+from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.sources import tables as tabular
 from transforms.modalities.text import inputs as text_io
@@ -222,15 +223,11 @@ def _elements(plan: TextInput):
   return [('table', path) for path in plan.files]
 
 
-class ReadDocuments(beam.PTransform):
+class ReadDocuments(skeleton.ReadInputs):
   """The statistics pass (see the module docstring); returns the
   skeleton's ReadInputs dict plus 'elements' (the input files, read again
   by BuildTextRecords), 'counts' ((split, 'inputs'|'used'), documents),
   'classes' ((split, label), documents) and 'input_kind'."""
-
-  def __init__(self, cfg, plan: TextInput):
-    super().__init__()
-    self._cfg, self._plan = cfg, plan
 
   def expand(self, pbegin):
     cfg, plan = self._cfg, self._plan
@@ -254,14 +251,9 @@ class ReadDocuments(beam.PTransform):
     }
 
 
-class BuildTextRecords(beam.PTransform):
+class BuildTextRecords(skeleton.BuildRecords):
   """The example pass: documents in batches -> the exported transform ->
   [rebalance] -> records, grouped by shuffle bucket, per split."""
-
-  def __init__(self, cfg, plan: TextInput, staging: str, transform):
-    super().__init__()
-    self._cfg, self._plan = cfg, plan
-    self._staging, self._transform = staging, transform
 
   def expand(self, read):
     cfg, transform = self._cfg, self._transform
