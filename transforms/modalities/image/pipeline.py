@@ -21,7 +21,6 @@ decoding, every shard receives examples in a seeded random order, whatever
 the runner does with bundles.
 """
 
-
 import apache_beam as beam
 import numpy as np
 
