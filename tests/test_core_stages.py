@@ -176,7 +176,7 @@ def _check_bucket_order(seed, buckets, keys):
   place = [shuffle.position(str(seed), key) for key in keys]
 
   def check(arrivals):
-    runs = []  # (bucket, [values]) in arrival order
+    runs = []  # (bucket, [values], arrival list) in arrival order
     for arrived in arrivals:
       for value in arrived:
         b = shuffle.bucket(place[value], buckets)
