@@ -8,7 +8,8 @@ output/example_encoding.encode builds records.
 
 The Beam stages run in a TestPipeline on the DirectRunner; Plan and encode
 have no Beam in them and are called directly. Expected outputs are computed
-here, from the inputs, without the code under test.
+here from the inputs (the shuffle tests take an element's place from
+shuffle.position, which defines it).
 """
 
 # pylint: disable=import-outside-toplevel
@@ -175,7 +176,7 @@ def _check_bucket_order(seed, buckets, keys):
   place = [shuffle.position(str(seed), key) for key in keys]
 
   def check(arrivals):
-    runs = []  # (bucket, [values]) in arrival order
+    runs = []  # (bucket, [values], arrival list) in arrival order
     for arrived in arrivals:
       for value in arrived:
         b = shuffle.bucket(place[value], buckets)
@@ -395,8 +396,12 @@ def test_write_splits_round_trip_summaries_fingerprints_and_counter(
 
 
 def _zscore_fn(inputs):
+  import tensorflow as tf
   import tensorflow_transform as tft
-  return {'x_z': tft.scale_to_z_score(inputs['x'])}
+  z = tft.scale_to_z_score(inputs['x'])
+  # A sparse output too: per example, [z] where z > 0, else nothing.
+  return {'x_z': z,
+          'x_above': tf.sparse.from_dense(tf.expand_dims(tf.nn.relu(z), 1))}
 
 
 def _graph_inputs(batch, lo, hi):
@@ -435,12 +440,19 @@ def test_apply_transform_runs_the_exported_graph_on_every_batch(tmp_path):
     by_first = {out['id'][0]: out for out in outputs}
     for batch in inputs:
       out = by_first[batch['id'][0]]
-      assert sorted(out) == ['id', 'x', 'x_z']
+      assert sorted(out) == ['id', 'x', 'x_above', 'x_z']
       assert out['id'] == batch['id']
       np.testing.assert_array_equal(out['x'], batch['x'])
+      want = (batch['x'].astype(np.float64) - mean) / std
+      # Dense: an array; sparse: a list of arrays, one per example.
       assert out['x_z'].shape == batch['x'].shape
+      np.testing.assert_allclose(out['x_z'], want, rtol=1e-5, atol=1e-5)
+      assert isinstance(out['x_above'], list)
+      assert len(out['x_above']) == len(want)
+      sizes = [len(v) for v in out['x_above']]
+      assert sizes == [1 if z > 0 else 0 for z in out['x_z'].tolist()]
       np.testing.assert_allclose(
-          out['x_z'], (batch['x'].astype(np.float64) - mean) / std,
+          [v[0] for v in out['x_above'] if len(v)], want[want > 0],
           rtol=1e-5, atol=1e-5)
 
   with TestPipeline() as p:
