@@ -27,11 +27,11 @@ from transforms.output import manifest as manifest_lib
 NAMESPACE = 'tfrecord.image'
 
 
-def _counters(result) -> dict:
+def _counters(result, namespace: str = NAMESPACE) -> dict:
   """{name: committed sum (attempted where committed is not kept)} of the
   namespace's counters."""
   found = result.metrics().query(
-      MetricsFilter().with_namespace(NAMESPACE))['counters']
+      MetricsFilter().with_namespace(namespace))['counters']
   sums = {}
   for c in found:
     try:
@@ -82,3 +82,39 @@ def test_counters_agree_with_the_manifest(tmp_path):
   assert counters['skipped'] == totals['skipped_files']
   assert counters['serialized'] == sum(
       s['serialized'] for s in manifest['splits'].values())
+
+
+def _run_skeleton(argv, tmp_path):
+  """Runs PreprocessDataset in this process; (result, published manifest)."""
+  cfg = options_lib.resolve_config(PipelineOptions(argv))
+  plan = cfg.plugin.check_input(cfg)
+  staging = os.path.join(cfg.output, '.staging-test')
+  os.makedirs(staging)
+  run = {'run_id': 'test', 'started': time.time(),
+         'tft_temp': str(tmp_path / 'tft_tmp')}
+  p = beam.Pipeline(options=PipelineOptions(
+      ['--direct_running_mode', 'in_memory']))
+  _ = p | 'PreprocessDataset' >> skeleton.PreprocessDataset(
+      cfg, run, staging, plan)
+  result = p.run()
+  result.wait_until_finish()
+  with open(os.path.join(cfg.output, manifest_lib.MANIFEST),
+            encoding='utf-8') as f:
+    return result, json.load(f)
+
+
+def test_text_counters_agree_with_the_manifest(tmp_path):
+  rows = ['text,label'] + [f'"word{i % 7} other{i % 3} more",c{i % 3}'
+                           for i in range(120)]
+  rows += [',c0', '"no label here",']  # two dead letters
+  src = tmp_path / 'docs.csv'
+  src.write_text('\n'.join(rows) + '\n', encoding='utf-8')
+  result, manifest = _run_skeleton(
+      ['--modality', 'text', '--input', str(src), '--output',
+       str(tmp_path / 'out'), '--max_bad_fraction', '0.5'], tmp_path)
+  totals = manifest['totals']
+  assert (totals['examples'], totals['dead_lettered']) == (120, 2)
+  counters = _counters(result, 'tfrecord.text')
+  assert counters == {'parsed': totals['examples'],
+                      'dead_lettered': totals['dead_lettered'],
+                      'serialized': totals['records']}
