@@ -2,8 +2,8 @@
 
     python benchmarks/baseline_loop.py --input CORPUS --output OUT.tfrecord
 
-Lists <input>/<label>/<image>, calls transforms.images.process_image with
-ImageConfig() defaults (224x224 fit, JPEG q90) on each file, and writes one
+Lists <input>/<label>/<image>, calls
+transforms.modalities.image.processing.process_image with ImageConfig() defaults (224x224 fit, JPEG q90) on each file, and writes one
 tf.train.Example per image (image bytes, label id, label text) to a single
 file with tf.io.TFRecordWriter. No Beam, no threads, no statistics pass:
 the per-image work our pipeline does, and nothing else.

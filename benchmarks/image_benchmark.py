@@ -11,7 +11,8 @@ with `pipelines.sample_data.generate` and runs, each as its own process
 
   ours  python -m pipelines.preprocess --input CORPUS --output OUT --overwrite
   (a)   benchmarks/baseline_loop.py: single-process loop over
-        transforms.images.process_image, one TFRecordWriter file
+        transforms.modalities.image.processing.process_image, one
+        TFRecordWriter file
   (b)   benchmarks/baseline_tf.py: single-process eager TensorFlow ops
         (decode_image, resize_with_pad, encode_jpeg), one TFRecordWriter file
 

@@ -10,7 +10,7 @@ time, device, label and any number of channel columns):
 1. Reads the whole file with pandas.read_csv and parses `time` to int64
    nanoseconds since the epoch (UTC).
 2. Puts every device in train / validation / test (80/10/10) with
-   transforms.split.assign_split, i.e. by the SHA-256 of its name.
+   transforms.core.splits.assign_split, i.e. by the SHA-256 of its name.
 3. Z-scores every channel with the mean and population standard deviation
    (float64) of the train rows (a standard deviation of 0 counts as 1).
 4. Per device, sorts the rows by time (ties keep file order) and cuts

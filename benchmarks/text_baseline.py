@@ -11,7 +11,7 @@ benchmarks/text_data.py (columns text and label; other columns are ignored):
    quotes and line breaks).
 2. Gives row r (0-based, header not counted) the id '<file name>:<r>' and
    puts it in train / validation / test (80/10/10) with
-   transforms.split.assign_split, i.e. by the SHA-256 of the id.
+   transforms.core.splits.assign_split, i.e. by the SHA-256 of the id.
 3. Tokenizes with text.lower().split() (whitespace; punctuation stays on
    the words) and counts the tokens of the train rows with a Counter; the
    --vocab_size most frequent get the ids 1..V (ties in the order the

@@ -26,7 +26,7 @@ its own: the other benchmarks use the same job names in WORKDIR/logs).
 
 Record counts are checked per split: ours from OUT/manifest.json, the
 baseline from the JSON line it prints, both against the counts that the
-split rule implies (transforms.split.assign_split of '<file name>:<row>'
+split rule implies (transforms.core.splits.assign_split of '<file name>:<row>'
 for every row) and against each other.
 
 Exit codes: 0 done; 1 a command failed (its log tail is printed); 3 every
