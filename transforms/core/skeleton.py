@@ -108,6 +108,7 @@ class PreprocessDataset(beam.PTransform):
     with tft_beam.Context(temp_dir=self._run['tft_temp'],
                           force_tf_compat_v1=False):
       read = pbegin | 'ReadInputs' >> modality.read_inputs(cfg, plan)
+      _require(read, READ_KEYS, modality.name, 'ReadInputs')
       dead_per_split, dead_files = read['dead'] | 'WriteDeadLetters' >> (
           DeadLetters(staging, modality.name))
       labels, label_ids = read['labels'] | 'NameLabels' >> (
@@ -121,6 +122,8 @@ class PreprocessDataset(beam.PTransform):
       transform = Transform(transform_fn, transform_done, label_ids)
       built = read | 'BuildRecords' >> modality.build_records(
           cfg, plan, staging, transform)
+      _require(built, RECORD_KEYS + tuple(map(records_key, cfg.split_names)),
+               modality.name, 'BuildRecords')
     shard_list, fingerprints = (
         tuple(built[records_key(s)] for s in cfg.split_names)
         | 'WriteSplits' >> shards.WriteSplits(cfg, staging))
@@ -133,6 +136,14 @@ class PreprocessDataset(beam.PTransform):
         before=built['before'], after=built['after'], shards=shard_list,
         fingerprints=fingerprints, skipped=read['skipped'],
         dead_files=dead_files, transform_done=transform_done, **extra)
+
+
+def _require(outputs: dict, keys, modality: str, stage: str) -> None:
+  """A plug-in's stage must hand over every key the skeleton reads."""
+  missing = [k for k in keys if k not in outputs]
+  if missing:
+    raise TypeError(f'the {modality} modality\'s {stage} stage has no '
+                    f'{", ".join(missing)} output')
 
 
 def _manifest_values(modality, read: dict, built: dict) -> Dict:
