@@ -12,6 +12,8 @@ class ImageModality(Modality):
   normalizations = ('zscore', 'scale', 'none')
   checks_module = 'transforms.modalities.image.checks'
   identity_features = frozenset({'original_height', 'original_width'})
+  # What its manifest_section reads (True: one value; False: a list).
+  manifest_values = {'channel_stats': True}
 
   def add_arguments(self, add) -> None:
     from transforms.modalities.image import options  # pylint: disable=import-outside-toplevel
@@ -33,8 +35,6 @@ class ImageModality(Modality):
     from transforms.modalities.image import inputs  # pylint: disable=import-outside-toplevel
     return inputs.check_input(cfg.input, cfg.splits_from_input)
 
-  manifest_values = {'channel_stats': True}
-
   def read_inputs(self, cfg, plan):
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.ReadImages(cfg, plan)
@@ -52,8 +52,8 @@ class ImageModality(Modality):
     return pipeline.feature_spec(cfg)
 
   def manifest_section(self, cfg, values, splits):
-    from transforms.modalities.image import pipeline as image_pipeline  # pylint: disable=import-outside-toplevel
-    return image_pipeline.manifest_section(cfg, values, splits)
+    from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.manifest_section(cfg, values, splits)
 
   def tfds_feature(self, key, entry, manifest):
     if key != 'image' or entry['dtype'] != 'string':

@@ -18,6 +18,10 @@ class SensorModality(Modality):
   checks_module = 'transforms.modalities.sensor.checks'
   identity_features = frozenset({'entity', 'time', 'start_time',
                                  'end_time'})
+  # What its manifest_section reads (True: one value; False: a list).
+  manifest_values = {
+      'train_stats': True, 'columns': True, 'counts': False,
+      'entity_stats': False, 'formed': False, 'rows_windowed': False}
 
   def add_arguments(self, add) -> None:
     from transforms.modalities.sensor import options  # pylint: disable=import-outside-toplevel
@@ -47,10 +51,6 @@ class SensorModality(Modality):
   def check_input(self, cfg):
     from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.check_input(cfg)
-
-  manifest_values = {
-      'train_stats': True, 'columns': True, 'counts': False,
-      'entity_stats': False, 'formed': False, 'rows_windowed': False}
 
   def read_inputs(self, cfg, plan):
     from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel

@@ -18,6 +18,9 @@ class TextModality(Modality):
   checks_module = 'transforms.modalities.text.checks'
   # The vocabulary comes from the training split: its OOV share is ~0.
   drift_exempt = frozenset({'oov_share'})
+  # What its manifest_section reads (True: one value; False: a list).
+  manifest_values = {'vocabulary_size': True, 'input_kind': True,
+                     'text_stats': False}
 
   def add_arguments(self, add) -> None:
     from transforms.modalities.text import options  # pylint: disable=import-outside-toplevel
@@ -39,9 +42,6 @@ class TextModality(Modality):
   def check_input(self, cfg):
     from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.check_input(cfg)
-
-  manifest_values = {'vocabulary_size': True, 'input_kind': True,
-                     'text_stats': False}
 
   def read_inputs(self, cfg, plan):
     from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
