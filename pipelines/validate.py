@@ -108,13 +108,8 @@ def html_path(report_path: str) -> str:
   return stem + '.html'
 
 
-def run(argv: Optional[List[str]] = None) -> dict:
-  """Validates a dataset; returns the report.
-
-  Raises:
-    reader.DatasetError: The folder is not a published dataset.
-    preprocess.UsageError: A bad invocation.
-  """
+def _parser() -> argparse.ArgumentParser:
+  """The validation flags (any other goes to Beam)."""
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--output', required=True,
                       help='The dataset folder to validate.')
@@ -140,7 +135,17 @@ def run(argv: Optional[List[str]] = None) -> dict:
                       'refuses 2 GiB).')
   parser.add_argument('--strict', action='store_true',
                       help='Every warning fails the dataset.')
-  args, beam_args = parser.parse_known_args(argv)
+  return parser
+
+
+def run(argv: Optional[List[str]] = None) -> dict:
+  """Validates a dataset; returns the report.
+
+  Raises:
+    reader.DatasetError: The folder is not a published dataset.
+    preprocess.UsageError: A bad invocation.
+  """
+  args, beam_args = _parser().parse_known_args(argv)
   thresholds = _thresholds(args)
   unknown = preprocess.unknown_flags(beam_args)
   if unknown:
