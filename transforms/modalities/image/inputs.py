@@ -17,7 +17,7 @@ import dataclasses
 import io
 import json
 import posixpath
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io import fileio
