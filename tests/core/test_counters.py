@@ -48,25 +48,10 @@ def test_counters_agree_with_the_manifest(tmp_path):
   root, output = str(tmp_path / 'images'), str(tmp_path / 'out')
   good = imagegen.write_good_images(root)
   bad = imagegen.write_bad_images(root)
-  cfg = options_lib.resolve_config(PipelineOptions([
+  cfg, result, manifest = _run_skeleton([
       '--input', root, '--output', output, '--max_pixels', '1000000',
-      '--max_bad_fraction', '0.5', '--image_size', '32']))
+      '--max_bad_fraction', '0.5', '--image_size', '32'], tmp_path)
   assert cfg.modality == 'image' and cfg.rebalance == 'none'
-  plan = cfg.plugin.check_input(cfg)
-  staging = os.path.join(output, '.staging-test')
-  os.makedirs(staging)
-  run = {'run_id': 'test', 'started': time.time(),
-         'tft_temp': str(tmp_path / 'tft_tmp')}
-  p = beam.Pipeline(options=PipelineOptions(
-      ['--direct_running_mode', 'in_memory']))
-  _ = p | 'PreprocessDataset' >> skeleton.PreprocessDataset(
-      cfg, run, staging, plan)
-  result = p.run()
-  result.wait_until_finish()
-
-  with open(os.path.join(output, manifest_lib.MANIFEST),
-            encoding='utf-8') as f:
-    manifest = json.load(f)
   assert manifest['run_id'] == 'test'
   totals = manifest['totals']
   # The manifest counts what the folder holds (README.txt is not an image).
@@ -85,7 +70,8 @@ def test_counters_agree_with_the_manifest(tmp_path):
 
 
 def _run_skeleton(argv, tmp_path):
-  """Runs PreprocessDataset in this process; (result, published manifest)."""
+  """Runs PreprocessDataset in this process; (cfg, result, published
+  manifest)."""
   cfg = options_lib.resolve_config(PipelineOptions(argv))
   plan = cfg.plugin.check_input(cfg)
   staging = os.path.join(cfg.output, '.staging-test')
@@ -100,7 +86,7 @@ def _run_skeleton(argv, tmp_path):
   result.wait_until_finish()
   with open(os.path.join(cfg.output, manifest_lib.MANIFEST),
             encoding='utf-8') as f:
-    return result, json.load(f)
+    return cfg, result, json.load(f)
 
 
 def test_text_counters_agree_with_the_manifest(tmp_path):
@@ -109,7 +95,7 @@ def test_text_counters_agree_with_the_manifest(tmp_path):
   rows += [',c0', '"no label here",']  # two dead letters
   src = tmp_path / 'docs.csv'
   src.write_text('\n'.join(rows) + '\n', encoding='utf-8')
-  result, manifest = _run_skeleton(
+  _, result, manifest = _run_skeleton(
       ['--modality', 'text', '--input', str(src), '--output',
        str(tmp_path / 'out'), '--max_bad_fraction', '0.5'], tmp_path)
   totals = manifest['totals']

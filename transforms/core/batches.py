@@ -42,6 +42,12 @@ def sum_counts(pcoll, label: str):
   return pcoll | label >> beam.CombinePerKey(sum)
 
 
+def inputs_per_split(counts, label: str):
+  """(split, inputs) from a statistics pass's ((split, kind), n) sums."""
+  return counts | label >> beam.FlatMap(
+      lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else [])
+
+
 def concat_batches(batches: List[dict]) -> dict:
   """Joins example batches (lists and arrays key by key)."""
   if len(batches) == 1:

@@ -512,8 +512,7 @@ class ReadRows(skeleton.ReadInputs):
     columns = plan.columns
     return {
         'dead': stats_out[DEAD],
-        'inputs': counts | 'Inputs' >> beam.FlatMap(
-            lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else []),
+        'inputs': batch_examples.inputs_per_split(counts, 'Inputs'),
         'labels': stats_out[LABELS],
         'analysis': stats_out[ANALYSIS],
         'skipped': pbegin | 'NothingSkipped' >> beam.Create([0]),

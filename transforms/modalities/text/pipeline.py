@@ -240,8 +240,7 @@ class ReadDocuments(skeleton.ReadInputs):
     counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
     return {
         'dead': stats_out[DEAD],
-        'inputs': counts | 'Inputs' >> beam.FlatMap(
-            lambda kv: [(kv[0][0], kv[1])] if kv[0][1] == 'inputs' else []),
+        'inputs': batch_examples.inputs_per_split(counts, 'Inputs'),
         'labels': stats_out[LABELS],
         'analysis': stats_out[ANALYSIS],
         'skipped': pbegin | 'NothingSkipped' >> beam.Create([0]),
