@@ -58,13 +58,14 @@ def check_record(record: bytes, manifest: dict,
   """
   feats, values = _parse(record, manifest)
   _check_label(values, manifest)
+  modality = modalities.of_manifest(manifest)
   out = {'label': values[schema.LABEL_TEXT][0].decode('utf-8', 'replace'),
          'channel_sum': None, 'channel_sum_squares': None, 'pixels': 0,
          'image': None, 'values': None,
          'id': values[schema.ID][0].decode('utf-8', 'replace'), 'exact': True,
          'content': quality_checks.record_content_hash(
-             feats, modalities.of_manifest(manifest).identity_features)}
-  modalities.of_manifest(manifest).check_values(values, manifest, out, stats)
+             feats, modality.identity_features)}
+  modality.check_values(values, manifest, out, stats)
   return out
 
 
