@@ -108,6 +108,15 @@ class PreprocessOptions(PipelineOptions):
         help='DataflowRunner only: return once the job is submitted instead '
         'of waiting for it (for Flex Template launches). The job still '
         'publishes the dataset itself, atomically, when it finishes.')
+    add('--wait_for_output', default='0',
+        help='When another run is writing --output (it holds the output\'s '
+        'lease), wait up to this many seconds for it to finish instead of '
+        'refusing at once. Default: 0 (refuse).')
+    add('--lease_seconds', default='600',
+        help='How long a run\'s lease on --output lasts without renewal; a '
+        'live run renews it every third of that, so only a killed run\'s '
+        'lease runs out, and another run may then take the output over. '
+        'Default: 600.')
     for name in modalities.names():
       modalities.get(name).add_arguments(add)
 

@@ -36,7 +36,9 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 
 from pipelines import options as options_lib
+from pipelines import signals
 from pipelines.options import UsageError
+from transforms.output import lease as lease_lib
 from transforms.output import manifest as manifest_lib
 from transforms.core import skeleton
 from transforms.core.errors import DataQualityError
@@ -208,32 +210,43 @@ def _stale_staging_hours(options: PipelineOptions) -> float:
   return hours
 
 
-_STAGING_NAME = re.compile(r'^\.staging-(\d{8}T\d{6})-[0-9a-f]+$')
+# Run folders (output/manifest.py), and the staging folders of runs from
+# before run folders existed.
+_STAGING_NAMES = (manifest_lib.RUN_FOLDER,
+                  re.compile(r'^\.staging-(\d{8}T\d{6})-[0-9a-f]+$'))
 
 
 def remove_stale_staging(output: str, hours: float, now: float) -> List[str]:
-  """Deletes `<output>/.staging-<run id>` folders older than `hours`.
+  """Deletes run folders in `output` older than `hours` that the published
+  manifest does not name: those of failed or killed runs.
 
   A run's id starts with its UTC start time, which is what "older" means
   here; folders whose names do not parse are left alone. Runs that are
-  still going are younger than any sensible limit.
+  still going are younger than any sensible limit (and hold the output's
+  lease, so none is going when this runs).
 
   Returns:
     The names of the folders deleted.
   """
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
   try:
-    found = FileSystems.match([manifest_lib.join(
-        output, '.staging-*', '**')])[0].metadata_list
+    found = FileSystems.match([manifest_lib.join(output, pattern, '**')
+                               for pattern in ('run-*', '.staging-*')])
+    found = [m for result in found for m in result.metadata_list]
   except Exception:  # pylint: disable=broad-except
     return []  # no output yet, or nothing to match
+  try:
+    published = (manifest_lib.read_manifest(output) or {}).get('data_dir')
+  except ValueError:
+    published = None
   prefix = manifest_lib.join(output, '')
   names = {m.path[len(prefix):].split('/', 1)[0] for m in found
            if m.path.startswith(prefix)}
   removed = []
   for name in sorted(names):
-    match = _STAGING_NAME.match(name)
-    if not match:
+    match = next((m for m in (p.match(name) for p in _STAGING_NAMES) if m),
+                 None)
+    if not match or name == published:
       continue
     started = calendar.timegm(time.strptime(match.group(1), '%Y%m%dT%H%M%S'))
     if now - started > hours * 3600:
@@ -244,7 +257,7 @@ def remove_stale_staging(output: str, hours: float, now: float) -> List[str]:
 
 def _make_staging(cfg, run_id: str) -> str:
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
-  staging = manifest_lib.join(cfg.output, f'.staging-{run_id}')
+  staging = manifest_lib.join(cfg.output, manifest_lib.run_folder(run_id))
   try:
     FileSystems.mkdirs(staging)
     probe = manifest_lib.join(staging, '.write_test')
@@ -300,28 +313,122 @@ def run(argv: Optional[List[str]] = None,
   if dry_run:
     progress.update(run_id=run_id)
     return _translate_only(options, cfg, run_info, plan)
-  removed = remove_stale_staging(cfg.output, stale_hours, time.time())
-  if removed:
-    _LOG.info('removed %d staging folder(s) older than %g hours left by '
-              'failed or killed runs: %s', len(removed), stale_hours,
-              ', '.join(removed))
-  staging = _make_staging(cfg, run_id)
-  run_info['tft_temp'] = manifest_lib.join(staging, 'tft_tmp')
-  progress.update(run_id=run_id, staging=staging)
+  progress.update(run_id=run_id)
+  lease = _take_output(options, cfg, run_id)
+  run_info['lease'] = lease
+  submitted = None
   try:
-    pipeline = _build(options, cfg, run_info, staging, plan)
-  except BaseException:
-    _remove_tree(staging)
-    raise
-  _LOG.info('pipeline built %.1f s after start; running it', time.time() -
-            _PROCESS_START)
-  submitted = _run_pipeline(pipeline, detach, staging, progress)
+    submitted = _publish_run(options, cfg, run_info, plan, stale_hours,
+                             detach, progress)
+  finally:
+    if submitted is None:
+      lease.release()
+    # A submitted job publishes by itself; its lease is not renewed from
+    # here and lasts --lease_seconds (the job checks it before publishing).
   if submitted is not None:
     return submitted
   manifest = manifest_lib.read_manifest(cfg.output)
   if manifest is None or manifest.get('run_id') != run_id:
     raise RuntimeError('the pipeline finished but did not publish a manifest')
   return manifest
+
+
+def _take_output(options, cfg, run_id: str):
+  """The output's lease, taken for this run (waiting for another run up
+  to --wait_for_output seconds), and renewed from now on.
+
+  Raises:
+    UsageError: Another live run holds the output (lease.OutputBusy), or
+      the output got a dataset meanwhile (check_output).
+  """
+  seconds, wait = _lease_settings(options)
+  lease = lease_lib.Lease(cfg.output, run_id, seconds)
+  try:
+    lease.acquire(wait=wait)
+  except UsageError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    raise UsageError(f'cannot take the lease {lease.path} of the output '
+                     f'({type(e).__name__}: {e}).') from None
+  try:
+    # Again, now that no other run can publish: one may have, meanwhile.
+    check_output(cfg)
+  except BaseException:
+    lease.release()
+    raise
+  lease.keep_alive()
+  return lease
+
+
+def _lease_settings(options):
+  """(lease seconds, seconds to wait for another run) from the flags."""
+  o = options.view_as(options_lib.PreprocessOptions)
+  values = []
+  for flag, value, low in (('lease_seconds', o.lease_seconds, 10.0),
+                           ('wait_for_output', o.wait_for_output, 0.0)):
+    try:
+      number = float(value)
+    except (TypeError, ValueError):
+      number = -1.0
+    if not number >= low:
+      raise UsageError(f'--{flag} must be a number of seconds, {low:g} or '
+                       f'more, not "{value}".')
+    values.append(number)
+  return tuple(values)
+
+
+def _publish_run(options, cfg, run_info: dict, plan, stale_hours: float,
+                 detach: bool, progress: dict) -> Optional[dict]:
+  """Runs the pipeline into a new run folder (see run()); returns what
+  _run_pipeline returns."""
+  removed = remove_stale_staging(cfg.output, stale_hours, time.time())
+  if removed:
+    _LOG.info('removed %d run folder(s) older than %g hours left by '
+              'failed or killed runs: %s', len(removed), stale_hours,
+              ', '.join(removed))
+  staging = _make_staging(cfg, run_info['run_id'])
+  run_info['tft_temp'] = manifest_lib.join(staging, manifest_lib.TFT_TEMP)
+  progress.update(staging=staging)
+  try:
+    try:
+      pipeline = _build(options, cfg, run_info, staging, plan)
+    except Exception:
+      _remove_tree(staging)
+      raise
+    _LOG.info('pipeline built %.1f s after start; running it', time.time() -
+              _PROCESS_START)
+    return _run_pipeline(pipeline, detach, staging, progress)
+  except BaseException as e:
+    if signals.received() is None:
+      raise
+    # Beam may have re-raised the signal's Cancelled as another exception.
+    _cancel(run_info['lease'], staging, progress)
+    if progress.get('published_before_cancel'):
+      return None
+    raise signals.Cancelled(
+        f'received {signals.name(signals.received())}') from e
+
+
+def _cancel(lease, staging: str, progress: dict) -> None:
+  """Stops a run that received SIGTERM or SIGINT: no worker publishes from
+  now on; the run folder is removed, unless the run had already published
+  (then the publish is finished and the run counts as published)."""
+  manifest_lib.stop_publishing()
+  lease.cancel()
+  result = progress.get('result')
+  # The local runner's result has no cancel; its work stops with this
+  # process. A job on a remote runner (Dataflow, a portable job service)
+  # is cancelled there.
+  if result is not None and not type(result).__module__.endswith(
+      'fn_api_runner.fn_runner'):
+    try:
+      result.cancel()
+    except Exception as e:  # pylint: disable=broad-except
+      _LOG.warning('could not cancel the job (%s: %s)', type(e).__name__, e)
+  if _published_before_failing(progress):
+    progress['published_before_cancel'] = True
+    return
+  _remove_tree(staging)
 
 
 def _configure(argv: List[str]):
@@ -352,7 +459,8 @@ def _translate_only(options, cfg, run_info: dict, plan) -> dict:
   """A Dataflow --dry_run: builds and translates the job, writes nothing
   to the output; tf.Transform's temporary files (written while the graph
   is traced) stay on this machine."""
-  staging = manifest_lib.join(cfg.output, f'.staging-{run_info["run_id"]}')
+  staging = manifest_lib.join(cfg.output,
+                             manifest_lib.run_folder(run_info['run_id']))
   run_info['tft_temp'] = tempfile.mkdtemp(prefix='tfrecord-dry-run-')
   try:
     pipeline = _build(options, cfg, run_info, staging, plan)
@@ -373,6 +481,7 @@ def _run_pipeline(pipeline, detach: bool, staging: str,
   """
   try:
     result = pipeline.run()
+    progress['result'] = result
     if detach or not getattr(result, 'has_job', True):
       # Submitted and not waited for, or (--template_location) the job was
       # written as a template instead of submitted: the job publishes
@@ -381,6 +490,8 @@ def _run_pipeline(pipeline, detach: bool, staging: str,
               result.has_job else None, 'staging': staging}
     result.wait_until_finish()
   except Exception as e:
+    if signals.received() is not None:
+      raise  # the run's cancellation (_publish_run) cleans up
     failure = manifest_lib.join(staging, manifest_lib.FAILURE)
     from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
     if FileSystems.exists(failure):
@@ -389,10 +500,29 @@ def _run_pipeline(pipeline, detach: bool, staging: str,
       raise DataQualityError(
           f'{"; ".join(failed.get("failures", []))}; nothing was published '
           f'(dead letters and counts are in {staging}).') from e
-    # Nothing in a crashed run's staging folder is worth keeping.
+    if _published_before_failing(progress):
+      return None
+    # Nothing in a crashed run's folder is worth keeping.
     _remove_tree(staging)
     raise
   return None
+
+
+def _published_before_failing(progress: dict) -> bool:
+  """Whether a run that failed had already published (its step failed
+  after writing the manifest, while removing the previous dataset); if
+  so, finishes that removal (output/manifest.py: publishing again is
+  safe)."""
+  try:
+    manifest = manifest_lib.read_manifest(progress['output'])
+  except Exception:  # pylint: disable=broad-except
+    return False
+  if not manifest or manifest.get('run_id') != progress.get('run_id'):
+    return False
+  _LOG.warning('the run failed after publishing its manifest; finishing '
+               'the removal of the previous dataset')
+  manifest_lib.finish_publish(progress['output'], manifest)
+  return True
 
 
 def _remove_tree(path: str) -> None:
@@ -422,6 +552,7 @@ def summary_line(manifest: dict) -> str:
 STATUSES = {EXIT_OK: 'published', EXIT_USAGE: 'bad_invocation',
             EXIT_DATA_QUALITY: 'data_quality_failed',
             EXIT_PIPELINE_FAILED: 'pipeline_failed'}
+STATUSES.update({signals.exit_code(s): 'cancelled' for s in signals.SIGNALS})
 
 
 def summary_json(code: int, progress: dict, manifest: Optional[dict],
@@ -499,11 +630,25 @@ def main(argv: Optional[List[str]] = None) -> int:
   summary or error goes to stderr.
   """
   configure_logging()
+  handlers = signals.install()
+  try:
+    return _main(argv)
+  finally:
+    signals.restore(handlers)
+
+
+def _main(argv: Optional[List[str]]) -> int:
   progress: dict = {}
   manifest, error = None, None
   try:
     manifest = run(argv, progress)
     code = EXIT_OK
+  except signals.Cancelled as e:
+    signum = e.signum or signals.received()
+    error = (f'cancelled by {signals.name(signum)}; nothing was published '
+             'and the run\'s folder was removed')
+    print(f'error: {error}.', file=sys.stderr)
+    code = signals.exit_code(signum)
   except _HelpRequested:
     print_help()
     return EXIT_OK

@@ -50,14 +50,20 @@ EXIT_USAGE = 2
 
 
 def _unlisted_files(output: str, manifest: dict) -> List[str]:
+  """Shard-like files in the dataset's folder that the manifest does not
+  name (relative to the output, as the manifest names files)."""
   # Shards and the index files ('<shard>.idx') the manifest names.
   listed = {name for split in manifest['splits'].values()
             for s in split['shards'] for name in (s['file'], s.get('index'))
             if name}
-  found = FileSystems.match([manifest_lib.join(output, '*.tfrecord*')]
+  data_dir = manifest.get('data_dir') or '.'
+  folder = output if data_dir == '.' else manifest_lib.join(output, data_dir)
+  found = FileSystems.match([manifest_lib.join(folder, '*.tfrecord*')]
                            )[0].metadata_list
-  return sorted(os.path.basename(m.path) for m in found
-                if os.path.basename(m.path) not in listed)
+  names = [os.path.basename(m.path) for m in found]
+  if data_dir != '.':
+    names = [f'{data_dir}/{n}' for n in names]
+  return sorted(n for n in names if n not in listed)
 
 
 class _CheckShardFn(beam.DoFn):

@@ -97,9 +97,9 @@ def test_every_index_line_points_at_a_valid_record(run, request):
   assert manifest['compression'] == 'none'
   shards = _shards(manifest)
   assert len(shards) >= 4  # two per split at least for train
-  assert sorted(p.name for p in out.glob('*.idx')) == sorted(
-      s['index'] for s in shards)
-  assert not list(out.glob('.staging-*'))
+  assert sorted(str(p.relative_to(out)) for p in out.glob('**/*.idx')) == (
+      sorted(s['index'] for s in shards))
+  assert [p.name for p in out.glob('run-*')] == [manifest['data_dir']]
   for shard in shards:
     assert shard['index'] == shard['file'] + '.idx'
     data = (out / shard['file']).read_bytes()
@@ -143,14 +143,14 @@ def test_index_files_leave_records_fingerprint_and_hash_alone(
   assert plain['config_hash'] == indexed['config_hash']
   assert plain['config']['index_files'] is False
   assert all('index' not in s for s in _shards(plain))
-  assert not list(out.glob('*.idx'))
+  assert not list(out.glob('**/*.idx'))
   # --overwrite with indexes, then without: no index file is left behind.
   again = preprocess.run(['--input', str(src), '--output', str(out),
                           '--overwrite', '--index_files'] + IMAGE)
-  assert len(list(out.glob('*.idx'))) == len(_shards(again))
+  assert len(list(out.glob('**/*.idx'))) == len(_shards(again))
   preprocess.run(['--input', str(src), '--output', str(out),
                   '--overwrite'] + IMAGE)
-  assert not list(out.glob('*.idx'))
+  assert not list(out.glob('**/*.idx'))
   assert validate.main(['--output', str(out)]) == validate.EXIT_SOUND
 
 

@@ -266,8 +266,13 @@ def test_overwrite_leaves_one_consistent_set(image_run, tmp_path):
                           ONE_WORKER)
   assert second['fingerprint'] == first['fingerprint']
   assert _tfds_files(out) == TFDS_FILES
-  shards = sorted(p.name for p in out.glob('*.tfrecord*'))
-  assert all(name.endswith('-of-00002') for name in shards)
+  shards = sorted(p.name for p in out.glob('**/*.tfrecord*'))
+  assert shards and all(name.endswith('-of-00002') for name in shards)
+  # The TFDS files point into the second run's folder, the only one left.
+  assert [p.name for p in out.glob('run-*')] == [second['data_dir']]
+  assert all(s['filepathTemplate'].startswith(second['data_dir'] + '/')
+             for s in json.loads((out / 'dataset_info.json').read_text(
+                 ))['splits'])
   info = json.loads((out / 'dataset_info.json').read_text())
   assert {s['name']: len(s['shardLengths']) for s in info['splits']} == {
       name: 2 for name in second['splits']}

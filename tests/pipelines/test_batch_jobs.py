@@ -161,12 +161,16 @@ def test_a_killed_run_publishes_nothing_and_a_rerun_succeeds(tmp_path):
   leftovers = os.listdir(out)
   assert 'manifest.json' not in leftovers
   assert not [f for f in leftovers if '.tfrecord' in f], leftovers
-  assert any(f.startswith('.staging-') for f in leftovers), leftovers
+  assert any(f.startswith('run-') for f in leftovers), leftovers
+  # The killed run's lease is still there; its process is gone, so the
+  # rerun takes it over at once.
+  assert '.lease.json' in leftovers
   with pytest.raises(reader.DatasetError):
     reader.load_manifest(str(out))
   assert validate.main(['--output', str(out)]) == validate.EXIT_UNSOUND
   # The rerun (no --overwrite needed: nothing was published) succeeds, and
-  # the dataset holds only its own shards.
+  # the output holds only its own run folder: the killed run's is removed
+  # with the publish.
   rerun = subprocess.run(_preprocess_command(src, out), cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=600,
                          check=False)
@@ -174,6 +178,9 @@ def test_a_killed_run_publishes_nothing_and_a_rerun_succeeds(tmp_path):
   summary = _last_json(rerun.stdout)
   assert summary['status'] == 'published'
   assert summary['records'] == 40 * 249
+  assert [f for f in os.listdir(out) if f.startswith('run-')] == [
+      f'run-{summary["run_id"]}']
+  assert '.lease.json' not in os.listdir(out)
   report = validate.run(['--output', str(out)])
   assert report['verdict'] == 'pass', [c for c in report['checks']
                                        if c['status'] != 'pass']
@@ -192,12 +199,17 @@ def test_stale_staging_folders_are_removed_by_age(tmp_path):
   _staging(out, '.staging-20261117T110000-a1b2c3')  # 97 hours old
   _staging(out, '.staging-20261118T130000-d4e5f6')  # 71 hours old
   _staging(out, '.staging-notarunid')
-  (out / 'manifest.json').write_text('{}')
+  _staging(out, 'run-20261117T100000-0a1b2c')  # 98 hours old
+  _staging(out, 'run-20261117T090000-3d4e5f')  # older, but published
+  (out / 'manifest.json').write_text(
+      '{"data_dir": "run-20261117T090000-3d4e5f"}')
   removed = preprocess.remove_stale_staging(str(out), 72, now)
-  assert removed == ['.staging-20261117T110000-a1b2c3']
+  # Folders of runs from before run folders existed, and run folders.
+  assert removed == ['.staging-20261117T110000-a1b2c3',
+                     'run-20261117T100000-0a1b2c']
   assert sorted(p.name for p in out.iterdir()) == [
       '.staging-20261118T130000-d4e5f6', '.staging-notarunid',
-      'manifest.json']
+      'manifest.json', 'run-20261117T090000-3d4e5f']
   assert preprocess.remove_stale_staging(str(out), 0, now) == [
       '.staging-20261118T130000-d4e5f6']
   assert preprocess.remove_stale_staging(str(tmp_path / 'none'), 0, now) == []
@@ -208,17 +220,24 @@ def test_a_run_clears_old_staging_and_keeps_recent(tmp_path, capsys,
   src = tmp_path / 'docs.csv'
   _docs(src)
   out = tmp_path / 'out'
-  old = '.staging-20200101T000000-abcdef'
-  recent = '.staging-' + time.strftime('%Y%m%dT%H%M%S', time.gmtime(
+  old = 'run-20200101T000000-abcdef'
+  recent = 'run-' + time.strftime('%Y%m%dT%H%M%S', time.gmtime(
       time.time() - 3600)) + '-abcdef'
+  refused = 'run-' + time.strftime('%Y%m%dT%H%M%S', time.gmtime(
+      time.time() - 1800)) + '-fedcba'
   _staging(out, old)
   _staging(out, recent)
+  _staging(out, refused, files=('FAILED.json', 'dead_letter.jsonl'))
   code = preprocess.main(['--input', str(src), '--output', str(out)] + TEXT)
   assert code == preprocess.EXIT_OK, capsys.readouterr().err
   names = {p.name for p in out.iterdir()}
-  assert old not in names and recent in names and 'manifest.json' in names
-  assert (f'removed 1 staging folder(s) older than 72 hours left by failed '
+  assert (f'removed 1 run folder(s) older than 72 hours left by failed '
           f'or killed runs: {old}') in caplog.text
+  # Publishing then removed the recent folder of a run that crashed (no
+  # other run can be going: this one held the lease); a refused run's
+  # folder stays for inspection until it is old.
+  assert old not in names and recent not in names
+  assert refused in names and 'manifest.json' in names
   code = preprocess.main(['--input', str(src), '--output', str(out),
                           '--overwrite', '--stale_staging_hours', 'soon'] +
                          TEXT)

@@ -94,7 +94,7 @@ def test_image_report_loads_with_verdict_samples_and_charts(image_dataset,
 def test_failed_checks_come_first_naming_the_file(image_dataset, tmp_path):
   broken = tmp_path / 'broken'
   shutil.copytree(image_dataset, broken)
-  shard = sorted(broken.glob('*-train.tfrecord-*'))[0]
+  shard = sorted(broken.glob('run-*/*-train.tfrecord-*'))[0]
   data = bytearray(shard.read_bytes())
   data[len(data) // 2] ^= 0xFF
   shard.write_bytes(bytes(data))

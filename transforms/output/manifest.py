@@ -1,22 +1,39 @@
 """The manifest, the quality gate, and publishing a finished dataset.
 
-A run writes everything into a staging folder inside the output
-(`<output>/.staging-<run id>/`). Only when every shard, the transform and the
-dead letters are written does `FinalizeDataset` (the pipeline's last step)
-check the counts, write the TFDS metadata files (transforms/tfds_metadata)
-into staging, move the files into `<output>/` and write `manifest.json`
-last. Readers and the validation pipeline only accept a folder with a
-manifest, so a failed or killed run never leaves a dataset that looks
-complete, and shards of two runs are never mixed: publishing first removes
-every file of the previous dataset.
+A run writes its whole dataset (shards, index files, dead letters, the
+tf.Transform output, the TFDS files) into its own run folder,
+`<output>/run-<run id>/`, under names no other run uses. When everything
+is written, `FinalizeDataset` (the pipeline's last step) checks the counts
+(the quality gate) and publishes:
+
+  1. check that every file the new manifest names is in place, that no
+     other run published meanwhile (unless --overwrite) and that this run
+     still holds the output's lease (transforms/output/lease.py);
+  2. write `<output>/manifest.json`: the commit, one atomic write (a
+     rename on local disk, one object on GCS, which has no atomic rename);
+  3. copy the TFDS files beside the manifest, then remove what the new
+     manifest does not name: the previous dataset's run folder, folders of
+     crashed runs, a validation report of another run, temporary files.
+
+Readers and the validation pipeline trust only what a manifest names, so
+a run that fails or is killed before step 2 leaves the previous dataset as
+it was, and one killed after it has published. Publishing again (a
+runner's retry of the step, or the launcher finishing a publish whose step
+failed after the commit) repeats only what is left: steps 1-2 are skipped
+when the manifest already names the run, and step 3 is idempotent. Nothing
+is ever moved, so publishing costs the same on an object store as on a
+local disk.
 """
 
 import datetime
 import importlib.metadata
 import json
 import logging
+import os
 import platform
 import posixpath
+import re
+import threading
 import time
 from typing import Dict, List, Optional
 
@@ -35,6 +52,19 @@ MANIFEST = 'manifest.json'
 FAILURE = 'FAILED.json'
 FORMAT_VERSION = 1
 TRANSFORM_DIRS = ('transform_fn', 'transformed_metadata')
+# A file of each that tf.Transform always writes (object stores have files,
+# not folders, to check for).
+TRANSFORM_FILES = ('transform_fn/saved_model.pb',
+                   'transformed_metadata/schema.pbtxt')
+# A run writes its dataset into <output>/run-<run id>/; the manifest names
+# the folder of the published one.
+RUN_FOLDER_PREFIX = 'run-'
+RUN_FOLDER = re.compile(r'^run-(\d{8}T\d{6})-[0-9a-f]+$')
+# Inside a run folder: tf.Transform's temporary files, and the TFDS files
+# until they are published beside the manifest.
+TFT_TEMP = 'tft_tmp'
+TFDS_FOLDER = 'tfds'
+VALIDATION_REPORT = 'validation_report.json'
 _VERSIONED = ('apache-beam', 'tensorflow', 'tensorflow-transform', 'tfx-bsl',
               'tensorflow-datasets', 'pillow', 'numpy', 'pyarrow')
 
@@ -59,15 +89,21 @@ def read_manifest(output: str) -> Optional[dict]:
 
 
 def _write_json(path: str, data: dict) -> None:
-  """Writes JSON atomically where the file system allows it."""
+  """Writes JSON in one atomic step: on local disk a temporary file
+  renamed over the target; on an object store one object write (an object
+  appears only once its upload is complete)."""
   payload = json.dumps(data, indent=2, sort_keys=False,
                        ensure_ascii=False).encode('utf-8')
-  tmp = path + '.tmp'
-  with FileSystems.create(tmp, compression_type='uncompressed') as f:
+  if '://' in path:
+    with FileSystems.create(path, compression_type='uncompressed') as f:
+      f.write(payload)
+    return
+  tmp = f'{path}.tmp-{os.getpid()}'
+  with open(tmp, 'wb') as f:
     f.write(payload)
-  if FileSystems.exists(path):
-    FileSystems.delete([path])
-  FileSystems.rename([tmp], [path])
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
 
 
 def _delete_matching(patterns: List[str]) -> None:
@@ -83,48 +119,169 @@ def _gfile():
   return tf.io.gfile
 
 
-def remove_dataset(output: str) -> None:
-  """Removes a published dataset: the manifest first, then its files
-  (shards, dead letters, validation report, TFDS metadata, transform)."""
-  manifest = join(output, MANIFEST)
-  if FileSystems.exists(manifest):
-    FileSystems.delete([manifest])
+def remove_tree(path: str) -> None:
+  """Deletes a folder and everything in it (a prefix on object stores);
+  nothing happens when it does not exist."""
+  gfile = _gfile()
+  if gfile.exists(path):
+    gfile.rmtree(path)
+
+
+def run_folder(run_id: str) -> str:
+  """The folder (inside the output) a run writes its dataset into."""
+  return RUN_FOLDER_PREFIX + run_id
+
+
+def run_folders(output: str) -> List[str]:
+  """The names of the run folders in `output` (finished or not)."""
+  gfile = _gfile()
+  if not gfile.isdir(output):
+    return []
+  return sorted(n.rstrip('/') for n in gfile.listdir(output)
+                if RUN_FOLDER.match(n.rstrip('/')))
+
+
+def transform_path(output: str, manifest: dict) -> str:
+  """Where a published dataset's tf.Transform output is (the folder
+  holding transform_fn/ and transformed_metadata/)."""
+  folder = manifest.get('transform_dir') or '.'
+  return output if folder == '.' else join(output, folder)
+
+
+def _remove_flat_dataset(output: str) -> None:
+  """Removes a dataset published before run folders existed (its files
+  sat directly in the output)."""
   # '*.tfrecord*' also takes the shards' index files ('<shard>.idx').
   _delete_matching([join(output, '*.tfrecord*'),
-                    join(output, DEAD_LETTER_PREFIX + '*'),
-                    join(output, 'validation_report*')] +
-                   [join(output, p) for p in tfds_lib.PATTERNS])
-  gfile = _gfile()
+                    join(output, DEAD_LETTER_PREFIX + '*')])
   for d in TRANSFORM_DIRS:
-    path = join(output, d)
-    if gfile.exists(path):
-      gfile.rmtree(path)
+    remove_tree(join(output, d))
 
 
-def publish(staging: str, output: str, files: List[str],
-            manifest: dict) -> None:
-  """Moves a finished run from staging into `output`; the manifest last.
+def _remove_stale_reports(output: str, run_id: str) -> None:
+  """Removes a validation report that is not about run `run_id`."""
+  path = join(output, VALIDATION_REPORT)
+  if FileSystems.exists(path):
+    try:
+      with FileSystems.open(path, compression_type='uncompressed') as f:
+        about = json.loads(f.read().decode('utf-8')).get('run_id')
+    except (ValueError, AttributeError):
+      about = None
+    if about == run_id:
+      return
+  _delete_matching([join(output, 'validation_report*')])
+
+
+def _publish_tfds_files(output: str, manifest: dict) -> None:
+  """Puts the run's TFDS metadata files beside the manifest (TFDS reads
+  them from the output folder; their shard templates point into the run
+  folder), or removes the previous ones when the run has none."""
+  tfds = manifest.get('tfds')
+  folder = join(output, manifest['data_dir'], TFDS_FOLDER)
+  if not tfds:
+    _delete_matching([join(output, p) for p in tfds_lib.PATTERNS])
+    return
+  for name in tfds['files']:
+    source, target = join(folder, name), join(output, name)
+    if FileSystems.exists(source):
+      _gfile().copy(source, target, overwrite=True)
+
+
+def finish_publish(output: str, manifest: dict) -> None:
+  """What follows the commit (the manifest write); safe to repeat.
+
+  Puts the TFDS files in place, then removes what the new manifest does
+  not name: the previous dataset's run folder, run folders of runs that
+  crashed, a dataset from before run folders, a validation report of
+  another run, and the run's own temporary folders. A run folder holding
+  FAILED.json (a run the quality gate refused) stays for inspection until
+  --stale_staging_hours. Only one run writes an output at a time (the
+  lease), so no other run's live folder can be here.
+  """
+  data_dir = manifest['data_dir']
+  _publish_tfds_files(output, manifest)
+  for name in run_folders(output):
+    if name == data_dir or FileSystems.exists(join(output, name, FAILURE)):
+      continue
+    remove_tree(join(output, name))
+  _remove_flat_dataset(output)
+  _remove_stale_reports(output, manifest['run_id'])
+  for temporary in (TFDS_FOLDER, TFT_TEMP):
+    remove_tree(join(output, data_dir, temporary))
+
+
+class PublishRefused(RuntimeError):
+  """Publishing would replace a dataset it must not replace."""
+
+
+def missing_files(output: str, manifest: dict) -> List[str]:
+  """The files `manifest` names that are not in `output`."""
+  named = [s[key] for split in manifest['splits'].values()
+           for s in split['shards'] for key in ('file', 'index')
+           if s.get(key)]
+  named += manifest['dead_letter']['files']
+  named += [join(manifest['transform_dir'], f) for f in TRANSFORM_FILES]
+  return [n for n in named if not FileSystems.exists(join(output, n))]
+
+
+def publish(output: str, manifest: dict, overwrite: bool = True,
+            check_writer=None) -> None:
+  """Publishes the run `manifest` describes; safe to repeat or resume.
+
+  The run's files are already in their run folder inside `output`, under
+  names no other run uses. Publishing writes `manifest.json` (the commit:
+  one atomic write, on local disk and on object stores), then removes the
+  previous dataset (finish_publish). A crash before the commit leaves the
+  previous dataset untouched; a crash after it leaves the new dataset
+  published and some old files behind, which a repeat of publish (a
+  retry, or the run's own recovery) removes.
 
   Args:
-    staging: The run's staging folder.
     output: The dataset folder.
-    files: File names (relative to staging) to move.
-    manifest: The manifest to write.
+    manifest: The run's manifest (names its run folder, 'data_dir').
+    overwrite: Whether the run may replace a dataset it did not find at
+      its start (another run published meanwhile); False refuses.
+    check_writer: Called just before the commit; raises if this run no
+      longer holds the output (see transforms/output/lease.py).
+
+  Raises:
+    PublishRefused: A file the manifest names is missing, or another run
+      published into the output and `overwrite` is False.
   """
-  remove_dataset(output)
-  sources = [join(staging, f) for f in files]
-  present = [s for s in sources if FileSystems.exists(s)]
-  targets = [join(output, posixpath.relpath(s, staging)) for s in present]
-  if present:
-    FileSystems.rename(present, targets)
-  gfile = _gfile()
-  for d in TRANSFORM_DIRS:
-    src = join(staging, d)
-    if gfile.exists(src):
-      gfile.rename(src, join(output, d), overwrite=True)
-  _write_json(join(output, MANIFEST), manifest)
-  if gfile.exists(staging):
-    gfile.rmtree(staging)
+  current = read_manifest(output)
+  if current is None or current.get('run_id') != manifest['run_id']:
+    missing = missing_files(output, manifest)
+    if missing:
+      raise PublishRefused(
+          f'{len(missing)} file(s) the manifest names are missing from '
+          f'{output} ({", ".join(missing[:3])}); nothing was published')
+    if current is not None and not overwrite:
+      raise PublishRefused(
+          f'{output} received a dataset (run {current.get("run_id")}) while '
+          'this run was going; nothing was published (pass --overwrite to '
+          'replace it)')
+    with _COMMIT_LOCK:
+      if _STOPPED.is_set():
+        raise PublishRefused('the run was cancelled; nothing was published')
+      if check_writer is not None:
+        check_writer()
+      _write_json(join(output, MANIFEST), manifest)
+  finish_publish(output, manifest)
+
+
+# A run that is told to stop (SIGTERM) must not publish after it decided
+# to clean up: the commit happens under this lock, and never once stopped
+# (for the workers in this process; those in other processes are stopped
+# by the lease, see lease.Lease.cancel).
+_COMMIT_LOCK = threading.Lock()
+_STOPPED = threading.Event()
+
+
+def stop_publishing() -> None:
+  """No publish in this process commits from now on; returns once a
+  commit in progress has finished."""
+  with _COMMIT_LOCK:
+    _STOPPED.set()
 
 
 def bad_fraction(dead: int, inputs: int) -> float:
@@ -138,18 +295,24 @@ def _counts_by_split(pairs) -> Dict[str, Dict[str, int]]:
   return out
 
 
-def _shard_entry(summary: dict) -> dict:
+def _in_run_folder(data_dir: str, path: str) -> str:
+  """A file of the run folder, relative to the output (as the manifest
+  names files)."""
+  return f'{data_dir}/{posixpath.basename(path)}'
+
+
+def _shard_entry(summary: dict, data_dir: str) -> dict:
   """A shard's manifest entry; 'index' names its index file, if any."""
-  entry = {'file': posixpath.basename(summary['path']),
+  entry = {'file': _in_run_folder(data_dir, summary['path']),
            'records': summary['records'], 'bytes': summary['bytes'],
            'sha256': summary['sha256']}
   if summary.get('index'):
-    entry['index'] = posixpath.basename(summary['index'])
+    entry['index'] = _in_run_folder(data_dir, summary['index'])
   return entry
 
 
 def _split_entries(cfg, values: dict, inputs: Dict[str, int],
-                   dead: Dict[str, int]) -> Dict[str, dict]:
+                   dead: Dict[str, int], data_dir: str) -> Dict[str, dict]:
   """The manifest's entry of every split: counts, classes, shards."""
   before_c = _counts_by_split(values['before'])
   after_c = _counts_by_split(values['after'])
@@ -158,7 +321,7 @@ def _split_entries(cfg, values: dict, inputs: Dict[str, int],
   splits = {}
   for split in cfg.split_names:
     split_shards = sorted(
-        (_shard_entry(s) for sp, s in shards if sp == split),
+        (_shard_entry(s, data_dir) for sp, s in shards if sp == split),
         key=lambda s: s['file'])
     fp = fps.get(split, {'fingerprint': format(0, '032x'), 'records': 0})
     splits[split] = {
@@ -207,7 +370,8 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
     The manifest dict.
   """
   inputs, dead = dict(values['inputs']), dict(values['dead'])
-  splits = _split_entries(cfg, values, inputs, dead)
+  data_dir = run_folder(run['run_id'])
+  splits = _split_entries(cfg, values, inputs, dead, data_dir)
   section, normalization = cfg.plugin.manifest_section(cfg, values, splits)
   total_inputs = sum(inputs.values())
   total_dead = sum(dead.values())
@@ -224,7 +388,10 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       cfg.modality: section,
       'compression': cfg.compression,
       'normalization': normalization,
-      'transform_dir': '.',
+      # Every file name below is relative to the output folder; the
+      # dataset's files are in its run folder.
+      'data_dir': data_dir,
+      'transform_dir': data_dir,
       'splits': splits,
       'totals': {
           'inputs': total_inputs,
@@ -237,7 +404,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       'fingerprint': sinks.combine_fingerprints(
           s['fingerprint'] for s in splits.values()),
       'dead_letter': {
-          'files': sorted(posixpath.basename(p) for p in dead_files),
+          'files': sorted(_in_run_folder(data_dir, p) for p in dead_files),
           'count': total_dead,
       },
       # Filled by FinalizeDataset when TFDS metadata is written.
@@ -312,17 +479,16 @@ class FinalizeDataset(beam.PTransform):
         manifest['failures'] = problems
         _write_json(join(staging, FAILURE), manifest)
         raise DataQualityError('; '.join(problems))
-      files = [posixpath.basename(s[key]) for _, s in values['shards']
-               for key in ('path', 'index') if s.get(key)]
-      files += [posixpath.basename(p) for p in values['dead_files']]
       if getattr(cfg, 'tfds_metadata', False):
-        written, seconds = tfds_lib.write(manifest, staging)
+        written, seconds = tfds_lib.write(
+            manifest, join(staging, TFDS_FOLDER), manifest['data_dir'])
         manifest['tfds'] = {'files': written, 'version': tfds_lib.VERSION,
                             'file_format': tfds_lib.FILE_FORMAT}
-        files += written
         _LOG.info('wrote the TFDS metadata (%s) in %.2f s', ', '.join(
             written), seconds)
-      publish(staging, cfg.output, files, manifest)
+      lease = run.get('lease')
+      publish(cfg.output, manifest, overwrite=cfg.overwrite,
+              check_writer=lease.check_held if lease else None)
       _LOG.info('published %d records to %s', manifest['totals']['records'],
                 cfg.output)
       return manifest['totals']

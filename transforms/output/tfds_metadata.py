@@ -3,16 +3,17 @@
 With them, `tfds.builder_from_directory(OUT).as_dataset(split='train')`
 reads our shards as they are: `dataset_info.json` (name, version, file
 format and, per split, the shard lengths and bytes; TFDS finds the shards
-by its default file name template `{DATASET}-{SPLIT}.{FILEFORMAT}-
-{SHARD_X_OF_Y}`, which is how `transforms.sinks` names them),
+by the file name template `<run folder>/{DATASET}-{SPLIT}.{FILEFORMAT}-
+{SHARD_X_OF_Y}`: TFDS's default, which is how output/shards.py names
+them, inside the run folder the manifest names),
 `features.json` (how each feature of our tf.train.Examples is parsed and
 decoded) and `label.labels.txt` (the class names).
 
 The files are built with tensorflow_datasets' own classes
 (`tfds.core.DatasetInfo`, `FeaturesDict`, `SplitDict`; about 0.3 s with the
-import) by `FinalizeDataset`, once per run, into the
-run's staging folder; they are published with the shards, before the
-manifest. TFDS reads uncompressed TFRecords only, so gzip-compressed
+import) by `FinalizeDataset`, once per run, into the run folder's `tfds/`;
+publishing copies them beside the manifest right after writing it (see
+output/manifest.py). TFDS reads uncompressed TFRecords only, so gzip-compressed
 datasets get none of these files.
 
 How the manifest's feature spec becomes TFDS features:
@@ -122,11 +123,16 @@ def supervised_keys(manifest: dict):
   return None if features is None else (features, 'label')
 
 
-def shard_template(name: str, split: str):
-  """TFDS's file name template of a split's shards (TFDS's default)."""
+def shard_template(name: str, split: str, data_dir: str = ''):
+  """TFDS's file name template of a split's shards: TFDS's default, in
+  the folder `data_dir` (relative to the TFDS files) when one is given."""
   import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  from tensorflow_datasets.core import naming  # pylint: disable=import-outside-toplevel
+  template = naming.DEFAULT_FILENAME_TEMPLATE
+  if data_dir:
+    template = f'{data_dir}/{template}'
   return tfds.core.ShardedFileTemplate(
-      data_dir='.', dataset_name=name, split=split,
+      data_dir='.', template=template, dataset_name=name, split=split,
       filetype_suffix=FILE_FORMAT)
 
 
@@ -135,16 +141,20 @@ def check_shard_names(manifest: dict) -> Optional[str]:
   (None), or which one is not."""
   for split, info in manifest['splits'].items():
     files = [s['file'] for s in info['shards']]
-    expected = shard_template(manifest['name'], split).sharded_filenames(
-        len(files)) if files else []
+    template = shard_template(manifest['name'], split,
+                              manifest.get('data_dir', ''))
+    expected = [template.relative_filepath(shard_index=i,
+                                           num_shards=len(files))
+                for i in range(len(files))]
     if files != expected:
       return (f'the {split} split\'s shards are {files[:2]}..., TFDS would '
               f'look for {expected[:2]}...')
   return None
 
 
-def dataset_info(manifest: dict, directory: str):
-  """A `tfds.core.DatasetInfo` describing the published dataset."""
+def dataset_info(manifest: dict, directory: str, data_dir: str = ''):
+  """A `tfds.core.DatasetInfo` describing the published dataset, whose
+  shards are in `data_dir` (relative to where the files are read from)."""
   import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
   name = manifest['name']
   identity = tfds.core.DatasetIdentity(
@@ -161,7 +171,8 @@ def dataset_info(manifest: dict, directory: str):
   info.set_file_format(FILE_FORMAT)
   splits = []
   for split, s in manifest['splits'].items():
-    template = shard_template(name, split).replace(data_dir=directory)
+    template = shard_template(name, split, data_dir).replace(
+        data_dir=directory)
     splits.append(tfds.core.SplitInfo(
         name=split, shard_lengths=[x['records'] for x in s['shards']],
         num_bytes=sum(x['bytes'] for x in s['shards']),
@@ -170,13 +181,16 @@ def dataset_info(manifest: dict, directory: str):
   return info
 
 
-def write(manifest: dict, directory: str) -> Tuple[List[str], float]:
+def write(manifest: dict, directory: str,
+          data_dir: str = '') -> Tuple[List[str], float]:
   """Writes the TFDS metadata of `manifest`'s dataset into `directory`.
 
   Args:
-    manifest: The dataset's manifest (its shards are in `directory`, or
-      will be, under the same names).
-    directory: Where to write (the run's staging folder).
+    manifest: The dataset's manifest.
+    directory: Where to write (a folder of the run folder; publishing
+      copies the files beside the manifest).
+    data_dir: The folder of the shards, relative to where the files will
+      be read from (the run folder, seen from the output).
 
   Returns:
     (the file names written, relative to `directory`; seconds taken).
@@ -190,7 +204,8 @@ def write(manifest: dict, directory: str) -> Tuple[List[str], float]:
   if problem:
     raise ValueError(problem)
   from etils import epath  # pylint: disable=import-outside-toplevel
-  dataset_info(manifest, directory).write_to_directory(directory)
+  epath.Path(directory).mkdir(parents=True, exist_ok=True)
+  dataset_info(manifest, directory, data_dir).write_to_directory(directory)
   candidates = [DATASET_INFO, FEATURES] + [
       key + LABELS_SUFFIX for key in manifest['feature_spec']]
   written = [n for n in candidates if (epath.Path(directory) / n).exists()]

@@ -184,12 +184,15 @@ def test_rerun_refuses_then_overwrite_replaces_atomically(tree, dataset,
   second = preprocess.run(_args(root, out, '--overwrite', '--num_shards', '2',
                                 '--normalization', 'none'))
   assert second['fingerprint'] == first['fingerprint']
-  shards = sorted(p.name for p in out.glob('*.tfrecord*'))
+  shards = sorted(str(p.relative_to(out))
+                  for p in out.glob('**/*.tfrecord*'))
   listed = sorted(s['file'] for sp in second['splits'].values()
                   for s in sp['shards'])
   assert shards == listed  # nothing left from the 3-shard run
   assert all(name.endswith('-of-00002') for name in shards)
-  assert not list(out.glob('.staging-*'))
+  # One run folder, the second run's: the first's went with the publish.
+  assert [p.name for p in out.glob('run-*')] == [second['data_dir']]
+  assert second['data_dir'] != first['data_dir']
   assert validate.main(['--output', str(out)]) == 0
   batch = next(iter(reader.load_dataset(str(out), 'train', batch_size=4)))
   assert batch['image'].dtype.name == 'float32'
@@ -208,8 +211,9 @@ def test_bad_fraction_gate_fails_and_publishes_nothing(tree, tmp_path,
   assert not (out / 'manifest.json').exists()
   assert validate.main(['--output', str(out)]) == validate.EXIT_UNSOUND
   # The failed run's dead letters are kept for inspection.
-  [staging] = list(out.glob('.staging-*'))
+  [staging] = list(out.glob('run-*'))
   assert list(staging.glob('dead_letter*'))
+  assert (staging / 'FAILED.json').exists()
 
 
 def test_split_folders_oversampling_uint8_gzip(tmp_path):

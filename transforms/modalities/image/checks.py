@@ -16,6 +16,7 @@ import numpy as np
 from transforms.modalities.image import features as schema
 from transforms.modalities.image import preprocessing as normalize
 from transforms.modalities.image import processing as images
+from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
 from transforms.validation import report as report_lib
@@ -211,7 +212,9 @@ def check_transform(output: str, manifest: dict) -> dict:
   stored = 'uint8' if img['storage'] == 'float32' else img['storage']
   inputs = [_flat_image(value, h, w, c, stored) for value in (0, 255)]
   try:
-    layer = tft.TFTransformOutput(output).transform_features_layer()
+    layer = tft.TFTransformOutput(
+        manifest_lib.transform_path(output, manifest)
+    ).transform_features_layer()
     out = layer({schema.IMAGE: tf.constant(inputs)})[schema.IMAGE].numpy()
   except Exception as e:  # pylint: disable=broad-except
     return {'ok': False, 'detail': f'the transform does not load or run: '
@@ -276,7 +279,9 @@ def read_transform(output: str, manifest: dict):
     return None
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
-  layer = tft.TFTransformOutput(output).transform_features_layer()
+  layer = tft.TFTransformOutput(
+      manifest_lib.transform_path(output, manifest)
+  ).transform_features_layer()
   image = manifest['image']
   h, w, c = image['height'], image['width'], image['channels']
 

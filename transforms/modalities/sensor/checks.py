@@ -10,6 +10,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
 from transforms.validation import report as report_lib
@@ -173,7 +174,9 @@ def check_transform(output: str, manifest: dict) -> dict:
   batch = np.stack([np.broadcast_to(p, sensor['value_shape'])
                     for p in probes]).astype(np.float32)
   try:
-    layer = tft.TFTransformOutput(output).transform_features_layer()
+    layer = tft.TFTransformOutput(
+        manifest_lib.transform_path(output, manifest)
+    ).transform_features_layer()
     out = layer({'values': tf.constant(batch)})['values'].numpy()
   except Exception as e:  # pylint: disable=broad-except
     return {'ok': False, 'detail': f'the transform does not load or run: '

@@ -10,6 +10,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
+from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
 from transforms.validation import report as report_lib
@@ -187,7 +188,8 @@ def check_transform(output: str, manifest: dict) -> dict:
   text = manifest['text']
   vocab = text['vocabulary']
   try:
-    out = tft.TFTransformOutput(output)
+    out = tft.TFTransformOutput(
+        manifest_lib.transform_path(output, manifest))
     tokens = out.vocabulary_by_name(tt.TOKENS_VOCABULARY)
     layer = out.transform_features_layer()
   except Exception as e:  # pylint: disable=broad-except
