@@ -12,12 +12,16 @@ from pipelines import validate
 
 
 def dead_letters(out):
-  """Every dead-letter record of a published dataset."""
+  """Every dead-letter record of a published dataset (the files its
+  manifest names)."""
+  manifest = reader.load_manifest(str(out))
+  files = manifest['dead_letter']['files']
+  assert files, 'the manifest names no dead-letter file'
   rows = []
-  for name in os.listdir(out):
-    if name.startswith('dead_letter'):
-      with open(os.path.join(out, name), encoding='utf-8') as f:
-        rows += [json.loads(line) for line in f if line.strip()]
+  for name in files:
+    with open(os.path.join(out, name), encoding='utf-8') as f:
+      rows += [json.loads(line) for line in f if line.strip()]
+  assert len(rows) == manifest['dead_letter']['count']
   return rows
 
 
