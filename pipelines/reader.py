@@ -11,8 +11,8 @@
 
 The reader parses records with the manifest's feature spec and, where the
 records are stored untransformed (encoded images), applies the exported
-tf.Transform graph (`transform_fn/`), so training normalizes exactly as the
-analysis did; the modality that wrote the dataset says how (its
+tf.Transform graph (`transform_fn/` in the run folder the manifest names,
+see transform_dir), so training normalizes exactly as the analysis did; the modality that wrote the dataset says how (its
 `read_transform` and `supervised_feature`). Shards are interleaved with
 at most `max_open_files` open at once, and batches are prefetched.
 """
@@ -78,6 +78,12 @@ def _manifest_problem(manifest) -> Optional[str]:
         return (f'shard {i} of split "{name}" needs "file", "records" and '
                 '"sha256"')
   return None
+
+
+def transform_dir(output: str) -> str:
+  """The folder of a published dataset's tf.Transform output (for
+  `tft.TFTransformOutput(transform_dir(OUT))`): its run folder."""
+  return manifest_lib.transform_path(output, load_manifest(output))
 
 
 def shard_paths(output: str, manifest: dict, split: str):
