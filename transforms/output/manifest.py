@@ -114,17 +114,14 @@ def _delete_matching(patterns: List[str]) -> None:
     FileSystems.delete(paths)
 
 
-def _gfile():
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return tf.io.gfile
-
-
 def remove_tree(path: str) -> None:
-  """Deletes a folder and everything in it (a prefix on object stores);
-  nothing happens when it does not exist."""
-  gfile = _gfile()
-  if gfile.exists(path):
-    gfile.rmtree(path)
+  """Deletes a folder and everything in it (every object under the prefix
+  on an object store); nothing happens when it does not exist."""
+  if '://' in path:
+    # Beam deletes a prefix recursively only when it ends with '/'.
+    FileSystems.delete([path.rstrip('/') + '/'])
+  elif os.path.lexists(path):
+    FileSystems.delete([path])
 
 
 def run_folder(run_id: str) -> str:
@@ -134,11 +131,20 @@ def run_folder(run_id: str) -> str:
 
 def run_folders(output: str) -> List[str]:
   """The names of the run folders in `output` (finished or not)."""
-  gfile = _gfile()
-  if not gfile.isdir(output):
-    return []
-  return sorted(n.rstrip('/') for n in gfile.listdir(output)
-                if RUN_FOLDER.match(n.rstrip('/')))
+  if '://' not in output:
+    # Listed directly: a folder holding only empty folders has no file a
+    # match would find.
+    names = os.listdir(output) if os.path.isdir(output) else []
+    return sorted(n for n in names if RUN_FOLDER.match(n))
+  try:
+    found = FileSystems.match([join(output, RUN_FOLDER_PREFIX + '*', '**')]
+                             )[0].metadata_list
+  except Exception:  # pylint: disable=broad-except
+    return []  # no output, or nothing in it
+  prefix = join(output, '')
+  names = {m.path[len(prefix):].split('/', 1)[0] for m in found
+           if m.path.startswith(prefix)}
+  return sorted(n for n in names if RUN_FOLDER.match(n))
 
 
 def transform_path(output: str, manifest: dict) -> str:
@@ -184,7 +190,7 @@ def _publish_tfds_files(output: str, manifest: dict) -> None:
   for name in tfds['files']:
     source, target = join(folder, name), join(output, name)
     if FileSystems.exists(source):
-      _gfile().copy(source, target, overwrite=True)
+      FileSystems.copy([source], [target])
 
 
 def finish_publish(output: str, manifest: dict) -> None:
