@@ -325,19 +325,36 @@ def run(argv: Optional[List[str]] = None,
 
 
 def _configure(argv: List[str]):
-  """(PipelineOptions, checked PreprocessConfig) from the command line."""
+  """(PipelineOptions, checked PreprocessConfig) from the command line.
+
+  Beam's option values and the runner are checked first (Beam itself reads
+  them lazily and answers a bad one with its whole usage).
+  """
   if '--help' in argv or '-h' in argv:
     raise _HelpRequested()
+  options_lib.check_beam_options(argv)
   options = PipelineOptions(argv)
   unknown = unknown_flags(argv)
   if unknown:
     raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
+  _check_runner(options)
   cfg = options_lib.resolve_config(options)
   tfds_skipped = options_lib.tfds_skip_reason(options, cfg)
   if tfds_skipped:
     _LOG.info('no TFDS metadata (dataset_info.json, features.json) will be '
               'written: %s.', tfds_skipped)
   return options, cfg
+
+
+def _check_runner(options: PipelineOptions) -> None:
+  """Refuses unknown and unverified runners; names a verified one plainly
+  (DirectRunner for `direct`, ...)."""
+  standard = options.view_as(StandardOptions)
+  runner = options_lib.check_runner(
+      standard.runner,
+      options.view_as(options_lib.PreprocessOptions).allow_unverified_runner)
+  if runner is not None:
+    standard.runner = runner
 
 
 def _build(options, cfg, run_info: dict, staging: str, plan):

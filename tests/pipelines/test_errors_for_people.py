@@ -1,0 +1,150 @@
+"""Every failure of the real command line ends with one sentence on stderr
+(`error: ...`), no traceback, and the JSON summary as the last stdout line
+with an `error` that names the problem; a crash's traceback goes to a log
+file (and with --verbose to stderr). Runners that are unknown, unverified
+or known to lose data are refused; relative local paths become absolute;
+a remote path that does not answer fails within seconds."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+import imagegen
+import repo
+from pipelines import options as options_lib
+from pipelines import preprocess
+
+ROOT = repo.ROOT
+EXIT_USAGE = preprocess.EXIT_USAGE
+
+
+def _env(tmp_path, **extra):
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2',
+             TMPDIR=str(tmp_path))
+  env.update(extra)
+  return env
+
+
+def _cli(tmp_path, args, module='pipelines.preprocess', code=None,
+         timeout=300):
+  """Runs `python -m module args` in tmp_path."""
+  command = [sys.executable]
+  command += ['-c', code] if code else ['-m', module]
+  return subprocess.run(command + [str(a) for a in args], cwd=tmp_path,
+                        env=_env(tmp_path), capture_output=True, text=True,
+                        timeout=timeout)
+
+
+def _failed(proc, exit_code, status, *words, json_line=True):
+  """Checks the shape of a failure; returns (the error line, the summary)."""
+  assert proc.returncode == exit_code, proc.stderr[-3000:]
+  lines = proc.stderr.rstrip().splitlines()
+  said = [line for line in lines if line.startswith('error:')]
+  assert len(said) == 1, proc.stderr[-3000:]
+  assert lines[-1] == said[0]  # the sentence ends stderr
+  assert 'Traceback' not in proc.stderr, proc.stderr[-3000:]
+  assert 'usage:' not in proc.stderr  # no argparse usage dump
+  for word in words:
+    assert word in said[0], said[0]
+  if not json_line:
+    return said[0], None
+  summary = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert summary['status'] == status
+  assert summary['exit_code'] == exit_code
+  assert summary['published'] is False
+  for word in words:
+    assert word in summary['error'], summary['error']
+  return said[0], summary
+
+
+@pytest.fixture(scope='module')
+def images_dir(tmp_path_factory):
+  root = tmp_path_factory.mktemp('imgs')
+  imagegen.write_good_images(str(root))
+  return root
+
+
+# --- Beam's options ---------------------------------------------------------
+
+
+@pytest.mark.parametrize('extra,words', [
+    (['--direct_running_mode', 'fast'],
+     ['--direct_running_mode must be one of in_memory, multi_threading, '
+      "multi_processing (got 'fast')"]),
+    (['--direct_num_workers', 'abc'],
+     ["--direct_num_workers must be a whole number (got 'abc')"]),
+    (['--direct_num_workers'], ['--direct_num_workers needs a value']),
+])
+def test_a_bad_beam_option_value_is_one_sentence(images_dir, tmp_path, extra,
+                                                 words):
+  proc = _cli(tmp_path, ['--input', images_dir, '--output', 'out'] + extra)
+  _failed(proc, EXIT_USAGE, 'bad_invocation', *words)
+  assert len(proc.stderr.splitlines()) < 15  # not Beam's 160-line usage
+  assert not (tmp_path / 'out').exists()
+
+
+# --- runners ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize('extra,words', [
+    (['--runner', 'DirectRuner'],
+     ['Unknown runner "DirectRuner"', 'did you mean DirectRunner?',
+      'DirectRunner, PortableRunner, FlinkRunner, DataflowRunner']),
+    (['--runner', 'PrismRunner'],
+     ['PrismRunner has not been verified', '--allow_unverified_runner',
+      'DirectRunner, PortableRunner, FlinkRunner, DataflowRunner']),
+    (['--runner', 'DaskRunner'],
+     ['--runner DaskRunner is refused', 'finish_bundle']),
+    (['--runner', 'DaskRunner', '--allow_unverified_runner'],
+     ['--runner DaskRunner is refused']),
+    (['--runner', 'apache_beam.runners.dask.dask_runner.DaskRunner'],
+     ['DaskRunner is refused']),
+])
+def test_runners_that_are_unknown_unverified_or_lose_data_are_refused(
+    images_dir, tmp_path, extra, words):
+  proc = _cli(tmp_path, ['--input', images_dir, '--output', 'out'] + extra)
+  _failed(proc, EXIT_USAGE, 'bad_invocation', *words)
+  assert not (tmp_path / 'out').exists()
+
+
+def test_allow_unverified_runner_lets_an_unverified_runner_pass(tmp_path):
+  """The runner check passes; what stops this run is its missing input."""
+  proc = _cli(tmp_path, ['--input', 'nope', '--output', 'out', '--runner',
+                         'PrismRunner', '--allow_unverified_runner'])
+  error, _ = _failed(proc, EXIT_USAGE, 'bad_invocation', 'does not exist')
+  assert re.fullmatch(r'error: The input path \S*nope does not exist\.', error)
+
+
+@pytest.mark.parametrize('given,expected', [
+    (None, None),
+    ('direct', 'DirectRunner'), ('Direct', 'DirectRunner'),
+    ('DirectRunner', 'DirectRunner'),
+    ('apache_beam.runners.direct.direct_runner.DirectRunner', 'DirectRunner'),
+    ('portable', 'PortableRunner'), ('PortableRunner', 'PortableRunner'),
+    ('apache_beam.runners.portability.portable_runner.PortableRunner',
+     'PortableRunner'),
+    ('flink', 'FlinkRunner'),
+    ('apache_beam.runners.portability.flink_runner.FlinkRunner',
+     'FlinkRunner'),
+    ('dataflow', 'DataflowRunner'),
+    ('apache_beam.runners.dataflow.dataflow_runner.DataflowRunner',
+     'DataflowRunner'),
+])
+def test_verified_runners_under_any_name_beam_accepts(given, expected):
+  assert options_lib.check_runner(given, False) == expected
+
+
+def test_unverified_runners_and_unknown_names():
+  with pytest.raises(options_lib.UsageError, match='has not been verified'):
+    options_lib.check_runner('SparkRunner', False)
+  assert options_lib.check_runner('SparkRunner', True) == 'SparkRunner'
+  for name in ('DirectRuner', 'no.such.module.Runner', 'os.path'):
+    with pytest.raises(options_lib.UsageError, match='unknown runner'):
+      options_lib.check_runner(name, True)
+
+
