@@ -519,3 +519,20 @@ def check_runner(runner, allow_unverified: bool) -> Optional[str]:
                      '--allow_unverified_runner to run on it anyway.')
   return name
 
+
+_SCHEME = re.compile(r'^[a-zA-Z][-a-zA-Z0-9+.]*://')
+
+
+def is_local_path(path: str) -> bool:
+  """Whether a path is on this machine's file system (no scheme://)."""
+  return not _SCHEME.match(path)
+
+
+def absolute_local_path(path):
+  """A local path made absolute against the current folder (so workers
+  started in another folder read and write the same files); a path with a
+  scheme (gs://, s3://, ...) or none at all unchanged."""
+  if not path or not is_local_path(str(path)):
+    return path
+  import os  # pylint: disable=import-outside-toplevel
+  return os.path.abspath(str(path))

@@ -328,7 +328,8 @@ def _configure(argv: List[str]):
   """(PipelineOptions, checked PreprocessConfig) from the command line.
 
   Beam's option values and the runner are checked first (Beam itself reads
-  them lazily and answers a bad one with its whole usage).
+  them lazily and answers a bad one with its whole usage); local --input
+  and --output become absolute.
   """
   if '--help' in argv or '-h' in argv:
     raise _HelpRequested()
@@ -338,6 +339,7 @@ def _configure(argv: List[str]):
   if unknown:
     raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
   _check_runner(options)
+  _absolute_paths(options)
   cfg = options_lib.resolve_config(options)
   tfds_skipped = options_lib.tfds_skip_reason(options, cfg)
   if tfds_skipped:
@@ -355,6 +357,14 @@ def _check_runner(options: PipelineOptions) -> None:
       options.view_as(options_lib.PreprocessOptions).allow_unverified_runner)
   if runner is not None:
     standard.runner = runner
+
+
+def _absolute_paths(options: PipelineOptions) -> None:
+  """Makes local --input and --output absolute, so that workers started in
+  another folder (a portable runner's SDK workers) use the same files."""
+  o = options.view_as(options_lib.PreprocessOptions)
+  o.input = options_lib.absolute_local_path(o.input)
+  o.output = options_lib.absolute_local_path(o.output)
 
 
 def _build(options, cfg, run_info: dict, staging: str, plan):

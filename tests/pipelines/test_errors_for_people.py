@@ -148,3 +148,49 @@ def test_unverified_runners_and_unknown_names():
       options_lib.check_runner(name, True)
 
 
+# --- paths ------------------------------------------------------------------
+
+
+def test_relative_local_paths_become_absolute(tmp_path):
+  (tmp_path / 'docs.csv').write_text(
+      'text,label\n' + ''.join(f'document number {i},{"ab"[i % 2]}\n'
+                               for i in range(60)))
+  (tmp_path / 'work').mkdir()
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipelines.preprocess', '--modality', 'text',
+       '--input', '../docs.csv', '--output', '../out'],
+      cwd=tmp_path / 'work', env=_env(tmp_path), capture_output=True,
+      text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  summary = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert summary['output'] == str(tmp_path / 'out')
+  manifest = json.loads((tmp_path / 'out' / 'manifest.json').read_text())
+  assert manifest['config']['input'] == str(tmp_path / 'docs.csv')
+  assert manifest['config']['output'] == str(tmp_path / 'out')
+
+
+def test_relative_and_absolute_paths_give_one_config_hash(tmp_path,
+                                                          monkeypatch):
+  (tmp_path / 'docs.csv').write_text('text,label\nhello there,a\n')
+  monkeypatch.chdir(tmp_path)
+  _, relative = preprocess._configure(  # pylint: disable=protected-access
+      ['--modality', 'text', '--input', 'docs.csv', '--output', 'o'])
+  _, absolute = preprocess._configure(  # pylint: disable=protected-access
+      ['--modality', 'text', '--input', str(tmp_path / 'docs.csv'),
+       '--output', str(tmp_path / 'o'), '--allow_unverified_runner'])
+  assert relative.input == absolute.input == str(tmp_path / 'docs.csv')
+  assert relative.to_json() == absolute.to_json()
+  assert relative.config_hash() == absolute.config_hash()
+  assert 'verbose' not in absolute.to_json()
+
+
+@pytest.mark.parametrize('path,expected', [
+    ('gs://b/raw/*.csv', 'gs://b/raw/*.csv'),
+    ('s3://b/x', 's3://b/x'),
+    ('/abs/x', '/abs/x'),
+    (None, None),
+])
+def test_paths_with_a_scheme_are_left_alone(path, expected):
+  assert options_lib.absolute_local_path(path) == expected
+
+
