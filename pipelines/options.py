@@ -112,6 +112,10 @@ class PreprocessOptions(PipelineOptions):
         help='DataflowRunner only: return once the job is submitted instead '
         'of waiting for it (for Flex Template launches). The job still '
         'publishes the dataset itself, atomically, when it finishes.')
+    add('--verbose', default=False, action='store_true',
+        help='When the run fails, also print the full traceback on stderr '
+        '(it is always written to the log file the error names). Changes '
+        'no record and not the config hash.')
     add('--allow_unverified_runner', default=False, action='store_true',
         help='Run on a Beam runner this pipeline has not been verified on '
         f'(verified: {", ".join(VERIFIED_RUNNERS)}; DaskRunner is refused '

@@ -9,7 +9,9 @@ runner options the job runs on the DirectRunner with one worker thread per
 core.
 
 Exit codes: 0 published; 2 bad invocation (one sentence on stderr);
-3 data-quality gate failed (nothing published); 1 the pipeline failed.
+3 data-quality gate failed (nothing published); 1 the pipeline failed (one
+sentence naming the exception and the log file with its traceback, which
+--verbose also prints).
 The last line on stdout is always one JSON object with the run's summary
 (status, exit code, output, counts, dead letters, duration, error).
 """
@@ -35,6 +37,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 
+from pipelines import errors
 from pipelines import options as options_lib
 from pipelines.options import UsageError
 from transforms.output import manifest as manifest_lib
@@ -458,8 +461,11 @@ def summary_json(code: int, progress: dict, manifest: Optional[dict],
   {"status", "exit_code", "modality", "runner", "output", "partition",
    "run_id", "published", "inputs", "examples", "records", "dead_lettered",
    "bad_fraction", "splits": {split: records}, "fingerprint", "seconds",
-   "error"}; counts are null when the run stopped before counting, and a
-  data-quality failure carries the counts it was refused for. A Dataflow
+   "error", "log"}; counts are null when the run stopped before counting,
+  and a data-quality failure carries the counts it was refused for. "error"
+  is null, the bad invocation's or the data-quality failure's sentence, or
+  for a failed pipeline "<ExceptionType>: <first line of its message>";
+  "log" names the file holding a failed pipeline's traceback. A Dataflow
   --dry_run has status "dry_run" and adds "job_name" and "job_file"; a
   Dataflow job submitted with --detach has status "submitted" (published
   false: the job publishes when it finishes) and adds "job_id".
@@ -492,6 +498,7 @@ def summary_json(code: int, progress: dict, manifest: Optional[dict],
       'fingerprint': m.get('fingerprint') if code == EXIT_OK else None,
       'seconds': round(time.time() - _PROCESS_START, 3),
       'error': error,
+      'log': progress.get('log'),
       **extra,
   }, sort_keys=False)
 
@@ -515,7 +522,11 @@ def configure_logging() -> None:
 def usage_sentence(error: Exception) -> str:
   """A bad invocation's message as the one sentence printed for it."""
   msg = str(error)
-  return msg[0].upper() + msg[1:] + ('' if msg.endswith('.') else '.')
+  first = msg.split(' ', 1)[0]
+  # "The input ...", but not "Photos.csv: ..." or "--flag ...".
+  if not (first.startswith('-') or any(c in first for c in './\\:')):
+    msg = msg[0].upper() + msg[1:]
+  return msg + ('' if msg.endswith('.') else '.')
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -523,31 +534,43 @@ def main(argv: Optional[List[str]] = None) -> int:
 
   Whatever the outcome (except --help), the last line on stdout is one JSON
   object summarizing the run (see summary_json); the human-readable
-  summary or error goes to stderr.
+  summary or error goes to stderr, a failure's as one sentence that ends
+  it. A failed pipeline's traceback goes to a log file the sentence names
+  (and with --verbose to stderr too).
   """
+  argv = list(sys.argv[1:] if argv is None else argv)
   configure_logging()
   progress: dict = {}
   manifest, error = None, None
-  try:
-    manifest = run(argv, progress)
-    code = EXIT_OK
-  except _HelpRequested:
-    print_help()
-    return EXIT_OK
-  except UsageError as e:
-    error = usage_sentence(e)
-    print(f'error: {error}', file=sys.stderr)
-    code = EXIT_USAGE
-  except DataQualityError as e:
-    error = f'data quality: {e}'
-    print(f'error: {error}', file=sys.stderr)
-    code = EXIT_DATA_QUALITY
-  except Exception as e:  # pylint: disable=broad-except
-    traceback.print_exc()
-    error = (f'the pipeline failed: {type(e).__name__}: '
-             f'{str(e).splitlines()[0] if str(e) else ""}')
-    print(f'error: {error}', file=sys.stderr)
-    code = EXIT_PIPELINE_FAILED
+  verbose = _flag_given(argv, '--verbose')
+  with errors.Capture(verbose) as capture:
+    try:
+      manifest = run(argv, progress)
+      code = EXIT_OK
+    except _HelpRequested:
+      print_help()
+      return EXIT_OK
+    except UsageError as e:
+      error = usage_sentence(e)
+      code = EXIT_USAGE
+    except DataQualityError as e:
+      error = f'data quality: {e}'
+      code = EXIT_DATA_QUALITY
+    except Exception as e:  # pylint: disable=broad-except
+      error = errors.describe(e)
+      log = capture.write_log(
+          errors.log_path('preprocess', progress.get('run_id')),
+          'python -m pipelines.preprocess', argv, e)
+      progress['log'] = log
+      if verbose:
+        traceback.print_exc()
+      where = (f'; the traceback is in {log}' if log else
+               '; pass --verbose to see the traceback')
+      print(f'error: the pipeline failed: {error.rstrip(".")}{where}.',
+            file=sys.stderr)
+      code = EXIT_PIPELINE_FAILED
+    if code in (EXIT_USAGE, EXIT_DATA_QUALITY):
+      print(f'error: {error}', file=sys.stderr)
   if manifest is not None and manifest.get('submitted'):
     if manifest['job_id']:
       print(f'submitted the Dataflow job {manifest["job_id"]} without '

@@ -16,6 +16,7 @@ import pytest
 
 import imagegen
 import repo
+from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preprocess
 
@@ -177,7 +178,8 @@ def test_relative_and_absolute_paths_give_one_config_hash(tmp_path,
       ['--modality', 'text', '--input', 'docs.csv', '--output', 'o'])
   _, absolute = preprocess._configure(  # pylint: disable=protected-access
       ['--modality', 'text', '--input', str(tmp_path / 'docs.csv'),
-       '--output', str(tmp_path / 'o'), '--allow_unverified_runner'])
+       '--output', str(tmp_path / 'o'), '--verbose',
+       '--allow_unverified_runner'])
   assert relative.input == absolute.input == str(tmp_path / 'docs.csv')
   assert relative.to_json() == absolute.to_json()
   assert relative.config_hash() == absolute.config_hash()
@@ -192,5 +194,98 @@ def test_relative_and_absolute_paths_give_one_config_hash(tmp_path,
 ])
 def test_paths_with_a_scheme_are_left_alone(path, expected):
   assert options_lib.absolute_local_path(path) == expected
+
+
+# --- a crash inside the pipeline ---------------------------------------------
+
+_CRASH = """
+import sys
+from transforms.modalities.text import inputs
+def broken(*args, **kwargs):
+  raise ValueError('the reader broke\\nsecond line of the message')
+inputs.iter_table_batches = broken
+from pipelines import preprocess
+sys.exit(preprocess.main(sys.argv[1:]))
+"""
+
+
+@pytest.fixture(scope='module')
+def docs(tmp_path_factory):
+  path = tmp_path_factory.mktemp('docs') / 'docs.csv'
+  path.write_text('text,label\n' + ''.join(
+      f'document {i},{"ab"[i % 2]}\n' for i in range(20)))
+  return path
+
+
+def test_a_crash_names_the_exception_and_its_log_file(docs, tmp_path):
+  # Two threads: Beam re-raises the worker's error with a message that is
+  # its traceback, and its SDK worker prints it on stderr.
+  proc = _cli(tmp_path, ['--modality', 'text', '--input', docs, '--output',
+                         'out', '--direct_running_mode', 'multi_threading',
+                         '--direct_num_workers', '2'], code=_CRASH)
+  said, summary = _failed(proc, preprocess.EXIT_PIPELINE_FAILED,
+                          'pipeline_failed', 'ValueError: the reader broke')
+  assert re.fullmatch(
+      r"ValueError: the reader broke \[while running '[^']*"
+      r"ParseForStatistics[^']*'\]", summary['error']), summary['error']
+  log = summary['log']
+  assert os.path.dirname(log) == str(tmp_path)  # the temp dir (TMPDIR)
+  assert re.fullmatch(r'tfrecord-preprocess-\d{8}T\d{6}-[0-9a-f]{6}\.log',
+                      os.path.basename(log))
+  assert summary['run_id'] in log
+  assert said == (f'error: the pipeline failed: {summary["error"]}; the '
+                  f'traceback is in {log}.')
+  text = open(log, encoding='utf-8').read()
+  assert 'Traceback (most recent call last):' in text
+  assert 'in broken' in text  # the frame that raised
+  assert 'second line of the message' in text
+
+
+def test_verbose_puts_the_traceback_on_stderr(docs, tmp_path):
+  proc = _cli(tmp_path, ['--modality', 'text', '--input', docs, '--output',
+                         'out', '--verbose'], code=_CRASH)
+  assert proc.returncode == preprocess.EXIT_PIPELINE_FAILED
+  assert 'Traceback (most recent call last):' in proc.stderr
+  assert 'in broken' in proc.stderr  # the frame that raised
+  lines = proc.stderr.rstrip().splitlines()
+  assert lines[-1].startswith('error: the pipeline failed: ValueError: the '
+                              'reader broke')
+  assert sum(line.startswith('error:') for line in lines) == 1
+  summary = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert summary['error'].startswith('ValueError: the reader broke')
+  assert os.path.exists(summary['log'])
+
+
+def test_a_data_quality_failure_is_one_sentence_too(tmp_path):
+  (tmp_path / 'docs.csv').write_text('text,label\n' + ''.join(
+      f'document {i},{"a" if i < 10 else ""}\n' for i in range(20)))
+  proc = _cli(tmp_path, ['--modality', 'text', '--input', 'docs.csv',
+                         '--output', 'out'])
+  _failed(proc, preprocess.EXIT_DATA_QUALITY, 'data_quality_failed',
+          'data quality: 10 of 20 inputs (50.0%) were dead-lettered')
+
+
+def test_help_names_the_new_flags(capsys):
+  assert preprocess.main(['--help']) == preprocess.EXIT_OK
+  out = capsys.readouterr().out
+  assert '--verbose' in out and '--allow_unverified_runner' in out
+
+
+def test_describe_finds_the_exception_inside_beams_traceback():
+  wrapped = RuntimeError(
+      'Traceback (most recent call last):\n'
+      '  File "x.py", line 1, in f\n'
+      '    raise ValueError(\'a\')\n'
+      'ValueError: a [while running \'Step\']\n\n'
+      'During handling of the above exception, another exception occurred:\n'
+      '\nTraceback (most recent call last):\n'
+      '  File "y.py", line 2, in g\n'
+      'transforms.core.errors.UsageError: the input is bad\n'
+      'and more [while running \'Read/Parse\']\n')
+  assert errors.describe(wrapped) == (
+      "UsageError: the input is bad [while running 'Read/Parse']")
+  assert errors.describe(KeyError('k')) == "KeyError: 'k'"
+  assert errors.describe(ValueError('one\ntwo')) == 'ValueError: one'
+  assert errors.describe(ValueError()) == 'ValueError'
 
 
