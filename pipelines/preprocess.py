@@ -39,6 +39,7 @@ from apache_beam.options.pipeline_options import TestOptions
 
 from pipelines import errors
 from pipelines import options as options_lib
+from pipelines import preflight
 from pipelines.options import UsageError
 from transforms.output import manifest as manifest_lib
 from transforms.core import skeleton
@@ -332,7 +333,8 @@ def _configure(argv: List[str]):
 
   Beam's option values and the runner are checked first (Beam itself reads
   them lazily and answers a bad one with its whole usage); local --input
-  and --output become absolute.
+  and --output become absolute; remote ones must answer within seconds, and
+  a table input must hold a data row.
   """
   if '--help' in argv or '-h' in argv:
     raise _HelpRequested()
@@ -344,6 +346,10 @@ def _configure(argv: List[str]):
   _check_runner(options)
   _absolute_paths(options)
   cfg = options_lib.resolve_config(options)
+  if not options.view_as(TestOptions).dry_run:
+    # A Dataflow dry run reads and writes nothing remote.
+    preflight.check_reachable([cfg.input, cfg.output], options)
+    preflight.check_not_empty(cfg)
   tfds_skipped = options_lib.tfds_skip_reason(options, cfg)
   if tfds_skipped:
     _LOG.info('no TFDS metadata (dataset_info.json, features.json) will be '
@@ -529,6 +535,24 @@ def usage_sentence(error: Exception) -> str:
   return msg + ('' if msg.endswith('.') else '.')
 
 
+def _read_nothing(progress: dict) -> bool:
+  """Whether a refused run had no input at all (nothing to refuse: an
+  empty input is a bad invocation)."""
+  failed = progress.get('failed_manifest') or {}
+  return (failed.get('totals') or {}).get('inputs') == 0
+
+
+def _empty_input(progress: dict) -> UsageError:
+  """The bad invocation for a run that found no input record; removes the
+  staging folder, which holds nothing worth inspecting."""
+  failed = progress.get('failed_manifest') or {}
+  where = (failed.get('config') or {}).get('input')
+  if progress.get('staging'):
+    _remove_tree(progress['staging'])
+  return UsageError(f'the input{" " + where if where else ""} holds no '
+                    'records: it is empty, or has a header but no data rows.')
+
+
 def main(argv: Optional[List[str]] = None) -> int:
   """Command-line entry point; returns the exit code.
 
@@ -554,8 +578,12 @@ def main(argv: Optional[List[str]] = None) -> int:
       error = usage_sentence(e)
       code = EXIT_USAGE
     except DataQualityError as e:
-      error = f'data quality: {e}'
-      code = EXIT_DATA_QUALITY
+      if _read_nothing(progress):
+        error = usage_sentence(_empty_input(progress))
+        code = EXIT_USAGE
+      else:
+        error = f'data quality: {e}'
+        code = EXIT_DATA_QUALITY
     except Exception as e:  # pylint: disable=broad-except
       error = errors.describe(e)
       log = capture.write_log(

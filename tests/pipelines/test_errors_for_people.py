@@ -289,3 +289,72 @@ def test_describe_finds_the_exception_inside_beams_traceback():
   assert errors.describe(ValueError()) == 'ValueError'
 
 
+# --- empty inputs -----------------------------------------------------------
+
+
+@pytest.mark.parametrize('modality,name,content,extra', [
+    ('text', 'docs.csv', 'text,label\n', []),
+    ('text', 'docs.tsv', 'text\tlabel\n\n', []),
+    ('image', 'manifest.csv', 'path,label\n', []),
+    ('sensor', 'rows.csv', 'timestamp,a,b,label\n', []),
+    ('sensor', 'rows.csv', 'timestamp,a,b,label\n', ['--channels', 'a,b']),
+])
+def test_a_header_without_rows_is_an_empty_input(tmp_path, modality, name,
+                                                 content, extra):
+  (tmp_path / name).write_text(content)
+  proc = _cli(tmp_path, ['--modality', modality, '--input', name,
+                         '--output', 'out'] + extra)
+  _failed(proc, EXIT_USAGE, 'bad_invocation',
+          f'{tmp_path / name} is empty: it has a header but no data rows')
+  assert not (tmp_path / 'out').exists()  # nothing created
+
+
+def test_an_empty_image_folder_is_an_empty_input(tmp_path):
+  (tmp_path / 'photos').mkdir()
+  proc = _cli(tmp_path, ['--input', 'photos', '--output', 'out'])
+  _failed(proc, EXIT_USAGE, 'bad_invocation',
+          f'input folder {tmp_path / "photos"} is empty')
+
+
+def test_many_header_only_files_are_an_empty_input_too(tmp_path):
+  """Past the few files checked up front, the pipeline's own count finds
+  that nothing was read: still a bad invocation, not a quality failure."""
+  (tmp_path / 'parts').mkdir()
+  for i in range(25):
+    (tmp_path / 'parts' / f'p{i:02d}.csv').write_text('text,label\n')
+  proc = _cli(tmp_path, ['--modality', 'text', '--input', 'parts/*.csv',
+                         '--output', 'out'])
+  _, summary = _failed(proc, EXIT_USAGE, 'bad_invocation',
+                       'holds no records')
+  assert summary['inputs'] == 0
+  assert not list((tmp_path / 'out').glob('.staging-*'))
+
+
+# --- remote paths -----------------------------------------------------------
+
+
+def test_an_unreachable_bucket_fails_fast(images_dir, tmp_path):
+  started = time.monotonic()
+  proc = _cli(tmp_path, ['--input', images_dir, '--output',
+                         'gs://no-such-bucket-xyz/out'])
+  assert time.monotonic() - started < 30
+  _failed(proc, EXIT_USAGE, 'bad_invocation',
+          'annot reach gs://no-such-bucket-xyz/out (no answer within 12 s')
+
+
+_WITHOUT_GCS = """
+import sys
+sys.modules['google.cloud.storage'] = None  # as if it were not installed
+from pipelines import preprocess
+sys.exit(preprocess.main(sys.argv[1:]))
+"""
+
+
+def test_gs_paths_without_the_gcs_client(images_dir, tmp_path):
+  proc = _cli(tmp_path, ['--input', images_dir, '--output',
+                         'gs://no-such-bucket-xyz/out'], code=_WITHOUT_GCS)
+  _failed(proc, EXIT_USAGE, 'bad_invocation',
+          'annot reach gs://no-such-bucket-xyz/out: Beam has no file system '
+          'for gs:// paths', 'apache-beam[gcp]')
+
+
