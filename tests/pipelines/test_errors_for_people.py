@@ -358,3 +358,21 @@ def test_gs_paths_without_the_gcs_client(images_dir, tmp_path):
           'for gs:// paths', 'apache-beam[gcp]')
 
 
+# --- the validation command ---------------------------------------------------
+
+
+@pytest.mark.parametrize('extra,words', [
+    (['--direct_running_mode', 'fast'],
+     ['--direct_running_mode must be one of in_memory']),
+    (['--runner', 'DaskRunner'], ['--runner DaskRunner is refused']),
+    (['--runner', 'Directt'], ['unknown runner "Directt"']),
+])
+def test_validate_refuses_the_same_way(tmp_path, extra, words):
+  proc = _cli(tmp_path, ['--output', tmp_path] + extra,
+              module='pipelines.validate')
+  _failed(proc, EXIT_USAGE, None, *words, json_line=False)
+
+
+def test_validate_without_output_is_one_sentence(tmp_path):
+  proc = _cli(tmp_path, [], module='pipelines.validate')
+  _failed(proc, EXIT_USAGE, None, 'required: --output', json_line=False)
