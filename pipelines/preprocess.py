@@ -9,7 +9,9 @@ runner options the job runs on the DirectRunner with one worker thread per
 core.
 
 Exit codes: 0 published; 2 bad invocation (one sentence on stderr);
-3 data-quality gate failed (nothing published); 1 the pipeline failed.
+3 data-quality gate failed (nothing published); 1 the pipeline failed (one
+sentence naming the exception and the log file with its traceback, which
+--verbose also prints).
 The last line on stdout is always one JSON object with the run's summary
 (status, exit code, output, counts, dead letters, duration, error).
 """
@@ -35,7 +37,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 
+from pipelines import errors
 from pipelines import options as options_lib
+from pipelines import preflight
 from pipelines import signals
 from pipelines.options import UsageError
 from transforms.output import lease as lease_lib
@@ -348,8 +352,9 @@ def _take_output(options, cfg, run_id: str):
   except UsageError:
     raise
   except Exception as e:  # pylint: disable=broad-except
-    raise UsageError(f'cannot take the lease {lease.path} of the output '
-                     f'({type(e).__name__}: {e}).') from None
+    raise UsageError(f'cannot write to the output {cfg.output} (taking its '
+                     f'lease {lease.path}: {type(e).__name__}: {e}).'
+                     ) from None
   try:
     # Again, now that no other run can publish: one may have, meanwhile.
     check_output(cfg)
@@ -432,19 +437,51 @@ def _cancel(lease, staging: str, progress: dict) -> None:
 
 
 def _configure(argv: List[str]):
-  """(PipelineOptions, checked PreprocessConfig) from the command line."""
+  """(PipelineOptions, checked PreprocessConfig) from the command line.
+
+  Beam's option values and the runner are checked first (Beam itself reads
+  them lazily and answers a bad one with its whole usage); local --input
+  and --output become absolute; remote ones must answer within seconds, and
+  a table input must hold a data row.
+  """
   if '--help' in argv or '-h' in argv:
     raise _HelpRequested()
+  options_lib.check_beam_options(argv)
   options = PipelineOptions(argv)
   unknown = unknown_flags(argv)
   if unknown:
     raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
+  _check_runner(options)
+  _absolute_paths(options)
   cfg = options_lib.resolve_config(options)
+  if not options.view_as(TestOptions).dry_run:
+    # A Dataflow dry run reads and writes nothing remote.
+    preflight.check_reachable([cfg.input, cfg.output], options)
+    preflight.check_not_empty(cfg)
   tfds_skipped = options_lib.tfds_skip_reason(options, cfg)
   if tfds_skipped:
     _LOG.info('no TFDS metadata (dataset_info.json, features.json) will be '
               'written: %s.', tfds_skipped)
   return options, cfg
+
+
+def _check_runner(options: PipelineOptions) -> None:
+  """Refuses unknown and unverified runners; names a verified one plainly
+  (DirectRunner for `direct`, ...)."""
+  standard = options.view_as(StandardOptions)
+  runner = options_lib.check_runner(
+      standard.runner,
+      options.view_as(options_lib.PreprocessOptions).allow_unverified_runner)
+  if runner is not None:
+    standard.runner = runner
+
+
+def _absolute_paths(options: PipelineOptions) -> None:
+  """Makes local --input and --output absolute, so that workers started in
+  another folder (a portable runner's SDK workers) use the same files."""
+  o = options.view_as(options_lib.PreprocessOptions)
+  o.input = options_lib.absolute_local_path(o.input)
+  o.output = options_lib.absolute_local_path(o.output)
 
 
 def _build(options, cfg, run_info: dict, staging: str, plan):
@@ -562,8 +599,11 @@ def summary_json(code: int, progress: dict, manifest: Optional[dict],
   {"status", "exit_code", "modality", "runner", "output", "partition",
    "run_id", "published", "inputs", "examples", "records", "dead_lettered",
    "bad_fraction", "splits": {split: records}, "fingerprint", "seconds",
-   "error"}; counts are null when the run stopped before counting, and a
-  data-quality failure carries the counts it was refused for. A Dataflow
+   "error", "log"}; counts are null when the run stopped before counting,
+  and a data-quality failure carries the counts it was refused for. "error"
+  is null, the bad invocation's or the data-quality failure's sentence, or
+  for a failed pipeline "<ExceptionType>: <first line of its message>";
+  "log" names the file holding a failed pipeline's traceback. A Dataflow
   --dry_run has status "dry_run" and adds "job_name" and "job_file"; a
   Dataflow job submitted with --detach has status "submitted" (published
   false: the job publishes when it finishes) and adds "job_id".
@@ -596,6 +636,7 @@ def summary_json(code: int, progress: dict, manifest: Optional[dict],
       'fingerprint': m.get('fingerprint') if code == EXIT_OK else None,
       'seconds': round(time.time() - _PROCESS_START, 3),
       'error': error,
+      'log': progress.get('log'),
       **extra,
   }, sort_keys=False)
 
@@ -619,7 +660,29 @@ def configure_logging() -> None:
 def usage_sentence(error: Exception) -> str:
   """A bad invocation's message as the one sentence printed for it."""
   msg = str(error)
-  return msg[0].upper() + msg[1:] + ('' if msg.endswith('.') else '.')
+  first = msg.split(' ', 1)[0]
+  # "The input ...", but not "Photos.csv: ..." or "--flag ...".
+  if not (first.startswith('-') or any(c in first for c in './\\:')):
+    msg = msg[0].upper() + msg[1:]
+  return msg + ('' if msg.endswith('.') else '.')
+
+
+def _read_nothing(progress: dict) -> bool:
+  """Whether a refused run had no input at all (nothing to refuse: an
+  empty input is a bad invocation)."""
+  failed = progress.get('failed_manifest') or {}
+  return (failed.get('totals') or {}).get('inputs') == 0
+
+
+def _empty_input(progress: dict) -> UsageError:
+  """The bad invocation for a run that found no input record; removes the
+  staging folder, which holds nothing worth inspecting."""
+  failed = progress.get('failed_manifest') or {}
+  where = (failed.get('config') or {}).get('input')
+  if progress.get('staging'):
+    _remove_tree(progress['staging'])
+  return UsageError(f'the input{" " + where if where else ""} holds no '
+                    'records: it is empty, or has a header but no data rows.')
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -627,8 +690,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
   Whatever the outcome (except --help), the last line on stdout is one JSON
   object summarizing the run (see summary_json); the human-readable
-  summary or error goes to stderr.
+  summary or error goes to stderr, a failure's as one sentence that ends
+  it. A failed pipeline's traceback goes to a log file the sentence names
+  (and with --verbose to stderr too).
   """
+  argv = list(sys.argv[1:] if argv is None else argv)
   configure_logging()
   handlers = signals.install()
   try:
@@ -640,32 +706,45 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(argv: Optional[List[str]]) -> int:
   progress: dict = {}
   manifest, error = None, None
-  try:
-    manifest = run(argv, progress)
-    code = EXIT_OK
-  except signals.Cancelled as e:
-    signum = e.signum or signals.received()
-    error = (f'cancelled by {signals.name(signum)}; nothing was published '
-             'and the run\'s folder was removed')
-    print(f'error: {error}.', file=sys.stderr)
-    code = signals.exit_code(signum)
-  except _HelpRequested:
-    print_help()
-    return EXIT_OK
-  except UsageError as e:
-    error = usage_sentence(e)
-    print(f'error: {error}', file=sys.stderr)
-    code = EXIT_USAGE
-  except DataQualityError as e:
-    error = f'data quality: {e}'
-    print(f'error: {error}', file=sys.stderr)
-    code = EXIT_DATA_QUALITY
-  except Exception as e:  # pylint: disable=broad-except
-    traceback.print_exc()
-    error = (f'the pipeline failed: {type(e).__name__}: '
-             f'{str(e).splitlines()[0] if str(e) else ""}')
-    print(f'error: {error}', file=sys.stderr)
-    code = EXIT_PIPELINE_FAILED
+  verbose = _flag_given(argv, '--verbose')
+  with errors.Capture(verbose) as capture:
+    try:
+      manifest = run(argv, progress)
+      code = EXIT_OK
+    except signals.Cancelled as e:
+      signum = e.signum or signals.received()
+      error = (f'cancelled by {signals.name(signum)}; nothing was '
+               'published and the run\'s folder was removed')
+      print(f'error: {error}.', file=sys.stderr)
+      code = signals.exit_code(signum)
+    except _HelpRequested:
+      print_help()
+      return EXIT_OK
+    except UsageError as e:
+      error = usage_sentence(e)
+      code = EXIT_USAGE
+    except DataQualityError as e:
+      if _read_nothing(progress):
+        error = usage_sentence(_empty_input(progress))
+        code = EXIT_USAGE
+      else:
+        error = f'data quality: {e}'
+        code = EXIT_DATA_QUALITY
+    except Exception as e:  # pylint: disable=broad-except
+      error = errors.describe(e)
+      log = capture.write_log(
+          errors.log_path('preprocess', progress.get('run_id')),
+          'python -m pipelines.preprocess', argv, e)
+      progress['log'] = log
+      if verbose:
+        traceback.print_exc()
+      where = (f'; the traceback is in {log}' if log else
+               '; pass --verbose to see the traceback')
+      print(f'error: the pipeline failed: {error.rstrip(".")}{where}.',
+            file=sys.stderr)
+      code = EXIT_PIPELINE_FAILED
+    if code in (EXIT_USAGE, EXIT_DATA_QUALITY):
+      print(f'error: {error}', file=sys.stderr)
   if manifest is not None and manifest.get('submitted'):
     if manifest['job_id']:
       print(f'submitted the Dataflow job {manifest["job_id"]} without '

@@ -32,6 +32,9 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines import errors
+from pipelines import options as options_lib
+from pipelines import preflight
 from pipelines import preprocess
 from pipelines import reader
 from transforms.validation import html_report
@@ -114,9 +117,17 @@ def html_path(report_path: str) -> str:
   return stem + '.html'
 
 
+class _Parser(argparse.ArgumentParser):
+  """Says what is wrong in one sentence (a UsageError) instead of printing
+  the usage and exiting."""
+
+  def error(self, message):
+    raise preprocess.UsageError(f'{message} (see --help).')
+
+
 def _parser() -> argparse.ArgumentParser:
   """The validation flags (any other goes to Beam)."""
-  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser = _Parser(description=__doc__.split('\n')[0])
   parser.add_argument('--output', required=True,
                       help='The dataset folder to validate.')
   parser.add_argument('--report', default=None,
@@ -141,6 +152,13 @@ def _parser() -> argparse.ArgumentParser:
                       'refuses 2 GiB).')
   parser.add_argument('--strict', action='store_true',
                       help='Every warning fails the dataset.')
+  parser.add_argument('--verbose', action='store_true',
+                      help='When the validation pipeline fails, also print '
+                      'the full traceback on stderr (it is always written '
+                      'to the log file the error names).')
+  parser.add_argument('--allow_unverified_runner', action='store_true',
+                      help='Run on a Beam runner this pipeline has not been '
+                      'verified on (see the README).')
   return parser
 
 
@@ -153,11 +171,18 @@ def run(argv: Optional[List[str]] = None) -> dict:
   """
   args, beam_args = _parser().parse_known_args(argv)
   thresholds = _thresholds(args)
+  options_lib.check_beam_options(beam_args)
   unknown = preprocess.unknown_flags(beam_args)
   if unknown:
     raise preprocess.UsageError(f'unknown option {", ".join(unknown)} '
                                 '(see --help).')
-  output = args.output.rstrip('/')
+  runner = options_lib.check_runner(_runner(beam_args),
+                                    args.allow_unverified_runner)
+  if runner is not None:
+    beam_args = beam_args + ['--runner', runner]
+  # Absolute, so that workers started in another folder read the same files.
+  output = options_lib.absolute_local_path(args.output).rstrip('/')
+  preflight.check_reachable([output], PipelineOptions(beam_args))
   if not FileSystems.exists(output):
     raise preprocess.UsageError(f'the dataset folder {output} does not '
                                 'exist.')
@@ -194,6 +219,12 @@ def run(argv: Optional[List[str]] = None) -> dict:
                                      thresholds))
   with FileSystems.open(report_path, compression_type='uncompressed') as f:
     return json.loads(f.read().decode('utf-8'))
+
+
+def _runner(beam_args: List[str]) -> Optional[str]:
+  """--runner among Beam's options (the last one given), or None."""
+  from apache_beam.options.pipeline_options import StandardOptions  # pylint: disable=import-outside-toplevel
+  return PipelineOptions(beam_args).view_as(StandardOptions).runner
 
 
 def _number(args, name: str, optional: bool) -> Optional[float]:
@@ -243,20 +274,28 @@ def summary(report: dict) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
   preprocess.configure_logging()
-  try:
-    report = run(argv)
-  except preprocess.UsageError as e:
-    print(f'error: {e}', file=sys.stderr)
-    return EXIT_USAGE
-  except reader.DatasetError as e:
-    print(f'validation: FAIL: {e}.', file=sys.stderr)
-    return EXIT_UNSOUND
-  except Exception as e:  # pylint: disable=broad-except
-    traceback.print_exc()
-    print(f'error: the validation pipeline failed: {type(e).__name__}: '
-          f'{str(e).splitlines()[0] if str(e) else ""}', file=sys.stderr)
-    return EXIT_FAILED
+  verbose = '--verbose' in argv
+  with errors.Capture(verbose) as capture:
+    try:
+      report = run(argv)
+    except preprocess.UsageError as e:
+      print(f'error: {e}', file=sys.stderr)
+      return EXIT_USAGE
+    except reader.DatasetError as e:
+      print(f'validation: FAIL: {e}.', file=sys.stderr)
+      return EXIT_UNSOUND
+    except Exception as e:  # pylint: disable=broad-except
+      log = capture.write_log(errors.log_path('validate'),
+                              'python -m pipelines.validate', argv, e)
+      if verbose:
+        traceback.print_exc()
+      where = (f'; the traceback is in {log}' if log else
+               '; pass --verbose to see the traceback')
+      print(f'error: the validation pipeline failed: '
+            f'{errors.describe(e).rstrip(".")}{where}.', file=sys.stderr)
+      return EXIT_FAILED
   print(summary(report))
   return EXIT_SOUND if report['verdict'] == 'pass' else EXIT_UNSOUND
 
