@@ -5,18 +5,25 @@ Two real runs make the states: run A is published (and validated, so a
 validation report of A sits beside its manifest); run B, over it with
 --overwrite, is stopped at the point where it would publish, its run
 folder kept. Each test copies that state and calls publish with B's
-manifest, as the pipeline's last step does, with one step made to fail.
+manifest, as the pipeline's last step does, with one step made to fail;
+the last tests do the same on an object store (an in-memory stand-in for
+GCS registered with Beam's FileSystems: no bucket is reachable here).
 """
 
 import hashlib
+import io
 import json
 import shutil
 
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.filesystem import FileSystem
 import pytest
 
 import imagegen
 from pipelines import preprocess
 from pipelines import validate
+from transforms.output import lease as lease_lib
 from transforms.output import manifest as manifest_lib
 
 IMAGE = ['--max_pixels', '1000000', '--direct_running_mode', 'in_memory',
@@ -209,3 +216,152 @@ def test_a_flat_dataset_from_before_run_folders_is_replaced(states,
   del first
   manifest_lib.publish(str(out), second)
   _published_cleanly(out, second)
+
+
+class ObjectStore(FileSystem):
+  """An object store in memory, shaped like GCS as Beam sees it: objects
+  under names, no folders, a prefix deleted only when it ends in '/', and
+  no rename (publishing must not need one)."""
+
+  objects = {}
+
+  @classmethod
+  def scheme(cls):
+    return 'objstore'
+
+  def join(self, basepath, *paths):
+    return '/'.join([basepath.rstrip('/')] + [p.strip('/') for p in paths])
+
+  def split(self, path):
+    head, _, tail = path.rstrip('/').rpartition('/')
+    return head, tail
+
+  def mkdirs(self, path):
+    pass
+
+  def has_dirs(self):
+    return False
+
+  def _list(self, dir_or_prefix):
+    for name in sorted(self.objects):
+      if name.startswith(dir_or_prefix):
+        yield FileMetadata(name, len(self.objects[name]), 0.0)
+
+  def create(self, path, mime_type='application/octet-stream',
+             compression_type=CompressionTypes.AUTO):
+    store = self.objects
+
+    class Upload(io.BytesIO):
+      # The object appears, whole, when the upload is closed.
+      def close(self):
+        store[path] = self.getvalue()
+        super().close()
+
+    return Upload()
+
+  def open(self, path, mime_type='application/octet-stream',
+           compression_type=CompressionTypes.AUTO):
+    return io.BytesIO(self.objects[path])
+
+  def copy(self, source_file_names, destination_file_names):
+    for source, target in zip(source_file_names, destination_file_names):
+      self.objects[target] = self.objects[source]
+
+  def rename(self, source_file_names, destination_file_names):
+    raise AssertionError('an object store has no rename')
+
+  def exists(self, path):
+    return path in self.objects
+
+  def size(self, path):
+    return len(self.objects[path])
+
+  def last_updated(self, path):
+    return 0.0
+
+  def checksum(self, path):
+    return hashlib.md5(self.objects[path]).hexdigest()
+
+  def metadata(self, path):
+    return FileMetadata(path, self.size(path), 0.0)
+
+  def delete(self, paths):
+    for path in paths:
+      if path.endswith('/'):
+        for name in [n for n in self.objects if n.startswith(path)]:
+          del self.objects[name]
+      else:
+        self.objects.pop(path, None)
+
+
+def _upload(folder, prefix):
+  ObjectStore.objects.clear()
+  for path in folder.rglob('*'):
+    if path.is_file():
+      ObjectStore.objects[f'{prefix}/{path.relative_to(folder)}'] = (
+          path.read_bytes())
+
+
+def _names(prefix):
+  return sorted(n[len(prefix) + 1:] for n in ObjectStore.objects
+                if n.startswith(prefix + '/'))
+
+
+@pytest.mark.parametrize('stop', [None, '_write_json', '_publish_tfds_files',
+                                  'remove_tree'])
+def test_publishing_on_an_object_store(states, monkeypatch, stop):
+  out, first, second = states
+  prefix = 'objstore://bucket/datasets/nightly'
+  _upload(out, prefix)
+  if stop:
+    original = getattr(manifest_lib, stop)
+
+    def crash(*args, **kwargs):
+      del args, kwargs
+      raise _Stop(stop)
+
+    monkeypatch.setattr(manifest_lib, stop, crash)
+    with pytest.raises(_Stop):
+      manifest_lib.publish(prefix, second)
+    monkeypatch.setattr(manifest_lib, stop, original)
+    expected = first if stop == '_write_json' else second
+    assert manifest_lib.read_manifest(prefix)['run_id'] == expected['run_id']
+    assert not manifest_lib.missing_files(prefix, expected)
+  manifest_lib.publish(prefix, second)
+  names = _names(prefix)
+  assert manifest_lib.read_manifest(prefix)['run_id'] == second['run_id']
+  assert not manifest_lib.missing_files(prefix, second)
+  for split in second['splits'].values():
+    for shard in split['shards']:
+      data = ObjectStore.objects[f'{prefix}/{shard["file"]}']
+      assert hashlib.sha256(data).hexdigest() == shard['sha256']
+  # Only the new run's folder, and no temporary folder in it, is left.
+  assert {n.split('/')[0] for n in names if '/' in n} == {second['data_dir']}
+  assert not [n for n in names if f'/{manifest_lib.TFDS_FOLDER}/' in n or
+              f'/{manifest_lib.TFT_TEMP}/' in n]
+  # Beside it: the manifest and the TFDS files (A's validation report
+  # went with A).
+  assert sorted(n for n in names if '/' not in n and not n.startswith(
+      '.lease')) == sorted(['manifest.json'] + second['tfds']['files'])
+  info = json.loads(ObjectStore.objects[f'{prefix}/dataset_info.json'])
+  assert info['splits'][0]['filepathTemplate'].startswith(
+      second['data_dir'] + '/')
+
+
+def test_the_lease_through_beams_file_systems():
+  ObjectStore.objects.clear()
+  prefix = 'objstore://bucket/datasets/nightly'
+  first = lease_lib.Lease(prefix, 'first', seconds=60)
+  second = lease_lib.Lease(prefix, 'second', seconds=60)
+  first.acquire()
+  assert json.loads(ObjectStore.objects[prefix + '/.lease.json'])[
+      'run_id'] == 'first'
+  with pytest.raises(lease_lib.OutputBusy, match='run first'):
+    second.acquire()
+  first.check_held()
+  first.release()
+  assert prefix + '/.lease.json' not in ObjectStore.objects
+  second.acquire()
+  with pytest.raises(lease_lib.LeaseLost):
+    first.check_held()
+  second.release()
