@@ -74,7 +74,7 @@ def _run_skeleton(argv, tmp_path):
   manifest)."""
   cfg = options_lib.resolve_config(PipelineOptions(argv))
   plan = cfg.plugin.check_input(cfg)
-  staging = os.path.join(cfg.output, '.staging-test')
+  staging = os.path.join(cfg.output, manifest_lib.run_folder('test'))
   os.makedirs(staging)
   run = {'run_id': 'test', 'started': time.time(),
          'tft_temp': str(tmp_path / 'tft_tmp')}

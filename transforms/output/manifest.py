@@ -358,7 +358,8 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
 
   Args:
     cfg: The PreprocessConfig.
-    run: {'run_id', 'started' (epoch seconds)}.
+    run: {'run_id', 'started' (epoch seconds)}, and 'data_dir' (the run
+      folder's name; by default the run id's).
     feature_spec: The stored features.
     values: The side inputs FinalizeDataset collected:
       labels: Label names; a label's id is its index.
@@ -376,7 +377,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
     The manifest dict.
   """
   inputs, dead = dict(values['inputs']), dict(values['dead'])
-  data_dir = run_folder(run['run_id'])
+  data_dir = run.get('data_dir') or run_folder(run['run_id'])
   splits = _split_entries(cfg, values, inputs, dead, data_dir)
   section, normalization = cfg.plugin.manifest_section(cfg, values, splits)
   total_inputs = sum(inputs.values())
@@ -479,7 +480,10 @@ class FinalizeDataset(beam.PTransform):
 
     def finalize(_, **values):
       values.pop('transform_done', None)  # only orders this step
-      manifest = build_manifest(cfg, run, spec, values)
+      # The manifest names the folder the files were written into.
+      manifest = build_manifest(
+          cfg, dict(run, data_dir=posixpath.basename(staging.rstrip('/'))),
+          spec, values)
       problems = quality_failures(cfg, manifest)
       if problems:
         manifest['failures'] = problems
