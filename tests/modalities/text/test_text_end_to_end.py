@@ -114,7 +114,8 @@ def test_ids_padding_lengths_and_statistics(csv_run):
 def test_vocabulary_comes_from_the_training_split(csv_run, tmp_path):
   _, _, out, manifest = csv_run
   import tensorflow_transform as tft
-  vocab = tft.TFTransformOutput(str(out)).vocabulary_by_name('tokens')
+  vocab = tft.TFTransformOutput(
+      reader.transform_dir(str(out))).vocabulary_by_name('tokens')
   assert len(vocab) == 15
   # A token seen only outside the training split gets an OOV id.
   lines = ['text,label']
@@ -131,8 +132,8 @@ def test_vocabulary_comes_from_the_training_split(csv_run, tmp_path):
     data = readback.read_all(tmp_path / 'out', name)
     for doc_id, ids in zip(data.get('id', []), data.get('token_ids', [])):
       test_ids[doc_id.decode()] = (name, ids)
-  vocab = [t.decode() for t in tft.TFTransformOutput(
-      str(tmp_path / 'out')).vocabulary_by_name('tokens')]
+  vocab = [t.decode() for t in tft.TFTransformOutput(reader.transform_dir(
+      str(tmp_path / 'out'))).vocabulary_by_name('tokens')]
   for i in range(0, 300, 50):
     split, ids = test_ids[f'small.csv:{i}']
     word = f'onlyhere{i}'
@@ -168,7 +169,8 @@ def test_class_folders_tfidf_ngrams_and_punctuation(tmp_path):
   assert reasons == ['empty text', 'invalid UTF-8 in the text']
   assert manifest['feature_spec']['term_ids']['shape'] is None
   import tensorflow_transform as tft
-  vocab = tft.TFTransformOutput(str(out)).vocabulary_by_name('tokens')
+  vocab = tft.TFTransformOutput(
+      reader.transform_dir(str(out))).vocabulary_by_name('tokens')
   # Lower-cased, punctuation gone, word pairs present.
   assert all(t == t.lower() and b'!' not in t for t in vocab)
   assert any(b' ' in t for t in vocab)
