@@ -231,6 +231,30 @@ def fill_partition(input_path: str, output: str, partition):
           output.replace(PARTITION_PLACEHOLDER, value))
 
 
+def check_output_outside_input(input_path: str, output: str) -> None:
+  """Refuses an output equal to the input folder or inside it: a rerun
+  would read the tool's own manifest, shards and metadata as data. (An
+  input that is a file, or a pattern of files, has no inside.)
+
+  Raises:
+    UsageError: It is.
+  """
+  import os  # pylint: disable=import-outside-toplevel
+  if any(c in input_path for c in '*?['):
+    return
+  if '://' in input_path or '://' in output:
+    folder, target = input_path, output
+  elif os.path.isdir(input_path):
+    folder, target = os.path.realpath(input_path), os.path.realpath(output)
+  else:
+    return
+  folder, target = folder.rstrip('/'), target.rstrip('/')
+  if target == folder or target.startswith(folder + '/'):
+    raise UsageError(f'--output {output} is inside --input {input_path}: a '
+                     'later run would read this run\'s own files as input; '
+                     'write the dataset somewhere else.')
+
+
 def _splits(o, modality, settings):
   """(from_input, ratios, split names) from --splits."""
   splits_text = str(o.splits).strip()
@@ -342,6 +366,7 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
                      'into.')
   input_path, output = fill_partition(str(o.input), str(o.output),
                                       o.partition)
+  check_output_outside_input(input_path, output)
   settings = modality.settings(o)
   normalization = modality.normalization(o.normalization)
   from_input, ratios, known = _splits(o, modality, settings)

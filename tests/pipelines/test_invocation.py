@@ -5,7 +5,9 @@ import os
 import pytest
 
 import imagegen
+from pipelines import options as options_lib
 from pipelines import preprocess
+from pipelines.options import UsageError
 from transforms import modalities
 from pipelines import validate
 
@@ -179,3 +181,24 @@ def test_bad_workers_is_a_usage_error(tmp_path, capsys):
   err = _run(capsys, ['--modality', 'text', '--input', str(src), '--output',
                       str(tmp_path / 'out'), '--workers', '0'])
   assert '--workers must be between 1 and 256' in err
+
+
+@pytest.mark.parametrize('where', ['.', 'out', 'a/b/out'])
+def test_output_inside_the_input_folder_is_refused(tmp_path, capsys, where):
+  photos = tmp_path / 'photos'
+  imagegen.write_good_images(str(photos))
+  out = (photos / where).resolve()
+  code = preprocess.main(['--input', str(photos), '--output', str(out)])
+  assert code == preprocess.EXIT_USAGE
+  err = capsys.readouterr().err.strip()
+  assert err.count('\n') == 0
+  assert f'--output {out} is inside --input {photos}' in err
+  assert not (photos / 'out').exists() and not (photos / 'a').exists()
+
+
+def test_output_beside_the_input_or_a_file_input_is_fine():
+  options_lib.check_output_outside_input('/data/photos', '/data/photos-out')
+  options_lib.check_output_outside_input('/data/*.csv', '/data/out')
+  options_lib.check_output_outside_input('gs://b/raw/x.csv', 'gs://b/raw/o')
+  with pytest.raises(UsageError):
+    options_lib.check_output_outside_input('gs://b/photos', 'gs://b/photos/o')
