@@ -100,7 +100,8 @@ def _write_report(results, output, manifest, extra, report_path, content,
   report = report_lib.build_report(
       manifest, results, extra_files=extra,
       transform_check=reader.check_transform(output, manifest),
-      content=content, thresholds=thresholds)
+      content=content, thresholds=thresholds,
+      dead_letters=report_lib.dead_letter_findings(output, manifest))
   with FileSystems.create(report_path,
                           compression_type='uncompressed') as f:
     f.write(json.dumps(report, indent=2, ensure_ascii=False).encode('utf-8'))

@@ -5,6 +5,7 @@ thresholds, and shard health."""
 import json
 import math
 import re
+import shutil
 
 import pytest
 from tensorflow.core.example import example_pb2
@@ -213,3 +214,47 @@ def test_bad_threshold_is_a_bad_invocation(clean, capsys, flag, value):
   assert validate.main(['--output', str(clean), flag, value]) == (
       validate.EXIT_USAGE)
   assert f'{flag} must be a number' in capsys.readouterr().err
+
+
+@pytest.fixture(scope='module')
+def with_dead_letters(tmp_path_factory):
+  """A text dataset with 3 dead letters (empty texts)."""
+  root = tmp_path_factory.mktemp('dead')
+  lines = ['text,label'] + [
+      f'"word{i % 7} word{i % 11} n{i}",{("a", "b")[i % 2]}'
+      for i in range(200)] + [',a'] * 3
+  return _text_dataset(root, lines)
+
+
+@pytest.mark.parametrize('damage', ['none', 'emptied', 'deleted', 'line'])
+def test_dead_letter_files_are_checked_against_the_manifest(
+    with_dead_letters, tmp_path, damage):
+  out = tmp_path / 'out'
+  shutil.copytree(with_dead_letters, out)
+  manifest = json.loads((out / 'manifest.json').read_text())
+  [name] = manifest['dead_letter']['files']
+  assert manifest['dead_letter']['count'] == 3
+  assert set(manifest['dead_letter']['sha256']) == {name}
+  path = out / name
+  if damage == 'emptied':
+    path.write_text('')
+  elif damage == 'deleted':
+    path.unlink()
+  elif damage == 'line':  # one dead letter removed by hand
+    path.write_text(''.join(path.read_text().splitlines(True)[1:]))
+  code = validate.main(['--output', str(out)])
+  check = {c['check']: c for c in _report(out)['checks']}[
+      'dead-letter files complete and unchanged']
+  if damage == 'none':
+    assert code == validate.EXIT_SOUND and check['status'] == 'pass'
+    assert check['detail'].startswith('3 dead letters in 1 file(s)')
+    return
+  assert code == validate.EXIT_UNSOUND and check['status'] == 'fail'
+  expected = {'emptied': f'{name} was changed',
+              'deleted': f'{name} is missing',
+              'line': f'{name} was changed'}[damage]
+  assert expected in check['detail']
+  if damage != 'deleted':
+    held = 0 if damage == 'emptied' else 2
+    assert (f'the files hold {held} dead letters, the manifest counts 3'
+            in check['detail'])

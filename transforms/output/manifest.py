@@ -26,6 +26,7 @@ local disk.
 """
 
 import datetime
+import hashlib
 import importlib.metadata
 import json
 import logging
@@ -290,6 +291,15 @@ def stop_publishing() -> None:
     _STOPPED.set()
 
 
+def file_sha256(path: str) -> str:
+  """The SHA-256 of a file (local or on an object store)."""
+  digest = hashlib.sha256()
+  with FileSystems.open(path, compression_type='uncompressed') as f:
+    for block in iter(lambda: f.read(1 << 20), b''):
+      digest.update(block)
+  return digest.hexdigest()
+
+
 def bad_fraction(dead: int, inputs: int) -> float:
   return dead / inputs if inputs else 0.0
 
@@ -413,6 +423,10 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       'dead_letter': {
           'files': sorted(_in_run_folder(data_dir, p) for p in dead_files),
           'count': total_dead,
+          # What validation checks the files against (one may be deleted
+          # or emptied by hand).
+          'sha256': {_in_run_folder(data_dir, p): file_sha256(p)
+                     for p in sorted(dead_files)},
       },
       # Filled by FinalizeDataset when TFDS metadata is written.
       'tfds': None,

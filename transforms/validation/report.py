@@ -48,6 +48,7 @@ class ReportInputs:
     transform_check: Result of checking the exported transform, if run.
     content: quality_checks.content_findings of all records, if computed.
     thresholds: When drift, shard and record sizes warn or fail.
+    dead_letters: dead_letter_findings of the dead-letter files, if read.
   """
   manifest: dict
   results: List[dict]
@@ -57,6 +58,7 @@ class ReportInputs:
   transform_check: Optional[dict]
   content: Optional[dict]
   thresholds: quality_checks.Thresholds
+  dead_letters: Optional[dict] = None
 
 
 def _split_summary(info: dict, results: List[dict]) -> dict:
@@ -121,6 +123,46 @@ def _unlisted_check(run: ReportInputs) -> List[dict]:
   return [entry('no unlisted shard files', not extra,
                 ('files not in the manifest: ' + ', '.join(extra))
                 if extra else 'every shard file is in the manifest')]
+
+
+def dead_letter_findings(output: str, manifest: dict) -> dict:
+  """Reads the dead-letter files the manifest names: {'missing': names,
+  'changed': names whose SHA-256 differs from the manifest's, 'records':
+  dead letters in the files that are there}."""
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  from transforms.output import manifest as manifest_lib  # pylint: disable=import-outside-toplevel
+  info = manifest.get('dead_letter') or {}
+  sums = info.get('sha256') or {}
+  found = {'missing': [], 'changed': [], 'records': 0}
+  for name in info.get('files', []):
+    path = manifest_lib.join(output, name)
+    if not FileSystems.exists(path):
+      found['missing'].append(name)
+      continue
+    if name in sums and manifest_lib.file_sha256(path) != sums[name]:
+      found['changed'].append(name)
+    with FileSystems.open(path, compression_type='uncompressed') as f:
+      found['records'] += sum(1 for line in f if line.strip())
+  return found
+
+
+def _dead_letter_check(run: ReportInputs) -> List[dict]:
+  """The dead-letter files are there, unchanged, and hold as many dead
+  letters as the manifest counts."""
+  found = run.dead_letters
+  if found is None:
+    return []
+  info = run.manifest.get('dead_letter') or {}
+  problems = [f'{n} is missing' for n in found['missing']]
+  problems += [f'{n} was changed (its SHA-256 is not the manifest\'s)'
+               for n in found['changed']]
+  if not found['missing'] and found['records'] != info.get('count'):
+    problems.append(f'the files hold {found["records"]} dead letters, the '
+                    f'manifest counts {info.get("count")}')
+  return [entry('dead-letter files complete and unchanged', not problems,
+                '; '.join(problems) if problems else
+                f'{info.get("count")} dead letters in '
+                f'{len(info.get("files", []))} file(s), as the manifest says')]
 
 
 def _modality_checks(run: ReportInputs) -> List[dict]:
@@ -260,7 +302,8 @@ def _class_drift(split: str, rep: dict, before: Dict[str, int],
 
 # The report's checks, in the order it lists them.
 CHECKS: Sequence[Callable[[ReportInputs], List[dict]]] = (
-    _split_checks, _shards_check, _unlisted_check, _modality_checks,
+    _split_checks, _shards_check, _unlisted_check, _dead_letter_check,
+    _modality_checks,
     _transform_check, _shard_health_checks, _content_checks, _drift_checks)
 
 
@@ -284,8 +327,8 @@ def build_report(manifest: dict, results: List[dict],
                  extra_files: Optional[List[str]] = None,
                  transform_check: Optional[dict] = None,
                  content: Optional[dict] = None,
-                 thresholds: Optional[quality_checks.Thresholds] = None
-                 ) -> dict:
+                 thresholds: Optional[quality_checks.Thresholds] = None,
+                 dead_letters: Optional[dict] = None) -> dict:
   """Compares recomputed totals with the manifest and checks the
   dataset as a whole.
 
@@ -296,6 +339,7 @@ def build_report(manifest: dict, results: List[dict],
     transform_check: Result of checking the exported transform, if run.
     content: quality_checks.content_findings of all records, if computed.
     thresholds: When drift, shard and record sizes warn or fail.
+    dead_letters: dead_letter_findings of the dead-letter files, if read.
 
   Returns:
     The machine-readable report: {'verdict', 'checks', 'splits', ...};
@@ -309,7 +353,7 @@ def build_report(manifest: dict, results: List[dict],
   splits = {split: _split_summary(info, by_split.get(split, []))
             for split, info in manifest['splits'].items()}
   run = ReportInputs(manifest, results, by_split, splits, extra_files,
-                     transform_check, content, th)
+                     transform_check, content, th, dead_letters)
   checks = [c for check in CHECKS for c in check(run)]
   if th.strict:
     for c in checks:
