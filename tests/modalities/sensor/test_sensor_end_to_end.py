@@ -335,3 +335,29 @@ def test_weights_majority_labels_from_tsv(tmp_path):
     assert label.decode() == min(bouts, key=per.get)
   test = manifest['splits']['test']
   assert test['class_counts'] == test['class_counts_before_rebalance']
+
+
+@pytest.mark.parametrize('normalization', ['zscore', 'none'])
+def test_a_channel_with_no_value_is_not_published_as_nan(tmp_path, capsys,
+                                                         normalization):
+  # Daily weather rows whose snow column was never filled in.
+  days = pd.date_range('2025-01-01', periods=240, freq='D')
+  rng = np.random.default_rng(3)
+  df = pd.DataFrame({
+      'time': days.strftime('%Y-%m-%d'), 'station': ['oslo', 'bergen'] * 120,
+      'precipitation': rng.gamma(1.0, 2.0, 240).round(1),
+      'snow': [np.nan] * 240,
+      'label': np.where(rng.random(240) > 0.5, 'rain', 'dry')})
+  src = tmp_path / 'weather.csv'
+  df.to_csv(src, index=False)
+  out = tmp_path / 'out'
+  code = preprocess.main(['--input', str(src), '--output', str(out)] + BASE
+                         + ['--entity_column', 'station', '--channels',
+                            'precipitation,snow', '--missing', 'impute',
+                            '--normalization', normalization])
+  err = capsys.readouterr().err.strip().splitlines()[-1]
+  assert code == preprocess.EXIT_DATA_QUALITY, err
+  assert ('the channel snow has no value in the training split (every row '
+          'is empty or NaN), so there is nothing to impute or normalize '
+          'with') in err
+  assert not (out / 'manifest.json').exists()

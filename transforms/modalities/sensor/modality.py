@@ -88,9 +88,9 @@ class SensorModality(Modality):
 
   def dataset_failures(self, manifest: dict) -> List[str]:
     sensor = manifest['sensor']
+    problems = _empty_channels(manifest)
     if not sensor['window_length']:
-      return []
-    problems = []
+      return problems
     w = sensor['windows']
     if w['expected'] != w['formed']:
       problems.append(
@@ -108,6 +108,23 @@ class SensorModality(Modality):
 
   def statistics_analyzed(self, manifest: dict) -> int:
     return manifest['normalization'].get('rows_analyzed', 0)
+
+
+def _empty_channels(manifest: dict) -> List[str]:
+  """A channel with no value in the training split has nothing to impute
+  or normalize with: published, it would be NaN (or a made-up 0) in every
+  record."""
+  stats = (manifest.get('normalization') or {}).get('per_channel') or {}
+  if not manifest['normalization'].get('rows_analyzed'):
+    return []  # no training rows: refused for that already
+  empty = [name for name, s in stats.items() if not s.get('count')]
+  if not empty:
+    return []
+  return [f'the channel{"s" if len(empty) > 1 else ""} {", ".join(empty)} '
+          f'{"have" if len(empty) > 1 else "has"} no value in the training '
+          f'split (every row is empty or NaN), so there is nothing to '
+          f'{"impute or " if manifest["sensor"]["missing"] == "impute" else ""}'
+          'normalize with; leave it out of --channels or fix the input']
 
 
 MODALITY = SensorModality()
