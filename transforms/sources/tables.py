@@ -786,15 +786,37 @@ def _split(batch, batch_rows: int):
     yield batch.slice(start, batch_rows)
 
 
+# A field larger than pyarrow's block cannot be parsed ("straddling
+# object straddles two block boundaries"); readers then read again with a
+# block this many times larger, up to _LARGEST_BLOCK_BYTES.
+BLOCK_GROWTH = 8
+_LARGEST_BLOCK_BYTES = 1 << 30
+
+
+def block_too_small(error: Exception) -> bool:
+  """Whether pyarrow refused a record larger than its block."""
+  return 'straddl' in str(error)
+
+
+def larger_block(block: int) -> Optional[int]:
+  """The next block size to try after block_too_small, or None when even
+  the largest was too small."""
+  return None if block >= _LARGEST_BLOCK_BYTES else min(
+      block * BLOCK_GROWTH, _LARGEST_BLOCK_BYTES)
+
+
 def _open_binary_csv(f, path: str, fmt: str, needed: Sequence[str],
-                     batch_rows: int, on_invalid_row):
+                     batch_rows: int, on_invalid_row,
+                     block: Optional[int] = None):
   """pyarrow's streaming CSV reader over the `needed` columns, read as
   binary, single-threaded (so rows with a wrong field count are reported to
-  `on_invalid_row` with their record number), quoted newlines allowed."""
+  `on_invalid_row` with their record number), quoted newlines allowed;
+  blocks of `block` bytes (default: about batch_rows records)."""
   return pa_csv.open_csv(
       f,
       read_options=pa_csv.ReadOptions(
-          block_size=_csv_block_bytes(path, batch_rows), use_threads=False),
+          block_size=block or _csv_block_bytes(path, batch_rows),
+          use_threads=False),
       parse_options=pa_csv.ParseOptions(
           delimiter='\t' if fmt == 'tsv' else ',', newlines_in_values=True,
           invalid_row_handler=on_invalid_row),

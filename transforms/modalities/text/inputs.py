@@ -60,6 +60,7 @@ import csv
 import dataclasses
 import io
 import json
+import logging
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -73,11 +74,14 @@ from transforms.sources import tables as tabular
 # Shared private helpers of the sensor reader (same file handling).
 from transforms.sources.tables import _BOM
 from transforms.sources.tables import _column_list
+from transforms.sources.tables import _csv_block_bytes
 from transforms.sources.tables import _json_blocks
 from transforms.sources.tables import _json_fast
 from transforms.sources.tables import _open
 from transforms.sources.tables import _open_binary_csv
 from transforms.sources.tables import _read_prefix
+
+_LOG = logging.getLogger(__name__)
 
 FORMATS = ('csv', 'tsv', 'jsonl', 'folder')
 INVALID_UTF8 = ('replace', 'dead_letter')
@@ -92,6 +96,11 @@ _SAMPLE_LINES = 1000
 EMPTY_TEXT = 'empty text'
 MISSING_LABEL = 'missing label'
 INVALID_TEXT = 'invalid UTF-8 in the text'
+# A longer document is a dead letter: tokenized in a batch, a text of
+# millions of tokens overflows TensorFlow's 32-bit ragged indices (a 50 MB
+# text crashed the whole run), and no model reads that far.
+MAX_TEXT_BYTES = 1 << 20
+TOO_LONG = f'text longer than {MAX_TEXT_BYTES >> 20} MiB'
 INVALID_LABEL = 'invalid UTF-8 in the label'
 NOT_AN_OBJECT = 'line is not a JSON object'
 
@@ -422,8 +431,9 @@ def _documents(text, label, rows: np.ndarray,
            | _mask(pc.utf8_is_space(text)))
   label = pc.utf8_trim_whitespace(label)
   label_missing = _mask(pc.is_null(label)) | _mask(pc.equal(label, ''))
-  checks = [(empty, EMPTY_TEXT), (label_invalid, INVALID_LABEL),
-            (label_missing, MISSING_LABEL)]
+  too_long = _mask(pc.greater(pc.binary_length(text), MAX_TEXT_BYTES))
+  checks = [(empty, EMPTY_TEXT), (too_long, TOO_LONG),
+            (label_invalid, INVALID_LABEL), (label_missing, MISSING_LABEL)]
   if not replace:
     checks.insert(0, (text_invalid, INVALID_TEXT))
   taken = np.zeros(n, bool)
@@ -483,8 +493,42 @@ def _even_batches(batches: Iterator[pa.RecordBatch],
 
 
 def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows):
+  """The document batches of a CSV/TSV file. A field larger than the
+  reader's block (one enormous text) makes it read the file again with a
+  larger block, skipping the rows it already gave."""
+  block, done = None, 0
+  while True:
+    progress = {'next_row': done}
+    try:
+      yield from _iter_csv_from(path, fmt, columns, make_ids, replace,
+                                batch_rows, block, done, progress)
+      return
+    except _BlockTooSmall as e:
+      done = progress['next_row']
+      block = tabular.larger_block(e.block)
+      if block is None:
+        raise ValueError(f'cannot read {path} after data row {done}: a '
+                         'field is larger than 1 GiB') from None
+      _LOG.info('%s holds a field larger than %d MiB after data row %d; '
+                'reading on with %d MiB blocks', path, e.block >> 20, done,
+                block >> 20)
+
+
+class _BlockTooSmall(Exception):
+
+  def __init__(self, block: int):
+    super().__init__(block)
+    self.block = block
+
+
+def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
+                   skip_rows, progress):
+  """_iter_csv, with blocks of `block` bytes, leaving out the data rows
+  before `skip_rows` (given by an earlier attempt); progress['next_row']
+  follows the rows given."""
   needed = list(dict.fromkeys((columns.text, columns.label)))
   skipped: _BadList = []  # rows pyarrow skipped (wrong field count)
+  block = block or _csv_block_bytes(path, batch_rows)
 
   def on_invalid_row(row):
     # row.number: 1-based record number, the header being record 1; empty
@@ -498,11 +542,13 @@ def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows):
   with _open(path) as f:
     try:
       reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
-                                on_invalid_row)
+                                on_invalid_row, block)
     except pa.ArrowKeyError:
       check_columns(path, fmt, columns.text, columns.label)
       raise
     except pa.ArrowInvalid as e:
+      if tabular.block_too_small(e):
+        raise _BlockTooSmall(block) from None
       head, _ = _read_prefix(path, 1 << 16)
       head = head[len(_BOM):] if head.startswith(_BOM) else head
       if len(head.strip().splitlines()) <= 1:
@@ -516,6 +562,8 @@ def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows):
         except StopIteration:
           return
         except pa.ArrowInvalid as e:
+          if tabular.block_too_small(e):
+            raise _BlockTooSmall(block) from None
           raise ValueError(f'cannot read {path} after data row {next_row}: '
                            f'{e}') from None
 
@@ -531,8 +579,17 @@ def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows):
       mine = [item for item in skipped if item[0] < last]
       skipped[:] = [item for item in skipped if item[0] > last]
       next_row = last + 1
+      if last < skip_rows:
+        continue  # given by an earlier attempt
+      keep = rows >= skip_rows
+      if not keep.all():
+        first = int(np.argmax(keep))
+        piece, rows = piece.slice(first), rows[first:]
+      mine = [item for item in mine if item[0] >= skip_rows]
+      progress['next_row'] = next_row
       yield _documents(piece.column(columns.text), piece.column(columns.label),
                        rows, make_ids, replace, mine)
+  skipped[:] = [item for item in skipped if item[0] >= skip_rows]
   if skipped:
     yield _documents(pa.array([], pa.string()), pa.array([], pa.string()),
                      np.zeros(0, np.int64), make_ids, replace, skipped)
