@@ -82,7 +82,7 @@ def test_manifest_records_what_a_training_job_needs(dataset):
   assert manifest['labels'] == sorted(good)
   assert manifest['image'] == {'height': 224, 'width': 224, 'channels': 3,
                                'storage': 'jpeg', 'resize_mode': 'fit',
-                               'color': 'rgb'}
+                               'color': 'rgb', 'background': '#ffffff'}
   assert manifest['normalization']['method'] == 'zscore'
   assert len(manifest['normalization']['mean']) == 3
   assert set(manifest['splits']) == {'train', 'validation', 'test'}

@@ -247,12 +247,176 @@ def test_greyscale_input_becomes_three_equal_channels():
     np.testing.assert_array_equal(got[:, :, c], grey)
 
 
-def test_rgba_input_drops_alpha():
-  data = _image_bytes(_solid(16, 12, (200, 100, 50, 128), mode='RGBA'), 'PNG')
+def test_opaque_rgba_input_keeps_its_colours():
+  data = _image_bytes(_solid(16, 12, (200, 100, 50, 255), mode='RGBA'), 'PNG')
   assert Image.open(io.BytesIO(data)).mode == 'RGBA'
   _, got = _process_raw(data, width=16, height=12)
   assert got.shape == (12, 16, 3)
   assert (got == (200, 100, 50)).all()
+
+
+# ------------------------------------------------------------ transparency
+
+
+def _png_chunk(kind: bytes, payload: bytes) -> bytes:
+  return (struct.pack('>I', len(payload)) + kind + payload +
+          struct.pack('>I', zlib.crc32(kind + payload) & 0xFFFFFFFF))
+
+
+def _raw_png(arr: np.ndarray, color_type: int, extra: bytes = b'') -> bytes:
+  """A PNG of big-endian 16-bit samples `arr` (h, w[, c]), written by hand
+  (Pillow cannot write 16-bit RGBA, LA or a 16-bit transparent key)."""
+  h, w = arr.shape[:2]
+  rows = arr.astype('>u2').reshape(h, -1)
+  raw = b''.join(b'\x00' + r.tobytes() for r in rows)
+  ihdr = struct.pack('>IIBBBBB', w, h, 16, color_type, 0, 0, 0)
+  return (b'\x89PNG\r\n\x1a\n' + _png_chunk(b'IHDR', ihdr) + extra +
+          _png_chunk(b'IDAT', zlib.compress(raw)) + _png_chunk(b'IEND', b''))
+
+
+def _glyph_mask(w=20, h=16) -> np.ndarray:
+  """A plus sign: True where the glyph is."""
+  mask = np.zeros((h, w), bool)
+  mask[h // 2 - 2:h // 2 + 2, 2:w - 2] = True
+  mask[2:h - 2, w // 2 - 2:w // 2 + 2] = True
+  return mask
+
+
+def _black_glyph_rgba(fmt='PNG') -> bytes:
+  """Black glyph on full transparency whose hidden colour is black too: the
+  case that used to become an all-black example."""
+  mask = _glyph_mask()
+  arr = np.zeros(mask.shape + (4,), np.uint8)
+  arr[..., 3] = np.where(mask, 255, 0)
+  return _image_bytes(Image.fromarray(arr, 'RGBA'), fmt,
+                      **({'lossless': True} if fmt == 'WEBP' else {}))
+
+
+@pytest.mark.parametrize('fmt', ['PNG', 'WEBP', 'GIF'])
+def test_black_glyph_on_transparency_is_black_on_white(fmt):
+  data = _black_glyph_rgba(fmt) if fmt != 'GIF' else None
+  if fmt == 'GIF':  # a palette with a transparent entry
+    mask = _glyph_mask()
+    img = Image.fromarray(np.where(mask, 1, 0).astype(np.uint8), 'P')
+    img.putpalette([0, 0, 0, 0, 0, 0] + [0] * 762)
+    data = _image_bytes(img, 'GIF', transparency=0)
+  _, got = _process_raw(data, width=20, height=16)
+  mask = _glyph_mask()
+  assert (got[mask] == 0).all()
+  assert (got[~mask] == 255).all()
+
+
+def test_half_transparent_red_is_pink_on_white():
+  data = _image_bytes(_solid(8, 6, (255, 0, 0, 128), mode='RGBA'), 'PNG')
+  _, got = _process_raw(data, width=8, height=6)
+  # 255 * 128/255 + 255 * 127/255 = 255; 0 * 128/255 + 255 * 127/255 = 127
+  np.testing.assert_allclose(got.reshape(-1, 3), [[255, 127, 127]] * 48,
+                             atol=2)
+
+
+@pytest.mark.parametrize('background,expected', [
+    ('#ffffff', (255, 127, 127)), ('#000000', (128, 0, 0)),
+    ('#0000ff', (128, 0, 127))])
+def test_background_colour(background, expected):
+  data = _image_bytes(_solid(8, 6, (255, 0, 0, 128), mode='RGBA'), 'PNG')
+  _, got = _process_raw(data, width=8, height=6, background=background)
+  np.testing.assert_allclose(got.reshape(-1, 3), [expected] * 48, atol=2)
+
+
+def test_grey_output_composites_then_converts():
+  data = _image_bytes(_solid(8, 6, (255, 0, 0, 128), mode='RGBA'), 'PNG')
+  _, got = _process_raw(data, width=8, height=6, color='grey')
+  # L of pink (255, 127, 127): 0.299 * 255 + 0.587 * 127 + 0.114 * 127
+  assert got.shape == (6, 8, 1)
+  np.testing.assert_allclose(got, 165, atol=2)
+
+
+def test_grey_with_alpha_is_composited():
+  arr = np.zeros((6, 8, 2), np.uint8)
+  arr[..., 1] = 0  # black, fully transparent
+  arr[0, 0] = (0, 255)
+  data = _image_bytes(Image.fromarray(arr, 'LA'), 'PNG')
+  assert Image.open(io.BytesIO(data)).mode == 'LA'
+  _, got = _process_raw(data, width=8, height=6)
+  assert (got[0, 0] == 0).all()
+  assert (got.reshape(-1, 3)[1:] == 255).all()
+
+
+@pytest.mark.parametrize('mode,color,key', [
+    ('L', 7, 7), ('RGB', (1, 2, 3), (1, 2, 3))])
+def test_transparent_colour_key_is_composited(mode, color, key):
+  img = Image.new(mode, (8, 6), color)
+  img.putpixel((0, 0), 200 if mode == 'L' else (200, 0, 0))
+  data = _image_bytes(img, 'PNG', transparency=key)
+  _, got = _process_raw(data, width=8, height=6, background='0,128,0')
+  assert (got.reshape(-1, 3)[1:] == (0, 128, 0)).all()
+  assert tuple(got[0, 0]) == ((200,) * 3 if mode == 'L' else (200, 0, 0))
+
+
+def test_palette_with_transparency_is_composited():
+  data = _palette_image(with_transparency=True)
+  _, got = _process_raw(data, width=20, height=20, background='black')
+  assert (got[:10] == 0).all()  # entry 0 is transparent
+  assert (got[10:] == (200, 100, 50)).all()
+
+
+def test_sixteen_bit_rgba_png_is_composited():
+  arr = np.zeros((6, 8, 4), np.uint32)
+  arr[..., 0] = 65535
+  arr[..., 3] = 32896  # half
+  data = _raw_png(arr, color_type=6)
+  assert Image.open(io.BytesIO(data)).mode == 'RGBA'  # Pillow's 16 -> 8
+  _, got = _process_raw(data, width=8, height=6)
+  np.testing.assert_allclose(got.reshape(-1, 3), [[255, 127, 127]] * 48,
+                             atol=2)
+
+
+def test_sixteen_bit_grey_alpha_png_is_composited():
+  arr = np.zeros((6, 8, 2), np.uint32)  # black, transparent
+  arr[0, 0] = (0, 65535)  # black, opaque
+  data = _raw_png(arr, color_type=4)
+  _, got = _process_raw(data, width=8, height=6)
+  assert (got[0, 0] == 0).all()
+  assert (got.reshape(-1, 3)[1:] == 255).all()
+
+
+def test_sixteen_bit_grey_with_transparent_key_is_composited():
+  arr = np.full((6, 8), 1000, np.uint32)
+  arr[0, 0] = 257 * 77
+  data = _raw_png(arr, color_type=0,
+                  extra=_png_chunk(b'tRNS', struct.pack('>H', 1000)))
+  opened = Image.open(io.BytesIO(data))
+  assert opened.mode == 'I;16' and opened.info['transparency'] == 1000
+  _, got = _process_raw(data, width=8, height=6, background='#102030')
+  assert (got[0, 0] == 77).all()
+  assert (got.reshape(-1, 3)[1:] == (16, 32, 48)).all()
+
+
+def test_transparent_image_with_exif_orientation_is_turned():
+  arr = np.zeros((4, 6, 4), np.uint8)  # transparent black
+  arr[0, 0] = (0, 0, 0, 255)  # opaque black, top-left
+  img = Image.fromarray(arr, 'RGBA')
+  exif = img.getexif()
+  exif[EXIF_ORIENTATION] = 6  # turn 90 degrees clockwise to view
+  data = _image_bytes(img, 'PNG', exif=exif.tobytes())
+  out, got = _process_raw(data, width=4, height=6, resize_mode='stretch')
+  assert (out.original_width, out.original_height) == (4, 6)
+  assert (got[0, -1] == 0).all()  # top-left went to top-right
+  assert (got == 0).all(axis=-1).sum() == 1
+
+
+@pytest.mark.parametrize('text,expected', [
+    ('white', (255, 255, 255)), ('BLACK', (0, 0, 0)),
+    ('#FF8000', (255, 128, 0)), ('10, 20,30', (10, 20, 30))])
+def test_parse_background(text, expected):
+  assert images.parse_background(text) == expected
+
+
+@pytest.mark.parametrize('text', ['grey', '#fff', '#gg0000', '1,2',
+                                  '256,0,0', '-1,0,0', ''])
+def test_parse_background_refuses(text):
+  with pytest.raises(ValueError):
+    images.parse_background(text)
 
 
 def _palette_image(with_transparency: bool) -> bytes:

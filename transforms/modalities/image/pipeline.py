@@ -158,6 +158,7 @@ def manifest_section(cfg, values: dict, splits: dict):
       'height': image.height, 'width': image.width,
       'channels': image.channels, 'storage': image.storage,
       'resize_mode': image.resize_mode, 'color': image.color,
+      'background': image.background,
   }, {
       'method': cfg.normalization,
       # Where the exported transform is applied: by the reader at

@@ -13,6 +13,7 @@ Example:
 
 import dataclasses
 import io
+import re
 from typing import Sequence, Tuple
 
 import numpy as np
@@ -35,6 +36,9 @@ _EXIF_ORIENTATION = 0x0112
 # EXIF orientations that swap width and height.
 _TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
 _SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')
+# Modes with an alpha channel ('RGBa' and 'La' premultiplied).
+_ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
+BACKGROUND_NAMES = {'white': '#ffffff', 'black': '#000000'}
 
 
 class BadImageError(ValueError):
@@ -63,6 +67,8 @@ class ImageConfig:
       decoding (decompression bombs).
     draft: Use the JPEG decoder's reduced-size (DCT-scaled) decoding when the
       image is at least twice the size it is resized to.
+    background: '#rrggbb': the colour transparent images are composited
+      onto before they lose their alpha channel.
   """
   height: int = 224
   width: int = 224
@@ -72,10 +78,15 @@ class ImageConfig:
   jpeg_quality: int = 90
   max_pixels: int = 100_000_000
   draft: bool = True
+  background: str = '#ffffff'
 
   @property
   def channels(self) -> int:
     return 1 if self.color == 'grey' else 3
+
+  @property
+  def background_rgb(self) -> Tuple[int, int, int]:
+    return parse_background(self.background)
 
   def to_json(self) -> dict:
     return dataclasses.asdict(self)
@@ -108,6 +119,28 @@ def is_image_path(path: str) -> bool:
   return path.lower().endswith(IMAGE_EXTENSIONS)
 
 
+def parse_background(text: str) -> Tuple[int, int, int]:
+  """'white', 'black', '#rrggbb' or 'r,g,b' -> (r, g, b).
+
+  Raises:
+    ValueError: Not one of those forms, or a value outside 0-255.
+  """
+  value = BACKGROUND_NAMES.get(str(text).strip().lower(), str(text).strip())
+  if re.fullmatch(r'#[0-9a-fA-F]{6}', value):
+    return tuple(int(value[i:i + 2], 16) for i in (1, 3, 5))
+  parts = value.split(',')
+  if len(parts) == 3 and all(p.strip().isdigit() for p in parts):
+    rgb = tuple(int(p) for p in parts)
+    if max(rgb) <= 255:
+      return rgb
+  raise ValueError(f'not a colour: {text!r}')
+
+
+def background_hex(text: str) -> str:
+  """The canonical '#rrggbb' of a background colour (see parse_background)."""
+  return '#{:02x}{:02x}{:02x}'.format(*parse_background(text))
+
+
 def _open(data: bytes) -> Image.Image:
   if not data:
     raise BadImageError('decode', 'empty file (0 bytes)')
@@ -127,6 +160,40 @@ def _open(data: bytes) -> Image.Image:
       raise BadImageError('decode', f'corrupt or truncated image data: '
                           f'{type(e).__name__}: {e}') from None
   return img
+
+
+# ------------------------------------------------------- transparency --
+
+
+def _flatten_alpha(img: Image.Image, background: Tuple[int, int, int]
+                   ) -> Image.Image:
+  """An image with transparency composited onto `background` ('RGB').
+
+  Covers alpha channels (RGBA, LA, PA, premultiplied RGBa/La; 16-bit
+  RGBA and LA PNGs, which Pillow opens as RGBA) and transparent colour
+  keys (a palette entry, an 8-bit or 16-bit grey value or an RGB colour:
+  `info['transparency']`). An image without transparency, or whose every
+  pixel is opaque, is returned unchanged, so it converts exactly as
+  before.
+  """
+  key = img.info.get('transparency')
+  if img.mode in _SIXTEEN_BIT_MODES:
+    if not isinstance(key, int):
+      return img
+    mask = np.asarray(img) == key
+    if not mask.any():
+      return img
+    rgba = _to_8bit(img, 'rgb').convert('RGBA')
+    rgba.putalpha(Image.fromarray(np.where(mask, 0, 255).astype(np.uint8),
+                                  'L'))
+  elif img.mode in _ALPHA_MODES or key is not None:
+    rgba = img if img.mode == 'RGBA' else img.convert('RGBA')
+  else:
+    return img
+  if rgba.getchannel('A').getextrema()[0] == 255:
+    return img
+  canvas = Image.new('RGBA', rgba.size, tuple(background) + (255,))
+  return Image.alpha_composite(canvas, rgba).convert('RGB')
 
 
 def _orientation(img: Image.Image) -> int:
@@ -265,7 +332,8 @@ def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
       # a successful decode, so a decoding error is never swallowed here.
       orientation = _orientation(img)
     if orientation != 1:
-      img = ImageOps.exif_transpose(img)
+      img = ImageOps.exif_transpose(img)  # keeps info['transparency']
+    img = _flatten_alpha(img, cfg.background_rgb)
     img = _to_8bit(img, cfg.color)
   except BadImageError:
     raise
