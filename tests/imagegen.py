@@ -94,7 +94,7 @@ def write_bad_images(root: str, label: str = 'cat') -> Dict[str, str]:
   with open(os.path.join(folder, 'README.txt'), 'w', encoding='utf-8') as f:
     f.write('not an input')
   return {
-      'truncated.jpg': 'corrupt or truncated',
+      'truncated.jpg': 'truncated JPEG: the file ends inside its image data',
       'empty.jpg': 'empty file',
       'notes.jpg': 'not a readable image',
       'corrupt.png': 'corrupt or truncated',

@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 from PIL import JpegImagePlugin
 from PIL import features
+import simplejpeg
 
 from transforms.modalities.image import processing as images
 
@@ -678,9 +679,85 @@ def test_text_file_is_bad():
 def test_truncated_jpeg_is_bad():
   data = _image_bytes(Image.fromarray(_smooth_photo(320, 240)), 'JPEG',
                       quality=90)
-  _assert_bad(data[:len(data) // 2], 'truncated')
-  _assert_bad(data[:len(data) // 2], 'truncated',
+  _assert_bad(data[:len(data) // 2], '^truncated JPEG')
+  _assert_bad(data[:len(data) // 2], '^truncated JPEG',
               images.ImageConfig(draft=False))
+
+
+def _noisy_jpeg(w=400, h=300, **kwargs) -> bytes:
+  rng = np.random.default_rng(3)
+  arr = _smooth_photo(w, h).astype(np.float64) + rng.normal(0, 10, (h, w, 3))
+  img = Image.fromarray(arr.clip(0, 255).astype(np.uint8))
+  mode = kwargs.pop('mode', 'RGB')
+  return _image_bytes(img.convert(mode), 'JPEG', quality=90, **kwargs)
+
+
+def _with_frame_size(data: bytes, width: int, height: int) -> bytes:
+  """The JPEG with its frame header (SOF) declaring another size."""
+  out = bytearray(data)
+  pos = 2
+  while out[pos + 1] not in (0xC0, 0xC1, 0xC2):
+    pos += 2 + struct.unpack('>H', bytes(out[pos + 2:pos + 4]))[0]
+  out[pos + 5:pos + 9] = struct.pack('>HH', height, width)
+  return bytes(out)
+
+
+@pytest.mark.parametrize('fraction', [0.5, 0.9, 0.99])
+@pytest.mark.parametrize('kind', ['baseline', 'progressive', 'grey', 'cmyk'])
+@pytest.mark.parametrize('draft', [True, False])
+def test_jpeg_cut_short_and_given_an_end_marker_is_truncated(fraction, kind,
+                                                             draft):
+  kwargs = {'progressive': True} if kind == 'progressive' else {
+      'mode': {'grey': 'L', 'cmyk': 'CMYK'}.get(kind, 'RGB')}
+  data = _noisy_jpeg(**kwargs)
+  cut = data[:int(len(data) * fraction)] + b'\xff\xd9'
+  # Pillow decodes it without a word, padding the rest with grey.
+  Image.open(io.BytesIO(cut)).load()
+  _assert_bad(cut, '^truncated JPEG', images.ImageConfig(
+      draft=draft, height=64, width=64))
+
+
+def _scan_starts(data: bytes):
+  return [i for i in range(len(data) - 1) if data[i:i + 2] == b'\xff\xda']
+
+
+@pytest.mark.parametrize('scan', [1, 3, 6, -1])
+def test_progressive_jpeg_cut_between_scans_is_truncated(scan):
+  # libjpeg does not even warn: the scan headers show it.
+  data = _noisy_jpeg(progressive=True)
+  cut = data[:_scan_starts(data)[scan]] + b'\xff\xd9'
+  simplejpeg.decode_jpeg(cut, strict=True)
+  err = _assert_bad(cut, '^truncated JPEG: the file ends after')
+  assert 'progressive scans' in err.reason
+
+
+@pytest.mark.parametrize('width,height', [(400, 600), (800, 300)])
+def test_jpeg_declaring_more_pixels_than_its_data_is_truncated(width,
+                                                               height):
+  data = _with_frame_size(_noisy_jpeg(400, 300), width, height)
+  Image.open(io.BytesIO(data)).load()  # Pillow pads it with grey
+  err = _assert_bad(data, '^truncated JPEG')
+  assert f'{width}x{height}' in err.reason
+
+
+@pytest.mark.parametrize('value', [128, 127])
+def test_sound_jpeg_with_mid_grey_corner_is_not_truncated(value):
+  # The corner check only leads to the strict second decode.
+  arr = _smooth_photo(64, 48)
+  arr[-16:, -16:] = value
+  for kwargs in ({}, {'progressive': True}, {'mode': 'L'}):
+    img = Image.fromarray(arr).convert(kwargs.pop('mode', 'RGB'))
+    data = _image_bytes(img, 'JPEG', quality=95, **kwargs)
+    images.process_image(data, images.ImageConfig(height=48, width=64))
+  solid = _image_bytes(_solid(40, 30, (128, 128, 128)), 'JPEG', quality=90)
+  images.process_image(solid, images.ImageConfig(height=30, width=40))
+
+
+def test_sound_jpegs_pass_the_truncation_checks():
+  for kwargs in ({}, {'progressive': True}, {'mode': 'L'}, {'mode': 'CMYK'},
+                 {'subsampling': 0}, {'progressive': True, 'mode': 'L'}):
+    data = _noisy_jpeg(**kwargs)
+    images.process_image(data, images.ImageConfig(height=64, width=64))
 
 
 def _corrupt_png() -> bytes:

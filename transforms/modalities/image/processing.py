@@ -14,11 +14,12 @@ Example:
 import dataclasses
 import io
 import re
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 from PIL import Image
 from PIL import ImageOps
+from PIL import JpegImagePlugin
 from PIL import UnidentifiedImageError
 import simplejpeg
 
@@ -141,6 +142,18 @@ def background_hex(text: str) -> str:
   return '#{:02x}{:02x}{:02x}'.format(*parse_background(text))
 
 
+def _decode_error(fmt: str, e: Exception) -> BadImageError:
+  """A decoding exception as a dead letter: 'truncated <fmt>: ...' when
+  the file ends inside its image data, else 'corrupt or truncated image
+  data: ...'."""
+  if isinstance(e, OSError) and 'truncated' in str(e):
+    return BadImageError(
+        'decode', f'truncated {fmt or "image"}: the file ends inside its '
+        f'image data ({e})')
+  return BadImageError('decode', f'corrupt or truncated image data: '
+                       f'{type(e).__name__}: {e}')
+
+
 def _open(data: bytes) -> Image.Image:
   if not data:
     raise BadImageError('decode', 'empty file (0 bytes)')
@@ -157,9 +170,148 @@ def _open(data: bytes) -> Image.Image:
     try:
       Image.open(io.BytesIO(data)).verify()
     except Exception as e:  # pylint: disable=broad-except
-      raise BadImageError('decode', f'corrupt or truncated image data: '
-                          f'{type(e).__name__}: {e}') from None
+      raise _decode_error(img.format, e) from None
   return img
+
+
+# ---------------------------------------------------- cut JPEG files --
+
+# Start-of-frame markers (not DHT C4, JPG C8, DAC CC) and the progressive
+# ones among them.
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_PROGRESSIVE_SOF = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
+# The next marker after entropy-coded data: 0xFF not followed by a stuffed
+# zero, a restart marker or another fill byte.
+_NEXT_MARKER = re.compile(rb'\xff[^\x00\xd0-\xd7\xff]')
+
+
+def _jpeg_scans(data: bytes):
+  """(progressive, component ids, scans) of a JPEG's first frame, each
+  scan (component ids, Ss, Se, Al), from its marker segments only; None
+  when its structure is not the plain one read here.
+
+  The usual sequential JPEG has one scan of all components: reading stops
+  at its header. Otherwise the entropy-coded data between scans is skipped
+  with a regular expression, never decoded.
+  """
+  pos, n = 2, len(data)
+  progressive, components, scans = None, (), []
+  while pos + 4 <= n:
+    if data[pos] != 0xFF:
+      return None
+    marker = data[pos + 1]
+    if marker == 0xFF:  # fill byte
+      pos += 1
+      continue
+    if marker == 0xD9:  # end of image
+      break
+    if 0xD0 <= marker <= 0xD7 or marker == 0x01:
+      pos += 2
+      continue
+    length = (data[pos + 2] << 8) | data[pos + 3]
+    segment = data[pos + 4:pos + 2 + length]
+    if length < 2 or len(segment) != length - 2:
+      return None
+    pos += 2 + length
+    if marker in _SOF_MARKERS and progressive is None:
+      if len(segment) < 6 + 3 * segment[5]:
+        return None
+      progressive = marker in _PROGRESSIVE_SOF
+      components = tuple(segment[6 + 3 * i] for i in range(segment[5]))
+    elif marker == 0xDA:
+      count = segment[0] if segment else 0
+      if progressive is None or len(segment) < 4 + 2 * count:
+        return None
+      ss, se, approximation = segment[1 + 2 * count:4 + 2 * count]
+      scans.append((tuple(segment[1 + 2 * i] for i in range(count)), ss, se,
+                    approximation & 15))
+      if not progressive and len(scans) == 1 and len(scans[0][0]) == len(
+          components):
+        break  # one interleaved scan of every component
+      found = _NEXT_MARKER.search(data, pos)
+      pos = found.start() if found else n
+  if progressive is None:
+    return None
+  return progressive, components, scans
+
+
+def _missing_scans(progressive: bool, components, scans) -> Optional[str]:
+  """What the scan headers show is missing, or None.
+
+  A sequential JPEG needs a scan of every component. A progressive one
+  sends coefficients in successive passes: every component's DC, and
+  every coefficient any scan sent, must reach full precision (Al 0) by its
+  last scan. A file cut between scans fails this (libjpeg does not warn).
+  """
+  scanned = {c for ids, *_ in scans for c in ids}
+  missing = [c for c in components if c not in scanned]
+  if missing:
+    return (f'the file ends before the scans of {len(missing)} of its '
+            f'{len(components)} colour components')
+  if not progressive:
+    return None
+  precision = {}  # (component, coefficient) -> Al of its last scan
+  for ids, ss, se, al in scans:
+    for c in ids:
+      for k in range(ss, se + 1):
+        precision[c, k] = al
+  short = {c for (c, _), al in precision.items() if al}
+  if short:
+    return (f'the file ends after {len(scans)} progressive scans, before '
+            f'{len(short)} of its {len(components)} colour components are '
+            'complete')
+  return None
+
+
+def _grey_corner(img: Image.Image) -> bool:
+  """Whether the last pixel is the mid-grey a JPEG decoder leaves where
+  the entropy-coded data ran out (all coefficients zero: 128, or 127 for
+  inverted CMYK)."""
+  px = img.getpixel((img.width - 1, img.height - 1))
+  return all(v in (127, 128) for v in (px if isinstance(px, tuple) else
+                                         (px,)))
+
+
+def _check_jpeg_complete(img: Image.Image, data: bytes,
+                         declared: Tuple[int, int]) -> None:
+  """Raises BadImageError('truncated JPEG: ...') for a JPEG whose data
+  ends before its picture does, though Pillow decoded it.
+
+  libjpeg fills the blocks after a premature end of the entropy-coded data
+  with zeros and only warns, which Pillow ignores: a file cut short and
+  given an end-of-image marker again (FF D9), or whose frame header
+  declares more pixels than its data holds, decodes without an error,
+  padded with grey. The exact test is libjpeg's warning ("premature end of
+  data segment"), which a second, strict decode (simplejpeg, at 1/8 scale,
+  in grey) raises. It runs only when needed:
+
+  - a sequential JPEG of one scan (what cameras and phones write) cut
+    anywhere before its last block has its bottom-right pixel exactly
+    mid-grey; only such files are decoded again (a sound one with that
+    corner passes);
+  - a JPEG of several scans (every progressive one) cut between two scans
+    shows in its scan headers, which are read without decoding;
+  - but one cut inside its last scan can look sound in every pixel (a
+    progressive file's last scan is a refinement, often half of the file,
+    and leaves no grey), so every JPEG of several scans is decoded again.
+  """
+  parsed = _jpeg_scans(data)
+  if parsed is not None:
+    problem = _missing_scans(*parsed)
+    if problem:
+      raise BadImageError('decode', f'truncated JPEG: {problem}')
+  several_scans = parsed is not None and len(parsed[2]) > 1
+  if not (several_scans or _grey_corner(img)):
+    return
+  try:
+    simplejpeg.decode_jpeg(data, colorspace='GRAY', min_height=1,
+                           min_width=1, min_factor=8, strict=True)
+  except ValueError as e:
+    if 'premature end' in str(e).lower():
+      w, h = declared
+      raise BadImageError(
+          'decode', f'truncated JPEG: its image data ends before the {w}x{h} '
+          f'pixels its header declares (libjpeg: {e})') from None
 
 
 # ------------------------------------------------------- transparency --
@@ -318,6 +470,7 @@ def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
         f'{cfg.max_pixels} pixels (possible decompression bomb)')
   if w <= 0 or h <= 0:
     raise BadImageError('decode', f'image has no pixels ({w}x{h})')
+  source_format = img.format or ''
   orientation = 1
   try:
     if img.format == 'JPEG':
@@ -327,6 +480,8 @@ def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
       if cfg.draft:
         _draft(img, cfg, orientation)
     img.load()
+    if isinstance(img, JpegImagePlugin.JpegImageFile):
+      _check_jpeg_complete(img, data, (w, h))
     if img.format != 'JPEG':
       # Other formats may keep EXIF after the pixel data; read it only after
       # a successful decode, so a decoding error is never swallowed here.
@@ -340,8 +495,7 @@ def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
   except Exception as e:  # pylint: disable=broad-except
     # Pillow reports truncated and corrupt data with OSError, SyntaxError,
     # ValueError and, for some formats, other types; all mean the same here.
-    raise BadImageError('decode', f'corrupt or truncated image data: '
-                        f'{type(e).__name__}: {e}') from None
+    raise _decode_error(source_format, e) from None
   if orientation in _TRANSPOSED_ORIENTATIONS:
     w, h = h, w
   return _resize(img, cfg), h, w
