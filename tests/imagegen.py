@@ -96,7 +96,7 @@ def write_bad_images(root: str, label: str = 'cat') -> Dict[str, str]:
   return {
       'truncated.jpg': 'truncated JPEG: the file ends inside its image data',
       'empty.jpg': 'empty file',
-      'notes.jpg': 'not a readable image',
+      'notes.jpg': 'not a JPEG: unknown content',
       'corrupt.png': 'corrupt or truncated',
       'huge.png': 'over the limit',
   }

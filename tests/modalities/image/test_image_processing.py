@@ -757,7 +757,72 @@ def test_sound_jpegs_pass_the_truncation_checks():
   for kwargs in ({}, {'progressive': True}, {'mode': 'L'}, {'mode': 'CMYK'},
                  {'subsampling': 0}, {'progressive': True, 'mode': 'L'}):
     data = _noisy_jpeg(**kwargs)
-    images.process_image(data, images.ImageConfig(height=64, width=64))
+    out = images.process_image(data, images.ImageConfig(height=64, width=64))
+    assert out.source_format == 'JPEG'
+
+
+# --------------------------------------------- content behind a name
+
+
+def test_tiff_named_jpg_is_decoded_and_identified():
+  data = _image_bytes(_solid(16, 12, (10, 200, 30)), 'TIFF')
+  out = images.process_image(
+      data, images.ImageConfig(height=12, width=16, storage='uint8'),
+      'photos/cat/x.jpg')
+  assert out.source_format == 'TIFF'
+  got = images.decode_stored(out.data, 'uint8', 12, 16, 3)
+  assert (got == (10, 200, 30)).all()
+
+
+@pytest.mark.skipif(not features.check('avif'), reason='no AVIF codec')
+def test_avif_named_jpg_is_decoded_and_identified():
+  data = _image_bytes(_solid(16, 12, (10, 200, 30)), 'AVIF', quality=95)
+  out = images.process_image(
+      data, images.ImageConfig(height=12, width=16, storage='uint8'), 'x.jpg')
+  assert out.source_format == 'AVIF'
+
+
+def _iso_bmff_head(brand: bytes, compatible=(b'mif1',)) -> bytes:
+  box = brand + b'\x00\x00\x00\x00' + b''.join(compatible)
+  return struct.pack('>I', 8 + len(box)) + b'ftyp' + box + b'\x00' * 200
+
+
+@pytest.mark.parametrize('head,name,reason', [
+    (_iso_bmff_head(b'heic'), 'a/b/x.jpg',
+     'not a JPEG: HEIC content (no HEIC decoder is installed)'),
+    (_iso_bmff_head(b'mif1', (b'mif1', b'heic')), 'x.png',
+     'not a PNG: HEIC content (no HEIC decoder is installed)'),
+    (b'this is not an image\n' * 20, 'x.jpeg',
+     'not a JPEG: unknown content (format not recognised)'),
+    (b'<!DOCTYPE html><html>403 Forbidden</html>', 'x.webp',
+     'not a WEBP: HTML content (no HTML decoder is installed)'),
+    (b'this is not an image\n' * 20, 'listed/without/extension',
+     'not a readable image: unknown content (format not recognised)'),
+])
+def test_content_pillow_cannot_read_names_its_format(head, name, reason):
+  with pytest.raises(images.BadImageError) as info:
+    images.process_image(head, images.ImageConfig(), name)
+  assert info.value.reason == reason
+
+
+@pytest.mark.skipif(not features.check('avif'), reason='no AVIF codec')
+def test_avif_that_does_not_decode_says_so():
+  with pytest.raises(images.BadImageError) as info:
+    images.process_image(_iso_bmff_head(b'avif'), images.ImageConfig(),
+                         'x.jpg')
+  assert info.value.reason == (
+      'not a JPEG: AVIF content (its AVIF data does not decode)')
+
+
+def test_sniff_format():
+  assert images.sniff_format(_iso_bmff_head(b'avif')) == 'AVIF'
+  assert images.sniff_format(_iso_bmff_head(b'heix')) == 'HEIC'
+  assert images.sniff_format(_iso_bmff_head(b'mif1', (b'avif',))) == 'AVIF'
+  assert images.sniff_format(_iso_bmff_head(b'mif1', ())) == 'HEIF'
+  assert images.sniff_format(b'\xff\x0a\x00') == 'JPEG XL'
+  assert images.sniff_format(b'%PDF-1.7') == 'PDF'
+  assert images.sniff_format(b'  <svg xmlns="..."/>') == 'SVG'
+  assert images.sniff_format(b'plain text') is None
 
 
 def _corrupt_png() -> bytes:

@@ -13,6 +13,7 @@ Example:
 
 import dataclasses
 import io
+import posixpath
 import re
 from typing import Optional, Sequence, Tuple
 
@@ -106,6 +107,8 @@ class ProcessedImage:
     channel_sum: Per channel, the sum of the stored pixel values (0-255).
     channel_sum_squares: Per channel, the sum of squared pixel values.
     pixel_count: Pixels per channel (height * width of the stored image).
+    source_format: The format of the file's content as Pillow names it
+      ('JPEG', 'PNG', 'TIFF', ...), whatever its name says.
   """
   data: bytes
   original_height: int
@@ -113,6 +116,7 @@ class ProcessedImage:
   channel_sum: Tuple[float, ...]
   channel_sum_squares: Tuple[float, ...]
   pixel_count: int
+  source_format: str = ''
 
 
 def is_image_path(path: str) -> bool:
@@ -142,6 +146,85 @@ def background_hex(text: str) -> str:
   return '#{:02x}{:02x}{:02x}'.format(*parse_background(text))
 
 
+# What a file's extension says its content is (None: it says nothing).
+_EXTENSION_FORMATS = {
+    '.jpg': 'JPEG', '.jpeg': 'JPEG', '.jpe': 'JPEG', '.png': 'PNG',
+    '.gif': 'GIF', '.bmp': 'BMP', '.webp': 'WEBP'}
+# Pillow's names of content an extension's format covers (MPO is a JPEG
+# with further pictures after it, DIB a BMP without its file header).
+_SAME_FORMAT = {'MPO': 'JPEG', 'DIB': 'BMP'}
+# ISO base media file brands (the 'ftyp' box) of still-image formats.
+_HEIF_BRANDS = {b'heic': 'HEIC', b'heix': 'HEIC', b'heim': 'HEIC',
+                b'heis': 'HEIC', b'hevc': 'HEIC', b'hevx': 'HEIC',
+                b'hevm': 'HEIC', b'hevs': 'HEIC', b'avif': 'AVIF',
+                b'avis': 'AVIF', b'mif1': 'HEIF', b'msf1': 'HEIF'}
+
+
+def extension_format(path: str) -> Optional[str]:
+  """The format a file name's extension promises ('JPEG' for x.jpg)."""
+  return _EXTENSION_FORMATS.get(posixpath.splitext(path.lower())[1])
+
+
+def content_format(format_name: str) -> str:
+  """Pillow's format name, with the variants of one format merged."""
+  return _SAME_FORMAT.get(format_name, format_name)
+
+
+def sniff_format(data: bytes) -> Optional[str]:
+  """The format of content Pillow did not recognise, from its first bytes
+  (HEIC, AVIF, JPEG XL, PDF, SVG, HTML, ...), or None."""
+  head = data[:64]
+  if head[4:8] == b'ftyp':
+    brands = [head[8:12]] + [head[i:i + 4] for i in range(16, 64, 4)]
+    found = [_HEIF_BRANDS[b] for b in brands if b in _HEIF_BRANDS]
+    # A generic HEIF brand names the codec among the compatible brands.
+    named = [f for f in found if f != 'HEIF']
+    return named[0] if named else found[0] if found else 'MP4/QuickTime video'
+  if head.startswith(b'\xff\x0a') or head.startswith(
+      b'\x00\x00\x00\x0cJXL \r\n\x87\n'):
+    return 'JPEG XL'
+  if head.startswith(b'%PDF'):
+    return 'PDF'
+  text = data[:1024].lstrip().lower()
+  if text.startswith(b'<?xml') or text.startswith(b'<svg'):
+    return 'SVG' if b'<svg' in text else 'XML'
+  if text.startswith(b'<!doctype html') or text.startswith(b'<html'):
+    return 'HTML'
+  for magic, name in ((b'PK\x03\x04', 'ZIP'), (b'\x1f\x8b', 'gzip'),
+                      (b'RIFF', 'RIFF')):
+    if head.startswith(magic):
+      return name
+  return None
+
+
+def _has_decoder(format_name: str) -> bool:
+  """Whether Pillow here has a plug-in for the format (HEIC needs one such
+  as pillow-heif, which registers 'HEIF')."""
+  Image.init()
+  name = 'HEIF' if format_name == 'HEIC' else format_name
+  return name in Image.OPEN
+
+
+def _not_readable(data: bytes, name: str) -> BadImageError:
+  """The dead letter of content Pillow does not recognise: what the file
+  name promised, and what the content is instead (or 'unknown')."""
+  found = sniff_format(data)
+  expected = extension_format(name)
+  what = f'{found} content' if found else 'unknown content'
+  if not found:
+    why = 'format not recognised'
+  elif _has_decoder(found):
+    why = f'its {found} data does not decode'
+  else:
+    why = f'no {found} decoder is installed'
+  if expected is None:
+    return BadImageError('decode', f'not a readable image: {what} ({why})')
+  if found == expected:
+    return BadImageError('decode', f'corrupt {expected}: its header is not '
+                         'readable')
+  return BadImageError('decode', f'not a {expected}: {what} ({why})')
+
+
 def _decode_error(fmt: str, e: Exception) -> BadImageError:
   """A decoding exception as a dead letter: 'truncated <fmt>: ...' when
   the file ends inside its image data, else 'corrupt or truncated image
@@ -154,14 +237,13 @@ def _decode_error(fmt: str, e: Exception) -> BadImageError:
                        f'{type(e).__name__}: {e}')
 
 
-def _open(data: bytes) -> Image.Image:
+def _open(data: bytes, name: str = '') -> Image.Image:
   if not data:
     raise BadImageError('decode', 'empty file (0 bytes)')
   try:
     img = Image.open(io.BytesIO(data))
   except UnidentifiedImageError:
-    raise BadImageError(
-        'decode', 'not a readable image (format not recognised)') from None
+    raise _not_readable(data, name) from None
   except (OSError, ValueError, SyntaxError) as e:
     raise BadImageError('decode', f'cannot open image: {e}') from None
   if img.format == 'PNG':
@@ -170,7 +252,7 @@ def _open(data: bytes) -> Image.Image:
     try:
       Image.open(io.BytesIO(data)).verify()
     except Exception as e:  # pylint: disable=broad-except
-      raise _decode_error(img.format, e) from None
+      raise _decode_error(content_format(img.format), e) from None
   return img
 
 
@@ -446,23 +528,38 @@ def _channel_sums(img: Image.Image) -> Tuple[Tuple[float, ...],
           img.size[0] * img.size[1])
 
 
-def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
-                                                              int, int]:
+def decode_and_resize(data: bytes, cfg: ImageConfig, name: str = ''
+                      ) -> Tuple[Image.Image, int, int]:
+  """Decodes image bytes and resizes them to the configured size.
+
+  See decode_resize_and_identify, which also returns the content's format.
+  """
+  img, h, w, _ = decode_resize_and_identify(data, cfg, name)
+  return img, h, w
+
+
+def decode_resize_and_identify(data: bytes, cfg: ImageConfig, name: str = ''
+                               ) -> Tuple[Image.Image, int, int, str]:
   """Decodes image bytes and resizes them to the configured size.
 
   Args:
-    data: The file's bytes (JPEG, PNG, GIF, BMP or WebP).
+    data: The file's bytes (JPEG, PNG, GIF, BMP, WebP or any other format
+      Pillow reads, whatever the file's name says).
     cfg: The image options.
+    name: The file's name or path; its extension says what the content
+      should be, for the reason of a dead letter.
 
   Returns:
-    The resized 8-bit image ('RGB' or 'L'), and the original height and
-    width after EXIF orientation.
+    The resized 8-bit image ('RGB' or 'L'), the original height and width
+    after EXIF orientation, and the format of the content (Pillow's name:
+    'JPEG', 'PNG', 'TIFF', ...).
 
   Raises:
     BadImageError: The bytes are empty, not an image, truncated, corrupt, or
       over the pixel limit.
   """
-  img = _open(data)
+  img = _open(data, name)
+  source_format = content_format(img.format or '')
   w, h = img.size
   if w * h > cfg.max_pixels:
     raise BadImageError(
@@ -470,7 +567,6 @@ def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
         f'{cfg.max_pixels} pixels (possible decompression bomb)')
   if w <= 0 or h <= 0:
     raise BadImageError('decode', f'image has no pixels ({w}x{h})')
-  source_format = img.format or ''
   orientation = 1
   try:
     if img.format == 'JPEG':
@@ -498,7 +594,7 @@ def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
     raise _decode_error(source_format, e) from None
   if orientation in _TRANSPOSED_ORIENTATIONS:
     w, h = h, w
-  return _resize(img, cfg), h, w
+  return _resize(img, cfg), h, w, source_format
 
 
 def encode(img: Image.Image, cfg: ImageConfig) -> bytes:
@@ -523,7 +619,8 @@ def encode(img: Image.Image, cfg: ImageConfig) -> bytes:
   return img.tobytes()  # uint8 and float32: raw HWC pixels
 
 
-def process_image(data: bytes, cfg: ImageConfig) -> ProcessedImage:
+def process_image(data: bytes, cfg: ImageConfig,
+                  name: str = '') -> ProcessedImage:
   """Decode, orient, convert, resize and encode one image.
 
   This is the whole per-image cost of the pipeline, and the function the
@@ -532,6 +629,8 @@ def process_image(data: bytes, cfg: ImageConfig) -> ProcessedImage:
   Args:
     data: The file's bytes.
     cfg: The image options.
+    name: The file's name or path (its extension names the format the
+      reason of a dead letter compares the content with).
 
   Returns:
     The stored form and the per-channel sums for normalization statistics.
@@ -539,11 +638,13 @@ def process_image(data: bytes, cfg: ImageConfig) -> ProcessedImage:
   Raises:
     BadImageError: The input cannot become an example.
   """
-  img, orig_h, orig_w = decode_and_resize(data, cfg)
+  img, orig_h, orig_w, source_format = decode_resize_and_identify(
+      data, cfg, name)
   sums, squares, count = _channel_sums(img)
   return ProcessedImage(
       data=encode(img, cfg), original_height=orig_h, original_width=orig_w,
-      channel_sum=sums, channel_sum_squares=squares, pixel_count=count)
+      channel_sum=sums, channel_sum_squares=squares, pixel_count=count,
+      source_format=source_format)
 
 
 def decode_stored(data: bytes, storage: str, height: int, width: int,
