@@ -94,9 +94,9 @@ def write_bad_images(root: str, label: str = 'cat') -> Dict[str, str]:
   with open(os.path.join(folder, 'README.txt'), 'w', encoding='utf-8') as f:
     f.write('not an input')
   return {
-      'truncated.jpg': 'corrupt or truncated',
+      'truncated.jpg': 'truncated JPEG: the file ends inside its image data',
       'empty.jpg': 'empty file',
-      'notes.jpg': 'not a readable image',
+      'notes.jpg': 'not a JPEG: unknown content',
       'corrupt.png': 'corrupt or truncated',
       'huge.png': 'over the limit',
   }

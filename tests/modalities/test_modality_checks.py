@@ -77,6 +77,57 @@ def test_float32_image_out_of_range_is_refused(value, problem):
     _check(_image_manifest('float32'), values)
 
 
+def _fit_manifest(storage, width, height):
+  manifest = _image_manifest(storage)
+  manifest['image'].update(width=width, height=height, resize_mode='fit')
+  return manifest
+
+
+def _encoded(arr, storage):
+  buf = io.BytesIO()
+  Image.fromarray(arr).save(buf, format=storage.upper(), quality=90)
+  return buf.getvalue()
+
+
+def test_image_of_one_colour_is_flagged_blank():
+  arr = np.full((4, 6, 3), (10, 20, 30), np.uint8)
+  out, _ = _check(_image_manifest('png'), {'image': [_png(arr)]})
+  assert out['flags'] == ('blank',)
+  arr[3, 5, 2] = 31
+  out, _ = _check(_image_manifest('png'), {'image': [_png(arr)]})
+  assert 'flags' not in out
+  out, _ = _check(_image_manifest('float32'), {'image': [0.25] * 72})
+  assert out['flags'] == ('blank',)
+  out, _ = _check(_image_manifest('float32'),
+                  {'image': [0.25] * 71 + [0.5]})
+  assert 'flags' not in out
+
+
+@pytest.mark.parametrize('storage', ['png', 'jpeg'])
+def test_blank_input_between_the_bars_of_fit_is_flagged(storage):
+  # A 64x64 input stored at 96x64 with --resize_mode fit: 16 black columns
+  # each side (processing._resize), white content between them.
+  arr = np.zeros((64, 96, 3), np.uint8)
+  arr[:, 16:80] = 255
+  values = {'image': [_encoded(arr, storage)], 'original_height': [64],
+            'original_width': [64]}
+  out, _ = _check(_fit_manifest(storage, 96, 64), values)
+  assert out['flags'] == ('blank',)
+  arr[20:40, 30:60] = 90  # something in the picture
+  values['image'] = [_encoded(arr, storage)]
+  out, _ = _check(_fit_manifest(storage, 96, 64), values)
+  assert 'flags' not in out
+
+
+def test_report_counts_blank_images_and_lists_their_first_ids():
+  shards = [{'flagged': {'blank': {'count': 3, 'ids': ['b', 'c']}}},
+            {'flagged': {}}, {'flagged': {'blank': {'count': 1,
+                                                    'ids': ['a']}}}]
+  assert report.flagged(shards, 'blank') == (4, ['a', 'b', 'c'])
+  assert report.flagged(shards, 'blank', listed=2) == (4, ['a', 'b'])
+  assert report.flagged([{}], 'blank') == (0, [])
+
+
 # --------------------------------------------------------------- text --
 
 

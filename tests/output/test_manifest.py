@@ -34,6 +34,7 @@ def _manifest(cfg, written=None, serialized=None, dead=None):
        'dead': dead, 'before': before, 'after': before, 'shards': shards,
        'fingerprints': fps,
        'channel_stats': {'count': 10, 'mean': [0.5] * 3, 'std': [0.2] * 3},
+       'formats': {'formats': {'JPEG': 20}, 'format_mismatches': {}},
        'skipped': [0], 'dead_files': []})
 
 

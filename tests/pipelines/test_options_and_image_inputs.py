@@ -10,6 +10,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import options
 from transforms.modalities.image import inputs as sources
+from transforms.modalities.image import processing as images
 from transforms.core import splits as split
 from transforms.core.errors import UsageError
 from transforms.sources import files
@@ -329,6 +330,7 @@ def test_defaults():
   assert cfg.settings.color == 'rgb'
   assert cfg.settings.jpeg_quality == 90
   assert cfg.settings.max_pixels == 100_000_000
+  assert cfg.settings.background == '#ffffff'
   assert cfg.normalization == 'zscore'
   assert cfg.split_ratios == (('train', 0.8), ('validation', 0.1),
                               ('test', 0.1))
@@ -393,6 +395,19 @@ def test_config_hash_ignores_output_and_overwrite():
   c = _resolve('--seed', '1', output='/a')
   assert a.config_hash() == b.config_hash()
   assert a.config_hash() != c.config_hash()
+
+
+@pytest.mark.parametrize('value,expected', [
+    ('white', '#ffffff'), ('Black', '#000000'), ('#FF8000', '#ff8000'),
+    ('255, 128,0', '#ff8000')])
+def test_background_is_checked_kept_and_hashed(value, expected):
+  cfg = _resolve('--background', value)
+  assert cfg.settings.background == expected
+  assert cfg.settings.background_rgb == images.parse_background(expected)
+  assert cfg.to_json()['image']['background'] == expected
+  # It changes the records of transparent images: part of the hash.
+  assert (cfg.config_hash() == _resolve().config_hash()) == (
+      expected == '#ffffff')
 
 
 @pytest.mark.parametrize('flags,match', [
@@ -478,6 +493,10 @@ def test_config_hash_ignores_output_and_overwrite():
     (['--num_shards', '-1'], '--num_shards'),
     (['--seed', 'x'], '--seed must be a whole number'),
     (['--max_pixels', '0'], '--max_pixels must be >= 1'),
+    (['--background', 'grey'], '--background must be white, black, a '
+     '#rrggbb colour or r,g,b with values from 0 to 255'),
+    (['--background', '#fff'], '--background must be white, black'),
+    (['--background', '255,255,256'], '--background must be white, black'),
     (['--name', 'my-data'], '--name must be a plain name'),
     (['--name', 'a/b'], '--name must be a plain name'),
 ])

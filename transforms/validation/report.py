@@ -307,6 +307,18 @@ CHECKS: Sequence[Callable[[ReportInputs], List[dict]]] = (
     _transform_check, _shard_health_checks, _content_checks, _drift_checks)
 
 
+def flagged(results: List[dict], flag: str, listed: int = 5):
+  """(records flagged `flag` in the shard results, the first `listed` of
+  their ids in sorted order)."""
+  count, ids = 0, set()
+  for r in results:
+    found = r.get('flagged', {}).get(flag)
+    if found:
+      count += found['count']
+      ids.update(found['ids'])
+  return count, sorted(ids)[:listed]
+
+
 def examples_add_up(manifest: dict) -> List[dict]:
   """The check that every input became an example or a dead letter, in
   every split and in total (for modalities with one example per input)."""

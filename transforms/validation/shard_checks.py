@@ -7,6 +7,7 @@ numbers: counts, checksums, fingerprints and class counts are all
 recomputed from the files.
 """
 
+import bisect
 import math
 from typing import Dict, List, Optional
 
@@ -23,6 +24,9 @@ from transforms.output import tfrecord_files
 
 # Per shard, at most this many record-level problems are kept verbatim.
 MAX_ERRORS_PER_SHARD = 20
+# Per shard and flag, the ids of at most this many flagged records are kept
+# (the smallest, so the merged list does not depend on the shards' order).
+MAX_FLAGGED_IDS = 20
 
 
 def _feature_values(feature, dtype: str):
@@ -61,7 +65,7 @@ def check_record(record: bytes, manifest: dict,
   modality = modalities.of_manifest(manifest)
   out = {'label': values[schema.LABEL_TEXT][0].decode('utf-8', 'replace'),
          'channel_sum': None, 'channel_sum_squares': None, 'pixels': 0,
-         'image': None, 'values': None,
+         'image': None, 'values': None, 'flags': (),
          'id': values[schema.ID][0].decode('utf-8', 'replace'), 'exact': True,
          'content': quality_checks.record_content_hash(
              feats, modality.identity_features)}
@@ -127,8 +131,9 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
     manifest: The manifest.
 
   Returns:
-    A shard result: counts, class counts, fingerprint, pixel sums and the
-    problems found (each naming the file).
+    A shard result: counts, class counts, fingerprint, pixel sums, the
+    flagged records ({flag: {'count', 'ids'}}) and the problems found (each
+    naming the file).
   """
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
   path = manifest_lib.join(output, shard['file'])
@@ -138,7 +143,7 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
             'fingerprint': format(0, '032x'), 'channel_sum': None,
             'channel_sum_squares': None, 'pixels': 0, 'sha256': None,
             'readable': True, 'bytes': None, 'largest_record': 0,
-            'stats': {}, 'content': [], 'samples': {}}
+            'stats': {}, 'content': [], 'samples': {}, 'flagged': {}}
   if not FileSystems.exists(path):
     result['readable'] = False
     result['shard_errors'].append(f'{shard["file"]}: file is missing')
@@ -202,6 +207,12 @@ def _add_record(result: dict, record: bytes, name: str, manifest: dict,
   report_samples.keep(result['samples'], info, manifest)
   counts = result['class_counts']
   counts[info['label']] = counts.get(info['label'], 0) + 1
+  for flag in info.get('flags', ()):
+    flagged = result['flagged'].setdefault(flag, {'count': 0, 'ids': []})
+    flagged['count'] += 1
+    if info['id'] not in flagged['ids']:
+      bisect.insort(flagged['ids'], info['id'])
+      del flagged['ids'][MAX_FLAGGED_IDS:]
   if info['pixels']:
     for key in ('channel_sum', 'channel_sum_squares'):
       prev = result[key]

@@ -80,9 +80,13 @@ def test_counts_add_up_and_bad_inputs_are_dead_lettered(dataset):
 def test_manifest_records_what_a_training_job_needs(dataset):
   _, manifest, good, _ = dataset
   assert manifest['labels'] == sorted(good)
-  assert manifest['image'] == {'height': 224, 'width': 224, 'channels': 3,
-                               'storage': 'jpeg', 'resize_mode': 'fit',
-                               'color': 'rgb'}
+  assert manifest['image'] == {
+      'height': 224, 'width': 224, 'channels': 3, 'storage': 'jpeg',
+      'resize_mode': 'fit', 'color': 'rgb', 'background': '#ffffff',
+      # The decoded inputs' formats (of their content); every file here is
+      # what its extension says.
+      'formats': {'BMP': 1, 'GIF': 1, 'JPEG': 17, 'PNG': 9, 'WEBP': 1},
+      'format_mismatches': {}}
   assert manifest['normalization']['method'] == 'zscore'
   assert len(manifest['normalization']['mean']) == 3
   assert set(manifest['splits']) == {'train', 'validation', 'test'}

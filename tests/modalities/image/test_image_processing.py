@@ -9,6 +9,7 @@ import pytest
 from PIL import Image
 from PIL import JpegImagePlugin
 from PIL import features
+import simplejpeg
 
 from transforms.modalities.image import processing as images
 
@@ -247,12 +248,176 @@ def test_greyscale_input_becomes_three_equal_channels():
     np.testing.assert_array_equal(got[:, :, c], grey)
 
 
-def test_rgba_input_drops_alpha():
-  data = _image_bytes(_solid(16, 12, (200, 100, 50, 128), mode='RGBA'), 'PNG')
+def test_opaque_rgba_input_keeps_its_colours():
+  data = _image_bytes(_solid(16, 12, (200, 100, 50, 255), mode='RGBA'), 'PNG')
   assert Image.open(io.BytesIO(data)).mode == 'RGBA'
   _, got = _process_raw(data, width=16, height=12)
   assert got.shape == (12, 16, 3)
   assert (got == (200, 100, 50)).all()
+
+
+# ------------------------------------------------------------ transparency
+
+
+def _png_chunk(kind: bytes, payload: bytes) -> bytes:
+  return (struct.pack('>I', len(payload)) + kind + payload +
+          struct.pack('>I', zlib.crc32(kind + payload) & 0xFFFFFFFF))
+
+
+def _raw_png(arr: np.ndarray, color_type: int, extra: bytes = b'') -> bytes:
+  """A PNG of big-endian 16-bit samples `arr` (h, w[, c]), written by hand
+  (Pillow cannot write 16-bit RGBA, LA or a 16-bit transparent key)."""
+  h, w = arr.shape[:2]
+  rows = arr.astype('>u2').reshape(h, -1)
+  raw = b''.join(b'\x00' + r.tobytes() for r in rows)
+  ihdr = struct.pack('>IIBBBBB', w, h, 16, color_type, 0, 0, 0)
+  return (b'\x89PNG\r\n\x1a\n' + _png_chunk(b'IHDR', ihdr) + extra +
+          _png_chunk(b'IDAT', zlib.compress(raw)) + _png_chunk(b'IEND', b''))
+
+
+def _glyph_mask(w=20, h=16) -> np.ndarray:
+  """A plus sign: True where the glyph is."""
+  mask = np.zeros((h, w), bool)
+  mask[h // 2 - 2:h // 2 + 2, 2:w - 2] = True
+  mask[2:h - 2, w // 2 - 2:w // 2 + 2] = True
+  return mask
+
+
+def _black_glyph_rgba(fmt='PNG') -> bytes:
+  """Black glyph on full transparency whose hidden colour is black too: the
+  case that used to become an all-black example."""
+  mask = _glyph_mask()
+  arr = np.zeros(mask.shape + (4,), np.uint8)
+  arr[..., 3] = np.where(mask, 255, 0)
+  return _image_bytes(Image.fromarray(arr, 'RGBA'), fmt,
+                      **({'lossless': True} if fmt == 'WEBP' else {}))
+
+
+@pytest.mark.parametrize('fmt', ['PNG', 'WEBP', 'GIF'])
+def test_black_glyph_on_transparency_is_black_on_white(fmt):
+  data = _black_glyph_rgba(fmt) if fmt != 'GIF' else None
+  if fmt == 'GIF':  # a palette with a transparent entry
+    mask = _glyph_mask()
+    img = Image.fromarray(np.where(mask, 1, 0).astype(np.uint8), 'P')
+    img.putpalette([0, 0, 0, 0, 0, 0] + [0] * 762)
+    data = _image_bytes(img, 'GIF', transparency=0)
+  _, got = _process_raw(data, width=20, height=16)
+  mask = _glyph_mask()
+  assert (got[mask] == 0).all()
+  assert (got[~mask] == 255).all()
+
+
+def test_half_transparent_red_is_pink_on_white():
+  data = _image_bytes(_solid(8, 6, (255, 0, 0, 128), mode='RGBA'), 'PNG')
+  _, got = _process_raw(data, width=8, height=6)
+  # 255 * 128/255 + 255 * 127/255 = 255; 0 * 128/255 + 255 * 127/255 = 127
+  np.testing.assert_allclose(got.reshape(-1, 3), [[255, 127, 127]] * 48,
+                             atol=2)
+
+
+@pytest.mark.parametrize('background,expected', [
+    ('#ffffff', (255, 127, 127)), ('#000000', (128, 0, 0)),
+    ('#0000ff', (128, 0, 127))])
+def test_background_colour(background, expected):
+  data = _image_bytes(_solid(8, 6, (255, 0, 0, 128), mode='RGBA'), 'PNG')
+  _, got = _process_raw(data, width=8, height=6, background=background)
+  np.testing.assert_allclose(got.reshape(-1, 3), [expected] * 48, atol=2)
+
+
+def test_grey_output_composites_then_converts():
+  data = _image_bytes(_solid(8, 6, (255, 0, 0, 128), mode='RGBA'), 'PNG')
+  _, got = _process_raw(data, width=8, height=6, color='grey')
+  # L of pink (255, 127, 127): 0.299 * 255 + 0.587 * 127 + 0.114 * 127
+  assert got.shape == (6, 8, 1)
+  np.testing.assert_allclose(got, 165, atol=2)
+
+
+def test_grey_with_alpha_is_composited():
+  arr = np.zeros((6, 8, 2), np.uint8)
+  arr[..., 1] = 0  # black, fully transparent
+  arr[0, 0] = (0, 255)
+  data = _image_bytes(Image.fromarray(arr, 'LA'), 'PNG')
+  assert Image.open(io.BytesIO(data)).mode == 'LA'
+  _, got = _process_raw(data, width=8, height=6)
+  assert (got[0, 0] == 0).all()
+  assert (got.reshape(-1, 3)[1:] == 255).all()
+
+
+@pytest.mark.parametrize('mode,color,key', [
+    ('L', 7, 7), ('RGB', (1, 2, 3), (1, 2, 3))])
+def test_transparent_colour_key_is_composited(mode, color, key):
+  img = Image.new(mode, (8, 6), color)
+  img.putpixel((0, 0), 200 if mode == 'L' else (200, 0, 0))
+  data = _image_bytes(img, 'PNG', transparency=key)
+  _, got = _process_raw(data, width=8, height=6, background='0,128,0')
+  assert (got.reshape(-1, 3)[1:] == (0, 128, 0)).all()
+  assert tuple(got[0, 0]) == ((200,) * 3 if mode == 'L' else (200, 0, 0))
+
+
+def test_palette_with_transparency_is_composited():
+  data = _palette_image(with_transparency=True)
+  _, got = _process_raw(data, width=20, height=20, background='black')
+  assert (got[:10] == 0).all()  # entry 0 is transparent
+  assert (got[10:] == (200, 100, 50)).all()
+
+
+def test_sixteen_bit_rgba_png_is_composited():
+  arr = np.zeros((6, 8, 4), np.uint32)
+  arr[..., 0] = 65535
+  arr[..., 3] = 32896  # half
+  data = _raw_png(arr, color_type=6)
+  assert Image.open(io.BytesIO(data)).mode == 'RGBA'  # Pillow's 16 -> 8
+  _, got = _process_raw(data, width=8, height=6)
+  np.testing.assert_allclose(got.reshape(-1, 3), [[255, 127, 127]] * 48,
+                             atol=2)
+
+
+def test_sixteen_bit_grey_alpha_png_is_composited():
+  arr = np.zeros((6, 8, 2), np.uint32)  # black, transparent
+  arr[0, 0] = (0, 65535)  # black, opaque
+  data = _raw_png(arr, color_type=4)
+  _, got = _process_raw(data, width=8, height=6)
+  assert (got[0, 0] == 0).all()
+  assert (got.reshape(-1, 3)[1:] == 255).all()
+
+
+def test_sixteen_bit_grey_with_transparent_key_is_composited():
+  arr = np.full((6, 8), 1000, np.uint32)
+  arr[0, 0] = 257 * 77
+  data = _raw_png(arr, color_type=0,
+                  extra=_png_chunk(b'tRNS', struct.pack('>H', 1000)))
+  opened = Image.open(io.BytesIO(data))
+  assert opened.mode == 'I;16' and opened.info['transparency'] == 1000
+  _, got = _process_raw(data, width=8, height=6, background='#102030')
+  assert (got[0, 0] == 77).all()
+  assert (got.reshape(-1, 3)[1:] == (16, 32, 48)).all()
+
+
+def test_transparent_image_with_exif_orientation_is_turned():
+  arr = np.zeros((4, 6, 4), np.uint8)  # transparent black
+  arr[0, 0] = (0, 0, 0, 255)  # opaque black, top-left
+  img = Image.fromarray(arr, 'RGBA')
+  exif = img.getexif()
+  exif[EXIF_ORIENTATION] = 6  # turn 90 degrees clockwise to view
+  data = _image_bytes(img, 'PNG', exif=exif.tobytes())
+  out, got = _process_raw(data, width=4, height=6, resize_mode='stretch')
+  assert (out.original_width, out.original_height) == (4, 6)
+  assert (got[0, -1] == 0).all()  # top-left went to top-right
+  assert (got == 0).all(axis=-1).sum() == 1
+
+
+@pytest.mark.parametrize('text,expected', [
+    ('white', (255, 255, 255)), ('BLACK', (0, 0, 0)),
+    ('#FF8000', (255, 128, 0)), ('10, 20,30', (10, 20, 30))])
+def test_parse_background(text, expected):
+  assert images.parse_background(text) == expected
+
+
+@pytest.mark.parametrize('text', ['grey', '#fff', '#gg0000', '1,2',
+                                  '256,0,0', '-1,0,0', ''])
+def test_parse_background_refuses(text):
+  with pytest.raises(ValueError):
+    images.parse_background(text)
 
 
 def _palette_image(with_transparency: bool) -> bytes:
@@ -514,9 +679,150 @@ def test_text_file_is_bad():
 def test_truncated_jpeg_is_bad():
   data = _image_bytes(Image.fromarray(_smooth_photo(320, 240)), 'JPEG',
                       quality=90)
-  _assert_bad(data[:len(data) // 2], 'truncated')
-  _assert_bad(data[:len(data) // 2], 'truncated',
+  _assert_bad(data[:len(data) // 2], '^truncated JPEG')
+  _assert_bad(data[:len(data) // 2], '^truncated JPEG',
               images.ImageConfig(draft=False))
+
+
+def _noisy_jpeg(w=400, h=300, **kwargs) -> bytes:
+  rng = np.random.default_rng(3)
+  arr = _smooth_photo(w, h).astype(np.float64) + rng.normal(0, 10, (h, w, 3))
+  img = Image.fromarray(arr.clip(0, 255).astype(np.uint8))
+  mode = kwargs.pop('mode', 'RGB')
+  return _image_bytes(img.convert(mode), 'JPEG', quality=90, **kwargs)
+
+
+def _with_frame_size(data: bytes, width: int, height: int) -> bytes:
+  """The JPEG with its frame header (SOF) declaring another size."""
+  out = bytearray(data)
+  pos = 2
+  while out[pos + 1] not in (0xC0, 0xC1, 0xC2):
+    pos += 2 + struct.unpack('>H', bytes(out[pos + 2:pos + 4]))[0]
+  out[pos + 5:pos + 9] = struct.pack('>HH', height, width)
+  return bytes(out)
+
+
+@pytest.mark.parametrize('fraction', [0.5, 0.9, 0.99])
+@pytest.mark.parametrize('kind', ['baseline', 'progressive', 'grey', 'cmyk'])
+@pytest.mark.parametrize('draft', [True, False])
+def test_jpeg_cut_short_and_given_an_end_marker_is_truncated(fraction, kind,
+                                                             draft):
+  kwargs = {'progressive': True} if kind == 'progressive' else {
+      'mode': {'grey': 'L', 'cmyk': 'CMYK'}.get(kind, 'RGB')}
+  data = _noisy_jpeg(**kwargs)
+  cut = data[:int(len(data) * fraction)] + b'\xff\xd9'
+  # Pillow decodes it without a word, padding the rest with grey.
+  Image.open(io.BytesIO(cut)).load()
+  _assert_bad(cut, '^truncated JPEG', images.ImageConfig(
+      draft=draft, height=64, width=64))
+
+
+def _scan_starts(data: bytes):
+  return [i for i in range(len(data) - 1) if data[i:i + 2] == b'\xff\xda']
+
+
+@pytest.mark.parametrize('scan', [1, 3, 6, -1])
+def test_progressive_jpeg_cut_between_scans_is_truncated(scan):
+  # libjpeg does not even warn: the scan headers show it.
+  data = _noisy_jpeg(progressive=True)
+  cut = data[:_scan_starts(data)[scan]] + b'\xff\xd9'
+  simplejpeg.decode_jpeg(cut, strict=True)
+  err = _assert_bad(cut, '^truncated JPEG: the file ends after')
+  assert 'progressive scans' in err.reason
+
+
+@pytest.mark.parametrize('width,height', [(400, 600), (800, 300)])
+def test_jpeg_declaring_more_pixels_than_its_data_is_truncated(width,
+                                                               height):
+  data = _with_frame_size(_noisy_jpeg(400, 300), width, height)
+  Image.open(io.BytesIO(data)).load()  # Pillow pads it with grey
+  err = _assert_bad(data, '^truncated JPEG')
+  assert f'{width}x{height}' in err.reason
+
+
+@pytest.mark.parametrize('value', [128, 127])
+def test_sound_jpeg_with_mid_grey_corner_is_not_truncated(value):
+  # The corner check only leads to the strict second decode.
+  arr = _smooth_photo(64, 48)
+  arr[-16:, -16:] = value
+  for kwargs in ({}, {'progressive': True}, {'mode': 'L'}):
+    img = Image.fromarray(arr).convert(kwargs.pop('mode', 'RGB'))
+    data = _image_bytes(img, 'JPEG', quality=95, **kwargs)
+    images.process_image(data, images.ImageConfig(height=48, width=64))
+  solid = _image_bytes(_solid(40, 30, (128, 128, 128)), 'JPEG', quality=90)
+  images.process_image(solid, images.ImageConfig(height=30, width=40))
+
+
+def test_sound_jpegs_pass_the_truncation_checks():
+  for kwargs in ({}, {'progressive': True}, {'mode': 'L'}, {'mode': 'CMYK'},
+                 {'subsampling': 0}, {'progressive': True, 'mode': 'L'}):
+    data = _noisy_jpeg(**kwargs)
+    out = images.process_image(data, images.ImageConfig(height=64, width=64))
+    assert out.source_format == 'JPEG'
+
+
+# --------------------------------------------- content behind a name
+
+
+def test_tiff_named_jpg_is_decoded_and_identified():
+  data = _image_bytes(_solid(16, 12, (10, 200, 30)), 'TIFF')
+  out = images.process_image(
+      data, images.ImageConfig(height=12, width=16, storage='uint8'),
+      'photos/cat/x.jpg')
+  assert out.source_format == 'TIFF'
+  got = images.decode_stored(out.data, 'uint8', 12, 16, 3)
+  assert (got == (10, 200, 30)).all()
+
+
+@pytest.mark.skipif(not features.check('avif'), reason='no AVIF codec')
+def test_avif_named_jpg_is_decoded_and_identified():
+  data = _image_bytes(_solid(16, 12, (10, 200, 30)), 'AVIF', quality=95)
+  out = images.process_image(
+      data, images.ImageConfig(height=12, width=16, storage='uint8'), 'x.jpg')
+  assert out.source_format == 'AVIF'
+
+
+def _iso_bmff_head(brand: bytes, compatible=(b'mif1',)) -> bytes:
+  box = brand + b'\x00\x00\x00\x00' + b''.join(compatible)
+  return struct.pack('>I', 8 + len(box)) + b'ftyp' + box + b'\x00' * 200
+
+
+@pytest.mark.parametrize('head,name,reason', [
+    (_iso_bmff_head(b'heic'), 'a/b/x.jpg',
+     'not a JPEG: HEIC content (no HEIC decoder is installed)'),
+    (_iso_bmff_head(b'mif1', (b'mif1', b'heic')), 'x.png',
+     'not a PNG: HEIC content (no HEIC decoder is installed)'),
+    (b'this is not an image\n' * 20, 'x.jpeg',
+     'not a JPEG: unknown content (format not recognised)'),
+    (b'<!DOCTYPE html><html>403 Forbidden</html>', 'x.webp',
+     'not a WEBP: HTML content (no HTML decoder is installed)'),
+    (b'this is not an image\n' * 20, 'listed/without/extension',
+     'not a readable image: unknown content (format not recognised)'),
+])
+def test_content_pillow_cannot_read_names_its_format(head, name, reason):
+  with pytest.raises(images.BadImageError) as info:
+    images.process_image(head, images.ImageConfig(), name)
+  assert info.value.reason == reason
+
+
+@pytest.mark.skipif(not features.check('avif'), reason='no AVIF codec')
+def test_avif_that_does_not_decode_says_so():
+  with pytest.raises(images.BadImageError) as info:
+    images.process_image(_iso_bmff_head(b'avif'), images.ImageConfig(),
+                         'x.jpg')
+  assert info.value.reason == (
+      'not a JPEG: AVIF content (its AVIF data does not decode)')
+
+
+def test_sniff_format():
+  assert images.sniff_format(_iso_bmff_head(b'avif')) == 'AVIF'
+  assert images.sniff_format(_iso_bmff_head(b'heix')) == 'HEIC'
+  assert images.sniff_format(_iso_bmff_head(b'mif1', (b'avif',))) == 'AVIF'
+  assert images.sniff_format(_iso_bmff_head(b'mif1', ())) == 'HEIF'
+  assert images.sniff_format(b'\xff\x0a\x00') == 'JPEG XL'
+  assert images.sniff_format(b'%PDF-1.7') == 'PDF'
+  assert images.sniff_format(b'  <svg xmlns="..."/>') == 'SVG'
+  assert images.sniff_format(b'plain text') is None
 
 
 def _corrupt_png() -> bytes:

@@ -45,7 +45,8 @@ def check_values(values: Dict[str, list], manifest: dict, out: dict,
   Float32 images must be finite and within the range the normalization
   can give. Encoded images must decode to the manifest's shape; their
   pixels go into `out` ('image', 'pixels' and the per-channel sums the
-  statistics check adds up).
+  statistics check adds up). An image of one colour all over is flagged
+  'blank' in `out['flags']`.
 
   Args:
     values: Feature name -> the record's values.
@@ -57,12 +58,13 @@ def check_values(values: Dict[str, list], manifest: dict, out: dict,
     ValueError: The image is wrong; the message says how.
   """
   if manifest['image']['storage'] == 'float32':
-    _check_float32(values, manifest, stats)
+    _check_float32(values, manifest, out, stats)
   else:
     _check_encoded(values, manifest, out, stats)
 
 
-def _check_float32(values: Dict[str, list], manifest: dict, stats) -> None:
+def _check_float32(values: Dict[str, list], manifest: dict, out: dict,
+                   stats) -> None:
   """A normalized float32 image: finite and in the plausible range."""
   img = manifest['image']
   h, w, c = img['height'], img['width'], img['channels']
@@ -75,9 +77,11 @@ def _check_float32(values: Dict[str, list], manifest: dict, stats) -> None:
     raise ValueError(f'image values [{arr.min():.3f}, {arr.max():.3f}] '
                      f'are outside the plausible range [{low:.3f}, '
                      f'{high:.3f}] for {norm["method"]} normalization')
+  pixels = arr.reshape(h * w, c)
+  if _one_colour(_content(arr.reshape(h, w, c), values, manifest)):
+    out['flags'] = ('blank',)
   if stats is not None:
     quality_checks.add_record_stats(stats, values, manifest, _OWN_STATS)
-    pixels = arr.reshape(h, w, c).reshape(-1, c)
     stats.add_channels('image', pixels, channel_names(c))
 
 
@@ -97,11 +101,65 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
   out['channel_sum_squares'] = squares.tolist()
   out['pixels'] = h * w
   out['image'] = arr
+  low, high = channels.min(axis=1), channels.max(axis=1)
+  if np.all(low == high) or (
+      manifest['image'].get('resize_mode') == 'fit' and
+      _one_colour(_content(arr, values, manifest))):
+    out['flags'] = ('blank',)
   if stats is not None:
     quality_checks.add_record_stats(stats, values, manifest, _OWN_STATS)
-    stats.add_channel_sums('image', channel_names(c), h * w,
-                           channels.min(axis=1), channels.max(axis=1), sums,
+    stats.add_channel_sums('image', channel_names(c), h * w, low, high, sums,
                            squares)
+
+
+# Pixels of a stored JPEG next to the black bars of 'fit' that the bars'
+# edge may have changed (a 4:2:0 chroma block of 16 and its upsampling).
+JPEG_EDGE = 24
+
+
+def _one_colour(arr: np.ndarray) -> bool:
+  """Every pixel of an [h, w, c] array (with at least one) is one colour.
+
+  A few pixels are compared first, which settles it for almost every
+  image in microseconds; only an image they agree on is compared whole.
+  """
+  if not arr.size:
+    return False
+  h, w = arr.shape[:2]
+  first = arr[0, 0]
+  for y, x in ((h // 2, w // 2), (h - 1, w - 1), (0, w - 1), (h - 1, 0)):
+    if not np.array_equal(arr[y, x], first):
+      return False
+  return bool(np.all(arr == first))
+
+
+def _content(arr: np.ndarray, values: Dict[str, list], manifest: dict
+             ) -> np.ndarray:
+  """The part of a stored [h, w, c] image that shows the input: without
+  the black bars --resize_mode fit adds to an input of another aspect
+  ratio (placed as processing._resize places them, from the record's
+  original size), and, for JPEG storage, without the pixels next to them
+  that compression blurred into the bars."""
+  img = manifest['image']
+  if img.get('resize_mode') != 'fit':
+    return arr
+  height, width = img['height'], img['width']
+  orig_h = values[schema.ORIGINAL_HEIGHT][0]
+  orig_w = values[schema.ORIGINAL_WIDTH][0]
+  if orig_h < 1 or orig_w < 1:
+    return arr
+  scale = min(width / orig_w, height / orig_h)
+  new_w = max(1, min(width, round(orig_w * scale)))
+  new_h = max(1, min(height, round(orig_h * scale)))
+  left, top = (width - new_w) // 2, (height - new_h) // 2
+  box = arr[top:top + new_h, left:left + new_w]
+  if img['storage'] == 'jpeg':
+    dy = JPEG_EDGE if new_h < height else 0
+    dx = JPEG_EDGE if new_w < width else 0
+    inner = box[dy:new_h - dy, dx:new_w - dx]
+    if inner.size:
+      return inner
+  return box
 
 
 # ------------------------------------------------------------ dataset --
@@ -109,8 +167,9 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
 
 def dataset_checks(manifest: dict, by_split: Dict[str, List[dict]]
                    ) -> List[dict]:
-  """Every input became an example or a dead letter; zscore statistics
-  reproduce from the stored training images.
+  """Every input became an example or a dead letter; no stored image is
+  blank (a warning); zscore statistics reproduce from the stored training
+  images.
 
   Args:
     manifest: The manifest.
@@ -120,7 +179,28 @@ def dataset_checks(manifest: dict, by_split: Dict[str, List[dict]]
     The check entries, each {'check', 'status', 'detail'}.
   """
   return (report_lib.examples_add_up(manifest) +
+          _blank_images(by_split) +
           _statistics_reproduce(manifest, by_split))
+
+
+def _blank_images(by_split: Dict[str, List[dict]]) -> List[dict]:
+  """A warning when stored images are one colour all over (all pixels
+  equal, the black bars of --resize_mode fit aside): an empty scan, a
+  fully transparent file, a placeholder."""
+  results = [r for split in by_split.values() for r in split]
+  records = sum(r['records'] for r in results)
+  per_split = {split: report_lib.flagged(rs, 'blank')[0]
+               for split, rs in sorted(by_split.items())}
+  count, ids = report_lib.flagged(results, 'blank')
+  if not count:
+    return [report_lib.entry('no blank images', True,
+                             f'none of the {records} stored images is one '
+                             'colour all over')]
+  where = ', '.join(f'{split} {n}' for split, n in per_split.items() if n)
+  return [report_lib.entry(
+      'no blank images', False,
+      f'{count} of the {records} stored images are one colour all over '
+      f'({where}), e.g. {", ".join(ids)}', problem='warn')]
 
 
 def _statistics_reproduce(manifest: dict, by_split: Dict[str, List[dict]]

@@ -69,6 +69,9 @@ def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
       schema.LABEL_TEXT: ref.label,
       'split': ref.split,
       'input': ref.path,
+      # What the file holds (Pillow's format name), whatever its name says;
+      # counted for the manifest, not stored in the record.
+      'format': out.source_format,
       schema.IMAGE: out.data,
       schema.ORIGINAL_HEIGHT: out.original_height,
       schema.ORIGINAL_WIDTH: out.original_width,
@@ -97,7 +100,7 @@ class DecodeImageFn(beam.DoFn):
     ref, copy, write, weight = task
     try:
       data = read_bytes(ref.path)
-      out = images.process_image(data, self._cfg)
+      out = images.process_image(data, self._cfg, ref.path)
     except images.BadImageError as e:
       if copy == 0:
         yield beam.pvalue.TaggedOutput(

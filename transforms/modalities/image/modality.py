@@ -13,7 +13,7 @@ class ImageModality(Modality):
   checks_module = 'transforms.modalities.image.checks'
   identity_features = frozenset({'original_height', 'original_width'})
   # What its manifest_section reads (True: one value; False: a list).
-  manifest_values = {'channel_stats': True}
+  manifest_values = {'channel_stats': True, 'formats': True}
 
   def add_arguments(self, add) -> None:
     from transforms.modalities.image import options  # pylint: disable=import-outside-toplevel

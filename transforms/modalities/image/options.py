@@ -24,6 +24,9 @@ def add_arguments(add) -> None:
   add('--color', default='rgb',
       help='rgb (3 channels; grey, palette, CMYK, RGBA and 16-bit inputs '
       'are converted) or grey (1 channel). Default: rgb.')
+  add('--background', default='white',
+      help='Colour that transparent images are composited onto: white, '
+      'black, #rrggbb or r,g,b. Default: white.')
   add('--max_pixels', default='100000000',
       help='Reject images with more pixels than this (decompression '
       'bombs). Default: 100000000.')
@@ -44,6 +47,16 @@ def parse_image_size(text: str) -> Tuple[int, int]:
   return nums[0], nums[1]
 
 
+def parse_background(text: str) -> str:
+  """--background as '#rrggbb'."""
+  try:
+    return images.background_hex(text)
+  except ValueError:
+    raise UsageError(f'--background must be white, black, a #rrggbb colour '
+                     f'or r,g,b with values from 0 to 255 (got {text!r}).'
+                     ) from None
+
+
 def settings(o) -> images.ImageConfig:
   """The checked image settings from the parsed flags."""
   width, height = parse_image_size(o.image_size)
@@ -56,4 +69,5 @@ def settings(o) -> images.ImageConfig:
                          str(o.color).lower().replace('gray', 'grey'),
                          images.COLOR_MODES),
       jpeg_quality=flags.whole_number('jpeg_quality', o.jpeg_quality, 1, 95),
-      max_pixels=flags.whole_number('max_pixels', o.max_pixels, 1))
+      max_pixels=flags.whole_number('max_pixels', o.max_pixels, 1),
+      background=parse_background(o.background))

@@ -21,6 +21,9 @@ decoding, every shard receives examples in a seeded random order, whatever
 the runner does with bundles.
 """
 
+import logging
+import posixpath
+
 import apache_beam as beam
 import numpy as np
 
@@ -33,6 +36,7 @@ from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.modalities.image import inputs as sources
 from transforms.modalities.image import preprocessing as normalize
+from transforms.modalities.image import processing as images
 from transforms.modalities.image import records as image_records
 from transforms.modalities.image.decode import DecodeImages
 
@@ -81,8 +85,9 @@ class ReadImages(skeleton.ReadInputs):
   """Lists, plans, shuffles and decodes the images (see the module
   docstring); returns the skeleton's ReadInputs dict, plus
   'examples[<split>]' (decoded examples, every copy), 'first[<split>]'
-  (each input's first copy) and 'channel_stats' (exact training-split
-  channel statistics for the manifest)."""
+  (each input's first copy), 'channel_stats' (exact training-split
+  channel statistics for the manifest) and 'formats' (the decoded inputs
+  per content format, see FormatCountsFn)."""
 
   def expand(self, pbegin):
     # The plan: the manifest file's format, None for folders.
@@ -124,6 +129,10 @@ class ReadImages(skeleton.ReadInputs):
       out[f'examples[{split}]'] = by_split[index]
       out[f'first[{split}]'] = by_split[index] | (
           f'FirstCopies[{split}]' >> beam.Filter(lambda ex: ex['copy'] == 0))
+    out['formats'] = (
+        tuple(out[f'first[{split}]'] for split in names)
+        | 'AllFirstCopies' >> beam.Flatten()
+        | 'CountFormats' >> beam.CombineGlobally(FormatCountsFn()))
     train = (out['first[train]'] if 'train' in names else
              pbegin | 'NoTrainSplit' >> beam.Create([]))
     # The analyzers read only the per-image statistics, so the image bytes
@@ -133,6 +142,38 @@ class ReadImages(skeleton.ReadInputs):
     out['channel_stats'] = train | 'ChannelStats' >> beam.CombineGlobally(
         normalize.PixelStatsFn())
     return out
+
+
+class FormatCountsFn(beam.CombineFn):
+  """Decoded inputs per content format, and per content format that is not
+  the one the file's extension names ('TIFF in .jpg')."""
+
+  def create_accumulator(self):
+    return {}, {}
+
+  def add_input(self, acc, example):
+    formats, mismatches = acc
+    found = example['format'] or 'unknown'
+    formats[found] = formats.get(found, 0) + 1
+    expected = images.extension_format(example['input'])
+    if expected is not None and found != expected:
+      ext = posixpath.splitext(example['input'])[1].lower()
+      key = f'{found} in {ext}'
+      mismatches[key] = mismatches.get(key, 0) + 1
+    return formats, mismatches
+
+  def merge_accumulators(self, accs):
+    formats, mismatches = {}, {}
+    for f, m in accs:
+      for out, part in ((formats, f), (mismatches, m)):
+        for k, v in part.items():
+          out[k] = out.get(k, 0) + v
+    return formats, mismatches
+
+  def extract_output(self, acc):
+    formats, mismatches = acc
+    return {'formats': dict(sorted(formats.items())),
+            'format_mismatches': dict(sorted(mismatches.items()))}
 
 
 def _from_transformed(row, split):
@@ -154,10 +195,22 @@ def manifest_section(cfg, values: dict, splits: dict):
   del splits  # nothing per split
   image = cfg.settings
   channel_stats = values['channel_stats']
+  formats = values['formats']
+  if formats['format_mismatches']:
+    logging.getLogger(__name__).warning(
+        'decoded %d inputs whose content is not what their extension says: '
+        '%s', sum(formats['format_mismatches'].values()),
+        ', '.join(f'{k}: {v}' for k, v in
+                  formats['format_mismatches'].items()))
   return {
       'height': image.height, 'width': image.width,
       'channels': image.channels, 'storage': image.storage,
       'resize_mode': image.resize_mode, 'color': image.color,
+      'background': image.background,
+      # Decoded inputs per format of their content (Pillow's names), and
+      # those whose content is not what their extension says.
+      'formats': formats['formats'],
+      'format_mismatches': formats['format_mismatches'],
   }, {
       'method': cfg.normalization,
       # Where the exported transform is applied: by the reader at

@@ -13,11 +13,14 @@ Example:
 
 import dataclasses
 import io
-from typing import Sequence, Tuple
+import posixpath
+import re
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 from PIL import Image
 from PIL import ImageOps
+from PIL import JpegImagePlugin
 from PIL import UnidentifiedImageError
 import simplejpeg
 
@@ -35,6 +38,9 @@ _EXIF_ORIENTATION = 0x0112
 # EXIF orientations that swap width and height.
 _TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
 _SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')
+# Modes with an alpha channel ('RGBa' and 'La' premultiplied).
+_ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
+BACKGROUND_NAMES = {'white': '#ffffff', 'black': '#000000'}
 
 
 class BadImageError(ValueError):
@@ -63,6 +69,8 @@ class ImageConfig:
       decoding (decompression bombs).
     draft: Use the JPEG decoder's reduced-size (DCT-scaled) decoding when the
       image is at least twice the size it is resized to.
+    background: '#rrggbb': the colour transparent images are composited
+      onto before they lose their alpha channel.
   """
   height: int = 224
   width: int = 224
@@ -72,10 +80,15 @@ class ImageConfig:
   jpeg_quality: int = 90
   max_pixels: int = 100_000_000
   draft: bool = True
+  background: str = '#ffffff'
 
   @property
   def channels(self) -> int:
     return 1 if self.color == 'grey' else 3
+
+  @property
+  def background_rgb(self) -> Tuple[int, int, int]:
+    return parse_background(self.background)
 
   def to_json(self) -> dict:
     return dataclasses.asdict(self)
@@ -94,6 +107,8 @@ class ProcessedImage:
     channel_sum: Per channel, the sum of the stored pixel values (0-255).
     channel_sum_squares: Per channel, the sum of squared pixel values.
     pixel_count: Pixels per channel (height * width of the stored image).
+    source_format: The format of the file's content as Pillow names it
+      ('JPEG', 'PNG', 'TIFF', ...), whatever its name says.
   """
   data: bytes
   original_height: int
@@ -101,6 +116,7 @@ class ProcessedImage:
   channel_sum: Tuple[float, ...]
   channel_sum_squares: Tuple[float, ...]
   pixel_count: int
+  source_format: str = ''
 
 
 def is_image_path(path: str) -> bool:
@@ -108,14 +124,126 @@ def is_image_path(path: str) -> bool:
   return path.lower().endswith(IMAGE_EXTENSIONS)
 
 
-def _open(data: bytes) -> Image.Image:
+def parse_background(text: str) -> Tuple[int, int, int]:
+  """'white', 'black', '#rrggbb' or 'r,g,b' -> (r, g, b).
+
+  Raises:
+    ValueError: Not one of those forms, or a value outside 0-255.
+  """
+  value = BACKGROUND_NAMES.get(str(text).strip().lower(), str(text).strip())
+  if re.fullmatch(r'#[0-9a-fA-F]{6}', value):
+    return tuple(int(value[i:i + 2], 16) for i in (1, 3, 5))
+  parts = value.split(',')
+  if len(parts) == 3 and all(p.strip().isdigit() for p in parts):
+    rgb = tuple(int(p) for p in parts)
+    if max(rgb) <= 255:
+      return rgb
+  raise ValueError(f'not a colour: {text!r}')
+
+
+def background_hex(text: str) -> str:
+  """The canonical '#rrggbb' of a background colour (see parse_background)."""
+  return '#{:02x}{:02x}{:02x}'.format(*parse_background(text))
+
+
+# What a file's extension says its content is (None: it says nothing).
+_EXTENSION_FORMATS = {
+    '.jpg': 'JPEG', '.jpeg': 'JPEG', '.jpe': 'JPEG', '.png': 'PNG',
+    '.gif': 'GIF', '.bmp': 'BMP', '.webp': 'WEBP'}
+# Pillow's names of content an extension's format covers (MPO is a JPEG
+# with further pictures after it, DIB a BMP without its file header).
+_SAME_FORMAT = {'MPO': 'JPEG', 'DIB': 'BMP'}
+# ISO base media file brands (the 'ftyp' box) of still-image formats.
+_HEIF_BRANDS = {b'heic': 'HEIC', b'heix': 'HEIC', b'heim': 'HEIC',
+                b'heis': 'HEIC', b'hevc': 'HEIC', b'hevx': 'HEIC',
+                b'hevm': 'HEIC', b'hevs': 'HEIC', b'avif': 'AVIF',
+                b'avis': 'AVIF', b'mif1': 'HEIF', b'msf1': 'HEIF'}
+
+
+def extension_format(path: str) -> Optional[str]:
+  """The format a file name's extension promises ('JPEG' for x.jpg)."""
+  return _EXTENSION_FORMATS.get(posixpath.splitext(path.lower())[1])
+
+
+def content_format(format_name: str) -> str:
+  """Pillow's format name, with the variants of one format merged."""
+  return _SAME_FORMAT.get(format_name, format_name)
+
+
+def sniff_format(data: bytes) -> Optional[str]:
+  """The format of content Pillow did not recognise, from its first bytes
+  (HEIC, AVIF, JPEG XL, PDF, SVG, HTML, ...), or None."""
+  head = data[:64]
+  if head[4:8] == b'ftyp':
+    brands = [head[8:12]] + [head[i:i + 4] for i in range(16, 64, 4)]
+    found = [_HEIF_BRANDS[b] for b in brands if b in _HEIF_BRANDS]
+    # A generic HEIF brand names the codec among the compatible brands.
+    named = [f for f in found if f != 'HEIF']
+    return named[0] if named else found[0] if found else 'MP4/QuickTime video'
+  if head.startswith(b'\xff\x0a') or head.startswith(
+      b'\x00\x00\x00\x0cJXL \r\n\x87\n'):
+    return 'JPEG XL'
+  if head.startswith(b'%PDF'):
+    return 'PDF'
+  text = data[:1024].lstrip().lower()
+  if text.startswith(b'<?xml') or text.startswith(b'<svg'):
+    return 'SVG' if b'<svg' in text else 'XML'
+  if text.startswith(b'<!doctype html') or text.startswith(b'<html'):
+    return 'HTML'
+  for magic, name in ((b'PK\x03\x04', 'ZIP'), (b'\x1f\x8b', 'gzip'),
+                      (b'RIFF', 'RIFF')):
+    if head.startswith(magic):
+      return name
+  return None
+
+
+def _has_decoder(format_name: str) -> bool:
+  """Whether Pillow here has a plug-in for the format (HEIC needs one such
+  as pillow-heif, which registers 'HEIF')."""
+  Image.init()
+  name = 'HEIF' if format_name == 'HEIC' else format_name
+  return name in Image.OPEN
+
+
+def _not_readable(data: bytes, name: str) -> BadImageError:
+  """The dead letter of content Pillow does not recognise: what the file
+  name promised, and what the content is instead (or 'unknown')."""
+  found = sniff_format(data)
+  expected = extension_format(name)
+  what = f'{found} content' if found else 'unknown content'
+  if not found:
+    why = 'format not recognised'
+  elif _has_decoder(found):
+    why = f'its {found} data does not decode'
+  else:
+    why = f'no {found} decoder is installed'
+  if expected is None:
+    return BadImageError('decode', f'not a readable image: {what} ({why})')
+  if found == expected:
+    return BadImageError('decode', f'corrupt {expected}: its header is not '
+                         'readable')
+  return BadImageError('decode', f'not a {expected}: {what} ({why})')
+
+
+def _decode_error(fmt: str, e: Exception) -> BadImageError:
+  """A decoding exception as a dead letter: 'truncated <fmt>: ...' when
+  the file ends inside its image data, else 'corrupt or truncated image
+  data: ...'."""
+  if isinstance(e, OSError) and 'truncated' in str(e):
+    return BadImageError(
+        'decode', f'truncated {fmt or "image"}: the file ends inside its '
+        f'image data ({e})')
+  return BadImageError('decode', f'corrupt or truncated image data: '
+                       f'{type(e).__name__}: {e}')
+
+
+def _open(data: bytes, name: str = '') -> Image.Image:
   if not data:
     raise BadImageError('decode', 'empty file (0 bytes)')
   try:
     img = Image.open(io.BytesIO(data))
   except UnidentifiedImageError:
-    raise BadImageError(
-        'decode', 'not a readable image (format not recognised)') from None
+    raise _not_readable(data, name) from None
   except (OSError, ValueError, SyntaxError) as e:
     raise BadImageError('decode', f'cannot open image: {e}') from None
   if img.format == 'PNG':
@@ -124,9 +252,182 @@ def _open(data: bytes) -> Image.Image:
     try:
       Image.open(io.BytesIO(data)).verify()
     except Exception as e:  # pylint: disable=broad-except
-      raise BadImageError('decode', f'corrupt or truncated image data: '
-                          f'{type(e).__name__}: {e}') from None
+      raise _decode_error(content_format(img.format), e) from None
   return img
+
+
+# ---------------------------------------------------- cut JPEG files --
+
+# Start-of-frame markers (not DHT C4, JPG C8, DAC CC) and the progressive
+# ones among them.
+_SOF_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_PROGRESSIVE_SOF = frozenset({0xC2, 0xC6, 0xCA, 0xCE})
+# The next marker after entropy-coded data: 0xFF not followed by a stuffed
+# zero, a restart marker or another fill byte.
+_NEXT_MARKER = re.compile(rb'\xff[^\x00\xd0-\xd7\xff]')
+
+
+def _jpeg_scans(data: bytes):
+  """(progressive, component ids, scans) of a JPEG's first frame, each
+  scan (component ids, Ss, Se, Al), from its marker segments only; None
+  when its structure is not the plain one read here.
+
+  The usual sequential JPEG has one scan of all components: reading stops
+  at its header. Otherwise the entropy-coded data between scans is skipped
+  with a regular expression, never decoded.
+  """
+  pos, n = 2, len(data)
+  progressive, components, scans = None, (), []
+  while pos + 4 <= n:
+    if data[pos] != 0xFF:
+      return None
+    marker = data[pos + 1]
+    if marker == 0xFF:  # fill byte
+      pos += 1
+      continue
+    if marker == 0xD9:  # end of image
+      break
+    if 0xD0 <= marker <= 0xD7 or marker == 0x01:
+      pos += 2
+      continue
+    length = (data[pos + 2] << 8) | data[pos + 3]
+    segment = data[pos + 4:pos + 2 + length]
+    if length < 2 or len(segment) != length - 2:
+      return None
+    pos += 2 + length
+    if marker in _SOF_MARKERS and progressive is None:
+      if len(segment) < 6 + 3 * segment[5]:
+        return None
+      progressive = marker in _PROGRESSIVE_SOF
+      components = tuple(segment[6 + 3 * i] for i in range(segment[5]))
+    elif marker == 0xDA:
+      count = segment[0] if segment else 0
+      if progressive is None or len(segment) < 4 + 2 * count:
+        return None
+      ss, se, approximation = segment[1 + 2 * count:4 + 2 * count]
+      scans.append((tuple(segment[1 + 2 * i] for i in range(count)), ss, se,
+                    approximation & 15))
+      if not progressive and len(scans) == 1 and len(scans[0][0]) == len(
+          components):
+        break  # one interleaved scan of every component
+      found = _NEXT_MARKER.search(data, pos)
+      pos = found.start() if found else n
+  if progressive is None:
+    return None
+  return progressive, components, scans
+
+
+def _missing_scans(progressive: bool, components, scans) -> Optional[str]:
+  """What the scan headers show is missing, or None.
+
+  A sequential JPEG needs a scan of every component. A progressive one
+  sends coefficients in successive passes: every component's DC, and
+  every coefficient any scan sent, must reach full precision (Al 0) by its
+  last scan. A file cut between scans fails this (libjpeg does not warn).
+  """
+  scanned = {c for ids, *_ in scans for c in ids}
+  missing = [c for c in components if c not in scanned]
+  if missing:
+    return (f'the file ends before the scans of {len(missing)} of its '
+            f'{len(components)} colour components')
+  if not progressive:
+    return None
+  precision = {}  # (component, coefficient) -> Al of its last scan
+  for ids, ss, se, al in scans:
+    for c in ids:
+      for k in range(ss, se + 1):
+        precision[c, k] = al
+  short = {c for (c, _), al in precision.items() if al}
+  if short:
+    return (f'the file ends after {len(scans)} progressive scans, before '
+            f'{len(short)} of its {len(components)} colour components are '
+            'complete')
+  return None
+
+
+def _grey_corner(img: Image.Image) -> bool:
+  """Whether the last pixel is the mid-grey a JPEG decoder leaves where
+  the entropy-coded data ran out (all coefficients zero: 128, or 127 for
+  inverted CMYK)."""
+  px = img.getpixel((img.width - 1, img.height - 1))
+  return all(v in (127, 128) for v in (px if isinstance(px, tuple) else
+                                         (px,)))
+
+
+def _check_jpeg_complete(img: Image.Image, data: bytes,
+                         declared: Tuple[int, int]) -> None:
+  """Raises BadImageError('truncated JPEG: ...') for a JPEG whose data
+  ends before its picture does, though Pillow decoded it.
+
+  libjpeg fills the blocks after a premature end of the entropy-coded data
+  with zeros and only warns, which Pillow ignores: a file cut short and
+  given an end-of-image marker again (FF D9), or whose frame header
+  declares more pixels than its data holds, decodes without an error,
+  padded with grey. The exact test is libjpeg's warning ("premature end of
+  data segment"), which a second, strict decode (simplejpeg, at 1/8 scale,
+  in grey) raises. It runs only when needed:
+
+  - a sequential JPEG of one scan (what cameras and phones write) cut
+    anywhere before its last block has its bottom-right pixel exactly
+    mid-grey; only such files are decoded again (a sound one with that
+    corner passes);
+  - a JPEG of several scans (every progressive one) cut between two scans
+    shows in its scan headers, which are read without decoding;
+  - but one cut inside its last scan can look sound in every pixel (a
+    progressive file's last scan is a refinement, often half of the file,
+    and leaves no grey), so every JPEG of several scans is decoded again.
+  """
+  parsed = _jpeg_scans(data)
+  if parsed is not None:
+    problem = _missing_scans(*parsed)
+    if problem:
+      raise BadImageError('decode', f'truncated JPEG: {problem}')
+  several_scans = parsed is not None and len(parsed[2]) > 1
+  if not (several_scans or _grey_corner(img)):
+    return
+  try:
+    simplejpeg.decode_jpeg(data, colorspace='GRAY', min_height=1,
+                           min_width=1, min_factor=8, strict=True)
+  except ValueError as e:
+    if 'premature end' in str(e).lower():
+      w, h = declared
+      raise BadImageError(
+          'decode', f'truncated JPEG: its image data ends before the {w}x{h} '
+          f'pixels its header declares (libjpeg: {e})') from None
+
+
+# ------------------------------------------------------- transparency --
+
+
+def _flatten_alpha(img: Image.Image, background: Tuple[int, int, int]
+                   ) -> Image.Image:
+  """An image with transparency composited onto `background` ('RGB').
+
+  Covers alpha channels (RGBA, LA, PA, premultiplied RGBa/La; 16-bit
+  RGBA and LA PNGs, which Pillow opens as RGBA) and transparent colour
+  keys (a palette entry, an 8-bit or 16-bit grey value or an RGB colour:
+  `info['transparency']`). An image without transparency, or whose every
+  pixel is opaque, is returned unchanged, so it converts exactly as
+  before.
+  """
+  key = img.info.get('transparency')
+  if img.mode in _SIXTEEN_BIT_MODES:
+    if not isinstance(key, int):
+      return img
+    mask = np.asarray(img) == key
+    if not mask.any():
+      return img
+    rgba = _to_8bit(img, 'rgb').convert('RGBA')
+    rgba.putalpha(Image.fromarray(np.where(mask, 0, 255).astype(np.uint8),
+                                  'L'))
+  elif img.mode in _ALPHA_MODES or key is not None:
+    rgba = img if img.mode == 'RGBA' else img.convert('RGBA')
+  else:
+    return img
+  if rgba.getchannel('A').getextrema()[0] == 255:
+    return img
+  canvas = Image.new('RGBA', rgba.size, tuple(background) + (255,))
+  return Image.alpha_composite(canvas, rgba).convert('RGB')
 
 
 def _orientation(img: Image.Image) -> int:
@@ -227,23 +528,38 @@ def _channel_sums(img: Image.Image) -> Tuple[Tuple[float, ...],
           img.size[0] * img.size[1])
 
 
-def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
-                                                              int, int]:
+def decode_and_resize(data: bytes, cfg: ImageConfig, name: str = ''
+                      ) -> Tuple[Image.Image, int, int]:
+  """Decodes image bytes and resizes them to the configured size.
+
+  See decode_resize_and_identify, which also returns the content's format.
+  """
+  img, h, w, _ = decode_resize_and_identify(data, cfg, name)
+  return img, h, w
+
+
+def decode_resize_and_identify(data: bytes, cfg: ImageConfig, name: str = ''
+                               ) -> Tuple[Image.Image, int, int, str]:
   """Decodes image bytes and resizes them to the configured size.
 
   Args:
-    data: The file's bytes (JPEG, PNG, GIF, BMP or WebP).
+    data: The file's bytes (JPEG, PNG, GIF, BMP, WebP or any other format
+      Pillow reads, whatever the file's name says).
     cfg: The image options.
+    name: The file's name or path; its extension says what the content
+      should be, for the reason of a dead letter.
 
   Returns:
-    The resized 8-bit image ('RGB' or 'L'), and the original height and
-    width after EXIF orientation.
+    The resized 8-bit image ('RGB' or 'L'), the original height and width
+    after EXIF orientation, and the format of the content (Pillow's name:
+    'JPEG', 'PNG', 'TIFF', ...).
 
   Raises:
     BadImageError: The bytes are empty, not an image, truncated, corrupt, or
       over the pixel limit.
   """
-  img = _open(data)
+  img = _open(data, name)
+  source_format = content_format(img.format or '')
   w, h = img.size
   if w * h > cfg.max_pixels:
     raise BadImageError(
@@ -260,23 +576,25 @@ def decode_and_resize(data: bytes, cfg: ImageConfig) -> Tuple[Image.Image,
       if cfg.draft:
         _draft(img, cfg, orientation)
     img.load()
+    if isinstance(img, JpegImagePlugin.JpegImageFile):
+      _check_jpeg_complete(img, data, (w, h))
     if img.format != 'JPEG':
       # Other formats may keep EXIF after the pixel data; read it only after
       # a successful decode, so a decoding error is never swallowed here.
       orientation = _orientation(img)
     if orientation != 1:
-      img = ImageOps.exif_transpose(img)
+      img = ImageOps.exif_transpose(img)  # keeps info['transparency']
+    img = _flatten_alpha(img, cfg.background_rgb)
     img = _to_8bit(img, cfg.color)
   except BadImageError:
     raise
   except Exception as e:  # pylint: disable=broad-except
     # Pillow reports truncated and corrupt data with OSError, SyntaxError,
     # ValueError and, for some formats, other types; all mean the same here.
-    raise BadImageError('decode', f'corrupt or truncated image data: '
-                        f'{type(e).__name__}: {e}') from None
+    raise _decode_error(source_format, e) from None
   if orientation in _TRANSPOSED_ORIENTATIONS:
     w, h = h, w
-  return _resize(img, cfg), h, w
+  return _resize(img, cfg), h, w, source_format
 
 
 def encode(img: Image.Image, cfg: ImageConfig) -> bytes:
@@ -301,7 +619,8 @@ def encode(img: Image.Image, cfg: ImageConfig) -> bytes:
   return img.tobytes()  # uint8 and float32: raw HWC pixels
 
 
-def process_image(data: bytes, cfg: ImageConfig) -> ProcessedImage:
+def process_image(data: bytes, cfg: ImageConfig,
+                  name: str = '') -> ProcessedImage:
   """Decode, orient, convert, resize and encode one image.
 
   This is the whole per-image cost of the pipeline, and the function the
@@ -310,6 +629,8 @@ def process_image(data: bytes, cfg: ImageConfig) -> ProcessedImage:
   Args:
     data: The file's bytes.
     cfg: The image options.
+    name: The file's name or path (its extension names the format the
+      reason of a dead letter compares the content with).
 
   Returns:
     The stored form and the per-channel sums for normalization statistics.
@@ -317,11 +638,13 @@ def process_image(data: bytes, cfg: ImageConfig) -> ProcessedImage:
   Raises:
     BadImageError: The input cannot become an example.
   """
-  img, orig_h, orig_w = decode_and_resize(data, cfg)
+  img, orig_h, orig_w, source_format = decode_resize_and_identify(
+      data, cfg, name)
   sums, squares, count = _channel_sums(img)
   return ProcessedImage(
       data=encode(img, cfg), original_height=orig_h, original_width=orig_w,
-      channel_sum=sums, channel_sum_squares=squares, pixel_count=count)
+      channel_sum=sums, channel_sum_squares=squares, pixel_count=count,
+      source_format=source_format)
 
 
 def decode_stored(data: bytes, storage: str, height: int, width: int,
