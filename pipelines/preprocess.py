@@ -676,7 +676,7 @@ def _read_nothing(progress: dict) -> bool:
 
 def _empty_input(progress: dict) -> UsageError:
   """The bad invocation for a run that found no input record; removes the
-  staging folder, which holds nothing worth inspecting."""
+  run folder, which holds nothing worth inspecting."""
   failed = progress.get('failed_manifest') or {}
   where = (failed.get('config') or {}).get('input')
   if progress.get('staging'):

@@ -72,7 +72,7 @@ class ReadInputs(beam.PTransform):
 
 class BuildRecords(beam.PTransform):
   """Base of a modality's BuildRecords stage (see the module docstring):
-  built with the run's config, the input plan, the staging folder (where
+  built with the run's config, the input plan, the run folder (where
   the exported transform is) and the Transform."""
 
   def __init__(self, cfg, plan, staging: str, transform: Transform):
@@ -93,7 +93,8 @@ class PreprocessDataset(beam.PTransform):
     cfg: The checked PreprocessConfig (cfg.plugin is the modality).
     run: {'run_id', 'started', 'tft_temp'} (tf.Transform's temporary
       folder).
-    staging: The run's staging folder, inside the output.
+    staging: The run's folder inside the output (run-<run id>), where
+      everything is written.
     plan: What the modality's input check found.
   """
 
