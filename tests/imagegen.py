@@ -3,6 +3,7 @@ the pipeline must read, and every kind of bad input it must dead-letter."""
 
 import io
 import os
+import struct
 from typing import Dict
 
 import numpy as np
@@ -100,3 +101,13 @@ def write_bad_images(root: str, label: str = 'cat') -> Dict[str, str]:
       'corrupt.png': 'corrupt or truncated',
       'huge.png': 'over the limit',
   }
+
+
+def with_frame_size(data: bytes, width: int, height: int) -> bytes:
+  """The JPEG with its frame header (SOF) declaring another size."""
+  out = bytearray(data)
+  pos = 2
+  while out[pos + 1] not in (0xC0, 0xC1, 0xC2):
+    pos += 2 + struct.unpack('>H', bytes(out[pos + 2:pos + 4]))[0]
+  out[pos + 5:pos + 9] = struct.pack('>HH', height, width)
+  return bytes(out)

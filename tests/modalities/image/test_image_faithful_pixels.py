@@ -16,6 +16,7 @@ from PIL import Image
 from PIL import features
 from tensorflow.core.example import example_pb2
 
+import imagegen
 import readback
 from pipelines import preprocess
 from pipelines import validate
@@ -81,16 +82,6 @@ def _sixteen_bit_rgba_png(arr) -> bytes:
   return (b'\x89PNG\r\n\x1a\n' +
           chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 16, 6, 0, 0, 0)) +
           chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b''))
-
-
-def _with_frame_size(data: bytes, width: int, height: int) -> bytes:
-  """The JPEG with its frame header declaring another size."""
-  out = bytearray(data)
-  pos = 2
-  while out[pos + 1] not in (0xC0, 0xC1, 0xC2):
-    pos += 2 + struct.unpack('>H', bytes(out[pos + 2:pos + 4]))[0]
-  out[pos + 5:pos + 9] = struct.pack('>HH', height, width)
-  return bytes(out)
 
 
 def _transparent_images(root, folder='shapes'):
@@ -183,7 +174,8 @@ def faithful(tmp_path_factory):
       name = f'cut{int(fraction * 100)}{suffix}.jpg'
       _write(str(photos / name), data)
       dead[f'photos/{name}'] = 'truncated JPEG: '
-  _write(str(photos / 'taller.jpg'), _with_frame_size(real, 400, 600))
+  _write(str(photos / 'taller.jpg'),
+         imagegen.with_frame_size(real, 400, 600))
   dead['photos/taller.jpg'] = (
       'truncated JPEG: its image data ends before the 400x600 pixels its '
       'header declares (libjpeg: Corrupt JPEG data: premature end of data '

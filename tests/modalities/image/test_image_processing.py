@@ -11,6 +11,7 @@ from PIL import JpegImagePlugin
 from PIL import features
 import simplejpeg
 
+import imagegen
 from transforms.modalities.image import processing as images
 
 RED = (255, 0, 0)
@@ -692,16 +693,6 @@ def _noisy_jpeg(w=400, h=300, **kwargs) -> bytes:
   return _image_bytes(img.convert(mode), 'JPEG', quality=90, **kwargs)
 
 
-def _with_frame_size(data: bytes, width: int, height: int) -> bytes:
-  """The JPEG with its frame header (SOF) declaring another size."""
-  out = bytearray(data)
-  pos = 2
-  while out[pos + 1] not in (0xC0, 0xC1, 0xC2):
-    pos += 2 + struct.unpack('>H', bytes(out[pos + 2:pos + 4]))[0]
-  out[pos + 5:pos + 9] = struct.pack('>HH', height, width)
-  return bytes(out)
-
-
 @pytest.mark.parametrize('fraction', [0.5, 0.9, 0.99])
 @pytest.mark.parametrize('kind', ['baseline', 'progressive', 'grey', 'cmyk'])
 @pytest.mark.parametrize('draft', [True, False])
@@ -734,7 +725,7 @@ def test_progressive_jpeg_cut_between_scans_is_truncated(scan):
 @pytest.mark.parametrize('width,height', [(400, 600), (800, 300)])
 def test_jpeg_declaring_more_pixels_than_its_data_is_truncated(width,
                                                                height):
-  data = _with_frame_size(_noisy_jpeg(400, 300), width, height)
+  data = imagegen.with_frame_size(_noisy_jpeg(400, 300), width, height)
   Image.open(io.BytesIO(data)).load()  # Pillow pads it with grey
   err = _assert_bad(data, '^truncated JPEG')
   assert f'{width}x{height}' in err.reason
