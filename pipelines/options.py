@@ -19,6 +19,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from transforms.core.errors import UsageError
 
 from transforms import modalities
+from transforms.core import contents as contents_lib
 from transforms.core import flags
 from transforms.core import rebalance
 from transforms.core import splits as split_lib
@@ -66,6 +67,21 @@ class PreprocessOptions(PipelineOptions):
         '(assigned by a hash of each image\'s relative path), or from_input '
         'to take them from split folders or the manifest\'s split column. '
         f'Default: {DEFAULT_SPLITS}.')
+    add('--split_key', default=None,
+        help='Images and text, with --splits ratios: content (a hash of the '
+        'example\'s content: the decoded pixels at the stored size, or the '
+        'text as the transform normalizes it, so that copies of one content '
+        'are always in one split) or id (a hash of the image\'s relative '
+        'path or the document\'s file:row, as before). Default: content.')
+    add('--label_conflicts', default=None,
+        help='Images and text: what to do with examples of the same content '
+        'but different labels: keep (all, counted and listed in the '
+        'manifest), drop (all, as dead letters) or majority (keep those of '
+        'the most frequent label; a tie drops them all). Default: keep.')
+    add('--drop_duplicates', default=False, action='store_true',
+        help='Images and text: drop further copies of a content with the '
+        'same label in the same split (dead-lettered "duplicate of <id>"). '
+        'Duplicates are counted in the manifest either way.')
     add('--rebalance', default='none',
         help='none, oversample, undersample or weight (a per-example '
         'weight feature instead of resampling). Default: none.')
@@ -164,6 +180,10 @@ class PreprocessConfig:
   tfds_metadata: bool = False
   # Index files beside the shards change the files, not the records.
   index_files: bool = False
+  # Split key and equal-content rules (core/contents.py); None for
+  # modalities without a content key (left out of the config JSON, so
+  # their config hashes are what they were).
+  contents: Optional[contents_lib.ContentRules] = None
 
   @property
   def plugin(self) -> modalities.Modality:
@@ -183,6 +203,9 @@ class PreprocessConfig:
       if field.name == 'settings':
         d.update({name: None for name in _CONFIG_SECTIONS})
         d[self.modality] = self.settings.to_json()
+      elif field.name == 'contents':
+        if self.contents is not None:
+          d['contents'] = self.contents.to_json()
       else:
         d[field.name] = getattr(self, field.name)
     d['split_ratios'] = [list(p) for p in self.split_ratios]
@@ -372,6 +395,7 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
   from_input, ratios, known = _splits(o, modality, settings)
   _check_train_split(modality, settings, normalization, from_input, ratios)
   mode, rebalance_splits = _rebalancing(o, known)
+  content_rules = _content_rules(o, modality, from_input)
   compression, tfds_mode, index_files = _record_format(o, modality, settings)
   max_bad = _max_bad_fraction(o)
   name = _dataset_name(o, modality)
@@ -387,7 +411,34 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
       partition=None if o.partition is None else str(o.partition).strip(),
       tfds_metadata=_tfds_wanted(tfds_mode, name, known, compression,
                                  num_shards),
-      index_files=index_files)
+      index_files=index_files, contents=content_rules)
+
+
+def _content_rules(o, modality, from_input):
+  """The ContentRules from --split_key, --label_conflicts and
+  --drop_duplicates (None for a modality without content keys)."""
+  given = [f'--{name}' for name, value in (
+      ('split_key', o.split_key), ('label_conflicts', o.label_conflicts),
+      ('drop_duplicates', o.drop_duplicates or None)) if value is not None]
+  if not modality.content_keyed:
+    if given:
+      verb = 'apply' if len(given) > 1 else 'applies'
+      raise UsageError(f'{" and ".join(given)} {verb} to images and text; '
+                       f'{modality.content_refusal}')
+    return None
+  split_key = flags.choice('split_key', o.split_key or 'id',
+                           contents_lib.SPLIT_KEYS)
+  if from_input:
+    if o.split_key is not None:
+      raise UsageError('--split_key applies to --splits ratios; with --splits '
+                       'from_input the input names each example\'s split.')
+    split_key = 'input'
+  return contents_lib.ContentRules(
+      split_key=split_key,
+      label_conflicts=flags.choice('label_conflicts',
+                                   o.label_conflicts or 'keep',
+                                   contents_lib.CONFLICT_POLICIES),
+      drop_duplicates=bool(o.drop_duplicates))
 
 
 def tfds_skip_reason(options: PipelineOptions, cfg: PreprocessConfig

@@ -29,6 +29,8 @@ ReadInputs -> {'dead': dead-letter dicts,
                'labels': lists of label names,
                'analysis': the training split's tf.Transform input,
                'skipped': counts of listed files that are not inputs,
+               'contents': (content-keyed modalities) the manifest's
+                           contents section, one dict,
                ... anything its BuildRecords or manifest section reads}
 BuildRecords(ReadInputs' dict; built with a Transform, below) ->
               {'records[<split>]': record lists, for every split,
@@ -48,6 +50,9 @@ from transforms.output import shards
 
 # The keys every ReadInputs and BuildRecords output has.
 READ_KEYS = ('dead', 'inputs', 'labels', 'analysis', 'skipped')
+# ReadInputs' output of a content-keyed modality: the manifest's `contents`
+# section (one dict, see core/contents.py).
+CONTENTS = 'contents'
 RECORD_KEYS = ('before', 'after')
 
 
@@ -129,9 +134,11 @@ class PreprocessDataset(beam.PTransform):
         tuple(built[records_key(s)] for s in cfg.split_names)
         | 'WriteSplits' >> shards.WriteSplits(cfg, staging))
     extra = _manifest_values(modality, read, built)
+    if CONTENTS in read:
+      extra[CONTENTS] = read[CONTENTS]
     return pbegin | 'FinalizeDataset' >> manifest_lib.FinalizeDataset(
         cfg, self._run, staging, modality.feature_spec(cfg, plan),
-        singletons=('labels',) + tuple(
+        singletons=('labels', CONTENTS) + tuple(
             k for k, single in modality.manifest_values.items() if single),
         labels=labels, inputs=read['inputs'], dead=dead_per_split,
         before=built['before'], after=built['after'], shards=shard_list,

@@ -107,6 +107,12 @@ class Modality:
     """
     raise NotImplementedError
 
+  # Whether its examples have a content key (core/contents.py): then the
+  # splits are keyed by content by default, and label conflicts and
+  # duplicates are found. Otherwise content_refusal says why not.
+  content_keyed: bool = False
+  content_refusal: str = ''
+
   # Features that say which example a record is, not what it holds (left
   # out of the content hash that finds leaks and duplicates), besides the
   # id, label and weight every record has.

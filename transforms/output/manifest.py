@@ -381,6 +381,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       fingerprints: [(split, {'fingerprint', 'records'})].
       skipped: [count] of files listed but not used.
       dead_files: Dead-letter file paths.
+      contents: The contents section (core/contents.py), if any.
       and whatever else the modality's manifest_section reads.
 
   Returns:
@@ -392,6 +393,18 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
   section, normalization = cfg.plugin.manifest_section(cfg, values, splits)
   total_inputs = sum(inputs.values())
   total_dead = sum(dead.values())
+  contents = values.get('contents')
+  # Examples the content rules dropped on request are dead letters too, but
+  # not bad inputs: they do not count against --max_bad_fraction.
+  dropped = sum(contents['dropped'].values()) if contents else 0
+  if contents and contents['conflicting_contents']:
+    _LOG.warning(
+        '%d contents have more than one label (%d examples; '
+        '--label_conflicts %s), e.g. %s', contents['conflicting_contents'],
+        contents['conflicting_examples'], contents['label_conflicts'],
+        '; '.join(', '.join(f'{i} ({label})' for i, label in
+                            zip(c['ids'], c['labels']))
+                  for c in contents['conflict_examples'][:3]))
   finished = time.time()
   dead_files = values['dead_files']
   return {
@@ -414,10 +427,15 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
           'inputs': total_inputs,
           'examples': sum(s['examples'] for s in splits.values()),
           'dead_lettered': total_dead,
+          # Of those, dropped by --label_conflicts or --drop_duplicates.
+          'dropped_by_content_rules': dropped,
           'records': sum(s['records'] for s in splits.values()),
           'skipped_files': sum(values['skipped']),
-          'bad_fraction': bad_fraction(total_dead, total_inputs),
+          'bad_fraction': bad_fraction(total_dead - dropped, total_inputs),
       },
+      # Split key, label conflicts and duplicates (core/contents.py); None
+      # for modalities without a content key.
+      'contents': values.get('contents'),
       'fingerprint': sinks.combine_fingerprints(
           s['fingerprint'] for s in splits.values()),
       'dead_letter': {
@@ -447,8 +465,9 @@ def quality_failures(cfg, manifest: dict) -> List[str]:
   problems = []
   totals = manifest['totals']
   if totals['bad_fraction'] > cfg.max_bad_fraction:
+    bad = totals['dead_lettered'] - totals.get('dropped_by_content_rules', 0)
     problems.append(
-        f'{totals["dead_lettered"]} of {totals["inputs"]} inputs '
+        f'{bad} of {totals["inputs"]} inputs '
         f'({totals["bad_fraction"]:.1%}) were dead-lettered, more than '
         f'--max_bad_fraction {cfg.max_bad_fraction:g} allows')
   for name, split in manifest['splits'].items():

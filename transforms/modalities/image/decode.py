@@ -9,6 +9,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
 from transforms.modalities.image import features as schema
+from transforms.core import contents
 from transforms.core import metrics
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import dead_letter
@@ -72,6 +73,8 @@ def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
       # What the file holds (Pillow's format name), whatever its name says;
       # counted for the manifest, not stored in the record.
       'format': out.source_format,
+      # The digest of its pixels at the stored size (core/contents.py).
+      'content': out.content,
       schema.IMAGE: out.data,
       schema.ORIGINAL_HEIGHT: out.original_height,
       schema.ORIGINAL_WIDTH: out.original_width,
@@ -89,47 +92,83 @@ class DecodeImageFn(beam.DoFn):
 
   A task is (InputRef, copy index, write, weight). Only copy 0 of a bad
   input is dead-lettered; further copies of it are dropped and counted.
+  With `ratios`, each example's split is that of its content (a bad input
+  then has no split).
   """
 
-  def __init__(self, cfg: images.ImageConfig):
+  def __init__(self, cfg: images.ImageConfig, ratios=None):
     super().__init__()
-    self._cfg = cfg
+    self._cfg, self._ratios = cfg, ratios
     self._decoded = metrics.counter('image', 'decoded')
 
   def process(self, task):
     ref, copy, write, weight = task
     try:
-      data = read_bytes(ref.path)
-      out = images.process_image(data, self._cfg, ref.path)
-    except images.BadImageError as e:
-      if copy == 0:
-        yield beam.pvalue.TaggedOutput(
-            DEAD, dead_letter(ref.path, e.stage, e.reason, ref.split))
-      return
+      out = images.process_image(read_bytes(ref.path), self._cfg, ref.path)
     except Exception as e:  # pylint: disable=broad-except
-      # Any storage error (missing, permission, network) is this input's
-      # problem, not the job's: record it and go on.
       if copy == 0:
-        yield beam.pvalue.TaggedOutput(
-            DEAD, dead_letter(ref.path, 'read', f'{type(e).__name__}: {e}',
-                              ref.split))
+        yield beam.pvalue.TaggedOutput(DEAD, _dead_letter(
+            ref, e, None if self._ratios else ref.split))
       return
     self._decoded.inc()
     _PROGRESS.tick()
+    if self._ratios:
+      ref = ref._replace(split=contents.content_split(out.content,
+                                                      self._ratios))
     yield example_from_image(ref, out, copy, write, weight)
+
+
+def _dead_letter(ref, e: Exception, split: str) -> dict:
+  """The dead letter of an input that could not be read or processed."""
+  if isinstance(e, images.BadImageError):
+    return dead_letter(ref.path, e.stage, e.reason, split)
+  # Any storage error (missing, permission, network) is this input's
+  # problem, not the job's: record it and go on.
+  return dead_letter(ref.path, 'read', f'{type(e).__name__}: {e}', split)
+
+
+class FindContentFn(beam.DoFn):
+  """InputRef -> (InputRef, content digest), the split set from the content
+  when `ratios` are given; bad inputs go to the 'dead' output (without a
+  split when it was to come from the content).
+
+  The first of two passes over the images, for runs that must know every
+  example's split or content before deciding what to write (rebalancing
+  with content splits, or dropping duplicates or label conflicts): it
+  decodes and resizes but does not encode, and keeps no pixels.
+  """
+
+  def __init__(self, cfg: images.ImageConfig, ratios=None):
+    super().__init__()
+    self._cfg, self._ratios = cfg, ratios
+
+  def process(self, ref):
+    try:
+      digest = images.identify_content(read_bytes(ref.path), self._cfg,
+                                       ref.path)
+    except Exception as e:  # pylint: disable=broad-except
+      yield beam.pvalue.TaggedOutput(DEAD, _dead_letter(
+          ref, e, None if self._ratios else ref.split))
+      return
+    _PROGRESS.tick()
+    if self._ratios:
+      ref = ref._replace(split=contents.content_split(digest, self._ratios))
+    yield ref, digest
 
 
 class DecodeImages(beam.PTransform):
   """Reads and processes every image in parallel.
 
-  Input: decode tasks, already spread over workers (see core/shuffle.SeededShuffle).
-  Returns a DoOutputsTuple: `.examples` (dicts) and `.dead` (dead letters).
+  Input: decode tasks, already spread over workers (see
+  core/shuffle.SeededShuffle). With `ratios`, each example's split is that
+  of its content. Returns a DoOutputsTuple: `.examples` (dicts) and `.dead` (dead letters).
   """
 
-  def __init__(self, cfg: images.ImageConfig):
+  def __init__(self, cfg: images.ImageConfig, ratios=None):
     super().__init__()
-    self._cfg = cfg
+    self._cfg, self._ratios = cfg, ratios
 
   def expand(self, tasks):
     return tasks | 'DecodeResizeEncode' >> beam.ParDo(
-        DecodeImageFn(self._cfg)).with_outputs(DEAD, main='examples')
+        DecodeImageFn(self._cfg, self._ratios)).with_outputs(
+            DEAD, main='examples')

@@ -11,6 +11,7 @@ class ImageModality(Modality):
   input_help = 'a folder of class folders or a manifest file.'
   normalizations = ('zscore', 'scale', 'none')
   checks_module = 'transforms.modalities.image.checks'
+  content_keyed = True
   identity_features = frozenset({'original_height', 'original_width'})
   # What its manifest_section reads (True: one value; False: a list).
   manifest_values = {'channel_stats': True, 'formats': True}

@@ -28,6 +28,7 @@ import apache_beam as beam
 import numpy as np
 
 from transforms.modalities.image import features as schema
+from transforms.core import contents as contents_lib
 from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
 from transforms.core.dead_letters import DEAD
@@ -39,6 +40,7 @@ from transforms.modalities.image import preprocessing as normalize
 from transforms.modalities.image import processing as images
 from transforms.modalities.image import records as image_records
 from transforms.modalities.image.decode import DecodeImages
+from transforms.modalities.image.decode import FindContentFn
 
 
 class PlanCopies(beam.PTransform):
@@ -92,38 +94,63 @@ class ReadImages(skeleton.ReadInputs):
   def expand(self, pbegin):
     # The plan: the manifest file's format, None for folders.
     cfg, manifest_format = self._cfg, self._plan
-    names = cfg.split_names
+    names, rules = cfg.split_names, cfg.contents
+    # Split ratios when each example's split comes from its content.
+    by_content = cfg.split_ratios if rules.split_key == 'content' else None
     listed = pbegin | 'ListInputs' >> sources.ListImageInputs(
         cfg.input, cfg.splits_from_input, cfg.split_ratios, manifest_format)
-    refs = listed.refs
-    # -> InputRef per image
-    listed_classes = _count_per_key(
-        refs | 'SplitAndLabel' >> beam.Map(lambda r: ((r.split, r.label), 1)),
-        'CountListedClasses')
-    # -> ((split, label), listed inputs)
-    tasks = ((refs, listed_classes)
-             | 'PlanCopies' >> PlanCopies(cfg, cfg.rebalance == 'weight')
-             | 'ShuffleInputs' >> shuffle.SeededShuffle(cfg.seed))
-    # -> (InputRef, copy index, write, weight), in seeded random order
-    decoded = tasks | 'DecodeImages' >> DecodeImages(cfg.settings)
-    # Listing dead letters have no split; they count as inputs too.
+    # -> InputRef per image (split by its id, replaced when by content)
+    dead = [listed[DEAD]]
+    if rules.drops or (by_content and cfg.rebalance != 'none'):
+      # Every split and content must be known before anything is planned:
+      # a first pass finds them, the second writes.
+      found = listed.refs | 'FindContents' >> beam.ParDo(
+          FindContentFn(cfg.settings, by_content)).with_outputs(
+              DEAD, main='refs')
+      # -> (InputRef with its split, content digest)
+      drops, out_contents = (
+          found.refs
+          | 'ContentOf' >> beam.Map(lambda rd: (
+              rd[1], (rd[0].example_id, rd[0].label, rd[0].split)))
+          | 'ContentGroups' >> contents_lib.ContentGroups(rules))
+      assigned = found.refs | 'Refs' >> beam.Map(lambda rd: rd[0])
+      kept = assigned | 'DropByContent' >> beam.ParDo(
+          _DropFn(), beam.pvalue.AsDict(drops)).with_outputs(
+              DEAD, main='refs')
+      dead += [found[DEAD], kept[DEAD]]
+      decoded = self._decode(kept.refs, None)
+    else:
+      decoded = self._decode(listed.refs, by_content)
+      first = decoded.examples | 'FirstCopiesOnly' >> beam.Filter(
+          lambda ex: ex['copy'] == 0)
+      _, out_contents = (
+          first
+          | 'ContentOf' >> beam.Map(lambda ex: (
+              ex['content'], (ex[schema.ID], ex[schema.LABEL_TEXT],
+                              ex['split'])))
+          | 'ContentGroups' >> contents_lib.ContentGroups(rules))
+      # Inputs with a split: decoded (a bad one has none when its split was
+      # to come from its content) or all listed.
+      assigned = first if by_content else listed.refs
+    dead.append(decoded[DEAD])
+    all_dead = tuple(dead) | 'AllDeadLetters' >> beam.Flatten()
+    # Inputs per split: those with a split, and the dead letters without.
     unassigned = _count_per_key(
-        listed[DEAD]
-        | 'SplitOfListingDead' >> beam.Map(lambda d: (d['split'] or '', 1))
+        all_dead
+        | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '', 1))
         | 'UnassignedOnly' >> beam.Filter(lambda kv: kv[0] == ''),
         'CountUnassigned')
     inputs = _count_per_key(
-        refs | 'SplitOfInput' >> beam.Map(lambda r: (r.split, 1)),
-        'CountInputsPerSplit')
+        assigned | 'SplitOfInput' >> beam.Map(_split_of), 'CountInputsPerSplit')
     by_split = decoded.examples | 'PartitionBySplit' >> beam.Partition(
         lambda ex, n: names.index(ex['split']), len(names))
     out = {
-        'dead': ((listed[DEAD], decoded[DEAD])
-                 | 'AllDeadLetters' >> beam.Flatten()),
+        'dead': all_dead,
         'inputs': (inputs, unassigned) | 'AllInputs' >> beam.Flatten(),
-        'labels': refs | 'LabelOf' >> beam.Map(lambda r: [r.label]),
+        'labels': listed.refs | 'LabelOf' >> beam.Map(lambda r: [r.label]),
         'skipped': (listed[SKIPPED]
                     | 'CountSkipped' >> beam.combiners.Count.Globally()),
+        skeleton.CONTENTS: out_contents,
     }
     for index, split in enumerate(names):
       out[f'examples[{split}]'] = by_split[index]
@@ -142,6 +169,42 @@ class ReadImages(skeleton.ReadInputs):
     out['channel_stats'] = train | 'ChannelStats' >> beam.CombineGlobally(
         normalize.PixelStatsFn())
     return out
+
+  def _decode(self, refs, by_content):
+    """Plans the copies of refs whose split is known (or, `by_content`,
+    one copy of each), shuffles and decodes them."""
+    cfg = self._cfg
+    if by_content:
+      tasks = refs | 'OneCopyEach' >> beam.Map(
+          lambda ref: (f'{ref.example_id}#0', (ref, 0, True, None)))
+    else:
+      listed_classes = _count_per_key(
+          refs | 'SplitAndLabel' >> beam.Map(lambda r: ((r.split, r.label),
+                                                        1)),
+          'CountListedClasses')
+      # -> ((split, label), inputs)
+      tasks = ((refs, listed_classes)
+               | 'PlanCopies' >> PlanCopies(cfg, cfg.rebalance == 'weight'))
+    tasks = tasks | 'ShuffleInputs' >> shuffle.SeededShuffle(cfg.seed)
+    # -> (InputRef, copy index, write, weight), in seeded random order
+    return tasks | 'DecodeImages' >> DecodeImages(cfg.settings, by_content)
+
+
+def _split_of(item):
+  """(split, 1) of an InputRef or an example dict."""
+  return (item['split'] if isinstance(item, dict) else item.split), 1
+
+
+class _DropFn(beam.DoFn):
+  """InputRef -> itself, or its dead letter when the content rules drop
+  it (side input: {id: dead letter})."""
+
+  def process(self, ref, drops):
+    if ref.example_id in drops:
+      yield beam.pvalue.TaggedOutput(
+          DEAD, {**drops[ref.example_id], 'input': ref.path})
+    else:
+      yield ref
 
 
 class FormatCountsFn(beam.CombineFn):

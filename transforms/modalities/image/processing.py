@@ -12,6 +12,7 @@ Example:
 """
 
 import dataclasses
+import hashlib
 import io
 import posixpath
 import re
@@ -109,6 +110,9 @@ class ProcessedImage:
     pixel_count: Pixels per channel (height * width of the stored image).
     source_format: The format of the file's content as Pillow names it
       ('JPEG', 'PNG', 'TIFF', ...), whatever its name says.
+    content: The digest of the pixels at the stored size, before encoding
+      (see content_digest): equal for the same picture in any file format
+      or bit depth.
   """
   data: bytes
   original_height: int
@@ -117,6 +121,7 @@ class ProcessedImage:
   channel_sum_squares: Tuple[float, ...]
   pixel_count: int
   source_format: str = ''
+  content: str = ''
 
 
 def is_image_path(path: str) -> bool:
@@ -597,6 +602,25 @@ def decode_resize_and_identify(data: bytes, cfg: ImageConfig, name: str = ''
   return _resize(img, cfg), h, w, source_format
 
 
+def content_digest(img: Image.Image) -> str:
+  """The content key of a resized 8-bit image: a SHA-256 of its size,
+  mode and pixels (32 hex digits)."""
+  digest = hashlib.sha256(f'{img.mode}:{img.size[0]}x{img.size[1]}:'.encode())
+  digest.update(img.tobytes())
+  return digest.hexdigest()[:32]
+
+
+def identify_content(data: bytes, cfg: ImageConfig, name: str = '') -> str:
+  """The content digest of an image's bytes (decoded and resized as
+  process_image does, not encoded).
+
+  Raises:
+    BadImageError: The input cannot become an example.
+  """
+  img, _, _, _ = decode_resize_and_identify(data, cfg, name)
+  return content_digest(img)
+
+
 def encode(img: Image.Image, cfg: ImageConfig) -> bytes:
   """The stored bytes of a resized image (see ImageConfig.storage).
 
@@ -644,7 +668,7 @@ def process_image(data: bytes, cfg: ImageConfig,
   return ProcessedImage(
       data=encode(img, cfg), original_height=orig_h, original_width=orig_w,
       channel_sum=sums, channel_sum_squares=squares, pixel_count=count,
-      source_format=source_format)
+      source_format=source_format, content=content_digest(img))
 
 
 def decode_stored(data: bytes, storage: str, height: int, width: int,

@@ -16,6 +16,10 @@ class SensorModality(Modality):
   from_input_refusal = ('--splits from_input is for images; sensor rows are '
                         'split by --split_by hash, entity or time.')
   checks_module = 'transforms.modalities.sensor.checks'
+  content_keyed = False
+  content_refusal = ('sensor rows and windows are split by --split_by, and '
+                     'equal rows of different times are distinct '
+                     'observations, not copies.')
   identity_features = frozenset({'entity', 'time', 'start_time',
                                  'end_time'})
   # What its manifest_section reads (True: one value; False: a list).

@@ -10,11 +10,13 @@ class TextModality(Modality):
   """CSV/TSV/JSONL tables of documents, or folders of .txt files."""
 
   name = 'text'
+  content_keyed = True
   default_dataset_name = 'text'
   input_help = ('a CSV, TSV or JSONL file (or a pattern of them), or a '
                 'folder of class folders of .txt files.')
   from_input_refusal = ('--splits from_input is for images; documents are '
-                        'split by a hash of their id.')
+                        'split by a hash of their text (or of their id, '
+                        'with --split_key id).')
   checks_module = 'transforms.modalities.text.checks'
   # The vocabulary comes from the training split: its OOV share is ~0.
   drift_exempt = frozenset({'oov_share'})

@@ -26,6 +26,7 @@ import apache_beam as beam
 import numpy as np
 
 from transforms.core import batches as batch_examples
+from transforms.core import contents as contents_lib
 from transforms.core import metrics
 from transforms.core import shuffle
 from transforms.core import splits as split_lib
@@ -36,8 +37,8 @@ from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import preprocessing as tt
 from transforms.core.dead_letters import dead_letter
 
-DEAD, COUNTS, LABELS, ANALYSIS, CLASSES = ('dead', 'counts', 'labels',
-                                           'analysis', 'classes')
+DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS = (
+    'dead', 'counts', 'labels', 'analysis', 'classes', 'contents')
 # Training documents per tf.Transform analysis batch (an Arrow record
 # batch). The vocabulary analyzer sends each batch's distinct tokens to Beam,
 # so fewer, larger batches mean far fewer elements.
@@ -88,28 +89,61 @@ class _ReadDocumentsFn(beam.DoFn):
         payload, tabular.format_of(payload), plan.columns,
         batch_examples.source_name(plan.root, payload), tc.invalid_utf8)
 
-  def _splits(self, ids):
+  def _keys(self, docs, digests_needed: bool = True):
+    """(split index per document, content digests or None)."""
     cfg = self._cfg
-    return split_lib.hash_splits(ids, cfg.split_ratios, cfg.split_names)
+    by_content = cfg.contents.split_key == 'content'
+    digests = (tt.content_keys(docs.text, cfg.settings)
+               if by_content or digests_needed else None)
+    keys = ([contents_lib.split_key(d) for d in digests] if by_content else
+            docs.ids)
+    return split_lib.hash_splits(keys, cfg.split_ratios,
+                                 cfg.split_names), digests
+
+
+def _without(docs, dropped):
+  """The documents whose ids are not in `dropped`, and the mask of those
+  that are."""
+  mask = np.fromiter((i in dropped for i in docs.ids), bool, len(docs.ids))
+  if not mask.any():
+    return docs, mask
+  keep = np.flatnonzero(~mask).tolist()
+  return text_io.TextBatch(ids=[docs.ids[i] for i in keep],
+                           text=[docs.text[i] for i in keep],
+                           label=[docs.label[i] for i in keep]), mask
+
+
+class DocumentContentsFn(_ReadDocumentsFn):
+  """The contents pass, for runs whose content rules drop documents: (content
+  digest, (id, label, split)) of every good document."""
+
+  def process(self, element):
+    names = self._cfg.split_names
+    for docs, _ in self._batches(element):
+      if len(docs.ids):
+        split, digests = self._keys(docs)
+        yield from zip(digests, zip(docs.ids, docs.label,
+                                    (names[s] for s in split.tolist())))
 
 
 class DocumentStatisticsFn(_ReadDocumentsFn):
   """The statistics pass: per element, only small tagged outputs (and the
   analysis input): dead letters, ((split, 'inputs'|'used'), n), label
-  names, ((split, label), n), and the training documents as Arrow record
-  batches of at most ANALYSIS_BATCH documents."""
+  names, ((split, label), n), the training documents as Arrow record
+  batches of at most ANALYSIS_BATCH documents, and (without a contents
+  pass) each document's (content digest, (id, label, split))."""
 
   def __init__(self, cfg, plan: TextInput):
     super().__init__(cfg, plan)
     self._parsed = metrics.counter('text', 'parsed')
 
-  def process(self, element):
+  def process(self, element, dropped=None):
     pending = ([], [])  # training documents not yet sent to the analysis
     for docs, bad in self._batches(element):
       yield from self._dead(bad)
       if len(docs.ids):
         self._parsed.inc(len(docs.ids))
-        yield from self._summaries(docs, pending)
+        yield from self._summaries(docs, pending, dropped)
       if len(pending[0]) >= ANALYSIS_BATCH:
         yield self._analysis(pending)
     if pending[0]:
@@ -123,10 +157,19 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
     return beam.pvalue.TaggedOutput(ANALYSIS, batch)
 
   def _dead(self, bad):
+    """Unreadable documents; without a content they have a split only when
+    splits are keyed by id."""
     if not bad:
       return
     names = self._cfg.split_names
-    bad_split = self._splits([i for i, _ in bad])
+    if self._cfg.contents.split_key == 'content':
+      for doc_id, reason in bad:
+        yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+            doc_id, 'parse', reason, None))
+      yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), len(bad)))
+      return
+    bad_split = split_lib.hash_splits([i for i, _ in bad],
+                                      self._cfg.split_ratios, names)
     for (doc_id, reason), s in zip(bad, bad_split.tolist()):
       yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
           doc_id, 'parse', reason, names[s]))
@@ -134,22 +177,35 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
       yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), int(
           (bad_split == s).sum())))
 
-  def _summaries(self, docs, pending):
+  def _summaries(self, docs, pending, dropped):
     names = self._cfg.split_names
-    split = self._splits(docs.ids)
+    split, digests = self._keys(docs, digests_needed=dropped is None)
     yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
+    if dropped is None:
+      for digest, doc_id, label, s in zip(digests, docs.ids, docs.label,
+                                          split.tolist()):
+        yield beam.pvalue.TaggedOutput(CONTENTS, (digest, (doc_id, label,
+                                                           names[s])))
+    else:
+      # Dropped documents are inputs of their split; their dead letters
+      # come from the contents pass.
+      docs, mask = _without(docs, dropped)
+      for s in np.unique(split[mask]).tolist():
+        yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), int(
+            (split[mask] == s).sum())))
+      split = split[~mask]
     labels = np.asarray(docs.label, dtype=object)
     for s in np.unique(split).tolist():
-      mask = split == s
-      n = int(mask.sum())
+      in_split = split == s
+      n = int(in_split.sum())
       yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), n))
       yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'used'), n))
-      split_labels, counts = np.unique(labels[mask].astype(str),
+      split_labels, counts = np.unique(labels[in_split].astype(str),
                                        return_counts=True)
       for label, count in zip(split_labels.tolist(), counts.tolist()):
         yield beam.pvalue.TaggedOutput(CLASSES, ((names[s], label), count))
       if names[s] == 'train':
-        index = np.flatnonzero(mask)
+        index = np.flatnonzero(in_split)
         pending[0].extend(docs.text[i] for i in index)
         pending[1].extend(docs.label[i] for i in index)
 
@@ -157,13 +213,16 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
 class DocumentBatchesFn(_ReadDocumentsFn):
   """The example pass: the good documents, a batch per element:
   {'id', 'text', 'label_text', 'split'} (bad ones were dead-lettered by
-  the statistics pass)."""
+  the statistics pass, and so were those the content rules drop)."""
 
-  def process(self, element):
+  def process(self, element, dropped=None):
     for docs, _ in self._batches(element):
+      if dropped:
+        docs, _ = _without(docs, dropped)
       if len(docs.ids):
+        split, _ = self._keys(docs, digests_needed=False)
         yield {tt.ID: docs.ids, tt.TEXT: docs.text,
-               tt.LABEL_TEXT: docs.label, 'split': self._splits(docs.ids)}
+               tt.LABEL_TEXT: docs.label, 'split': split}
 
 
 def _transform_inputs(batch, lo, hi):
@@ -232,14 +291,30 @@ class ReadDocuments(skeleton.ReadInputs):
   def expand(self, pbegin):
     cfg, plan = self._cfg, self._plan
     elements = pbegin | 'InputFiles' >> beam.Create(_elements(plan))
+    dead, side = [], []
+    if cfg.contents.drops:
+      # Every content must be known before documents are counted: a
+      # contents pass reads the input once more, first.
+      drops, summary = (elements
+                        | 'SpreadInputsC' >> beam.Reshuffle()
+                        | 'ReadContents' >> beam.ParDo(
+                            DocumentContentsFn(cfg, plan))
+                        | 'ContentGroups' >> contents_lib.ContentGroups(
+                            cfg.contents))
+      dead.append(drops | 'DroppedDeadLetters' >> beam.Values())
+      side = [beam.pvalue.AsDict(drops)]
     stats_out = (elements
                  | 'SpreadInputsA' >> beam.Reshuffle()
                  | 'ParseForStatistics' >> beam.ParDo(
-                     DocumentStatisticsFn(cfg, plan)).with_outputs(
-                         DEAD, COUNTS, LABELS, ANALYSIS, CLASSES))
+                     DocumentStatisticsFn(cfg, plan), *side).with_outputs(
+                         DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS))
+    if not cfg.contents.drops:
+      _, summary = stats_out[CONTENTS] | 'ContentGroups' >> (
+          contents_lib.ContentGroups(cfg.contents))
     counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
     return {
-        'dead': stats_out[DEAD],
+        'dead': (tuple(dead) + (stats_out[DEAD],)
+                 | 'AllDeadLetters' >> beam.Flatten()),
         'inputs': batch_examples.inputs_per_split(counts, 'Inputs'),
         'labels': stats_out[LABELS],
         'analysis': stats_out[ANALYSIS],
@@ -247,6 +322,11 @@ class ReadDocuments(skeleton.ReadInputs):
         'elements': elements, 'counts': counts,
         'classes': stats_out[CLASSES],
         'input_kind': pbegin | 'InputKind' >> beam.Create([plan.kind]),
+        skeleton.CONTENTS: summary,
+        # (id, dead letter) of the documents the content rules drop, for
+        # the example pass.
+        'drops': (drops if cfg.contents.drops else
+                  pbegin | 'NoDrops' >> beam.Create([])),
     }
 
 
@@ -257,10 +337,12 @@ class BuildTextRecords(skeleton.BuildRecords):
   def expand(self, read):
     cfg, transform = self._cfg, self._transform
     spec = feature_spec(cfg)
+    dropped = ([beam.pvalue.AsDict(read['drops'])] if cfg.contents.drops
+               else [])
     docs = (read['elements']
             | 'SpreadInputsB' >> beam.Reshuffle()
             | 'ParseForExamples' >> beam.ParDo(
-                DocumentBatchesFn(cfg, self._plan)))
+                DocumentBatchesFn(cfg, self._plan), *dropped))
     transformed = docs | 'Transform' >> beam.ParDo(
         batch_examples.ApplyTransform(self._staging, _transform_inputs,
                                       tt.ID),

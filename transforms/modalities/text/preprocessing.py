@@ -21,7 +21,10 @@ the dataset's label ids are the manifest's sorted `labels`.
 """
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+import hashlib
+import re
+import unicodedata
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -81,6 +84,72 @@ def parse_ngrams(text: str) -> Tuple[int, int]:
   if len(nums) != 2 or not 1 <= nums[0] <= nums[1] <= 5:
     raise ValueError(f'{text!r} is not n or lo,hi with 1 <= lo <= hi <= 5')
   return nums[0], nums[1]
+
+
+class _Punctuation(dict):
+  """str.translate table: Unicode punctuation (category P*, the `\\pP` of
+  the transform's regex) -> space, filled as characters are seen."""
+
+  def __missing__(self, code: int):
+    value = ' ' if unicodedata.category(chr(code)).startswith('P') else code
+    self[code] = value
+    return value
+
+
+_PUNCTUATION = _Punctuation()
+# The same for ASCII text, as a bytes.translate table.
+_ASCII_PUNCTUATION = bytes(
+    ord(' ') if unicodedata.category(chr(b)).startswith('P') else b
+    for b in range(256))
+# tf.strings.split's whitespace.
+_WHITESPACE = re.compile(r'[ \t\n\r\v\f]+')
+_ASCII_WHITESPACE = re.compile(rb'[ \t\n\r\v\f]+')
+
+
+def normalized_tokens(text: str, tc: TextConfig) -> List[str]:
+  """The tokens `tokenize` makes of one document (lower-casing, punctuation
+  and whitespace as the transform does them), in plain Python."""
+  if text.isascii():
+    data = text.encode('ascii')
+    if tc.lowercase:
+      data = data.lower()
+    if tc.strip_punctuation:
+      data = data.translate(_ASCII_PUNCTUATION)
+    return [t.decode('ascii') for t in _ASCII_WHITESPACE.split(data) if t]
+  if tc.lowercase:
+    text = text.lower()
+  if tc.strip_punctuation:
+    text = text.translate(_PUNCTUATION)
+  return [t for t in _WHITESPACE.split(text) if t]
+
+
+def _ngrams(tokens: List[str], lo: int, hi: int) -> List[str]:
+  """tf.strings.ngrams with widths lo..hi: all n-grams of each width in
+  turn, joined by spaces."""
+  out = []
+  for n in range(lo, hi + 1):
+    out += [' '.join(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+  return out
+
+
+def content_keys(texts: Sequence[str], tc: TextConfig) -> List[str]:
+  """The content digest of each document (core/contents.py): equal for
+  documents whose stored features are equal, because the key is what the
+  transform reads of the text: its tokens (n-grams), the first max_tokens
+  of them for `ids` output, their multiset for `bow` and `tfidf`."""
+  keys = []
+  lo, hi = tc.ngrams
+  for text in texts:
+    grams = normalized_tokens(text, tc)
+    if (lo, hi) != (1, 1):
+      grams = _ngrams(grams, lo, hi)
+    if tc.output == 'ids':
+      grams = grams[:tc.max_tokens]
+    else:
+      grams = sorted(grams)
+    keys.append(hashlib.sha256('\x1f'.join(grams).encode(
+        'utf-8', 'surrogatepass')).hexdigest()[:32])
+  return keys
 
 
 def feature_spec(tc: TextConfig, with_weight: bool) -> Dict[str, dict]:
