@@ -426,7 +426,7 @@ def _content_rules(o, modality, from_input):
       raise UsageError(f'{" and ".join(given)} {verb} to images and text; '
                        f'{modality.content_refusal}')
     return None
-  split_key = flags.choice('split_key', o.split_key or 'id',
+  split_key = flags.choice('split_key', o.split_key or 'content',
                            contents_lib.SPLIT_KEYS)
   if from_input:
     if o.split_key is not None:
