@@ -31,9 +31,11 @@ from pipelines import preprocess
 from pipelines import validate
 from transforms.output import tfrecord_files
 
+# Splits large enough that every split's two shards hold two records or
+# more (the PyTorch reader test needs four such shards).
 IMAGE = ['--max_pixels', '1000000', '--direct_running_mode', 'in_memory',
          '--direct_num_workers', '1', '--image_size', '32x32',
-         '--num_shards', '2']
+         '--num_shards', '2', '--splits', 'train=0.6,validation=0.2,test=0.2']
 SENSOR = ['--modality', 'sensor', '--timestamp_column', 'time',
           '--entity_column', 'device', '--window_length', '20',
           '--window_stride', '10', '--splits',
