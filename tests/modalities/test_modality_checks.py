@@ -224,7 +224,7 @@ def test_bad_sensor_windows_are_refused(changes, problem):
 
 # The report's checks, as the validation pipeline listed them for a
 # dataset of sensor windows in three splits before the report was split
-# into one function per check.
+# into one function per check, with the label-conflict check added since.
 SENSOR_WINDOW_CHECKS = [
     'train: record count', 'train: records parse and match the spec',
     'train: class counts', 'train: fingerprint',
@@ -238,6 +238,7 @@ SENSOR_WINDOW_CHECKS = [
     'every window of every entity was formed', 'exported transform',
     'train: shard health', 'validation: shard health', 'test: shard health',
     'no example content in two splits (leakage)',
+    'same content with different labels (label conflicts)',
     'exact duplicates inside a split',
     'validation: feature drift from train',
     'validation: class drift from train',

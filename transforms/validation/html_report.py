@@ -35,6 +35,7 @@ th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left;
          vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .status-pass { color: #2b572b; } .status-warn { color: #8a6d1f; }
+.status-info { color: #1f4e8a; }
 .status-fail { color: #8a1f1f; font-weight: bold; }
 .charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
 .chart h3 { font-size: 1em; margin: 0.3em 0; }
@@ -246,7 +247,9 @@ def render(report: dict, manifest: Optional[dict] = None) -> str:
   warned = [c for c in report['checks'] if c['status'] == 'warn']
   head = (f'<span class="verdict {_e(verdict)}" id="verdict">'
           f'{"PASS" if verdict == "pass" else "FAIL"}</span>')
-  counts = (f'{len(report["checks"]) - len(failed) - len(warned)} passed, '
+  noted = sum(c['status'] == 'info' for c in report['checks'])
+  counts = (f'{len(report["checks"]) - len(failed) - len(warned)} passed'
+            f'{f" ({noted} with information)" if noted else ""}, '
             f'{len(warned)} warned, {len(failed)} failed')
   meta = (f'<div class="meta">dataset <b>{_e(report.get("dataset"))}</b> '
           f'({_e(report.get("modality"))}) · run {_e(report.get("run_id"))}'
