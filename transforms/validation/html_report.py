@@ -8,7 +8,8 @@ a shard-size chart and every check. Charts are inline SVG and images are
 embedded as data: URLs; the page loads nothing from anywhere, so it opens
 offline and can be mailed or archived as one file.
 
-The chart helpers and `escape` are public for the modalities' sections.
+The chart helpers, `escape` and `number` are public for the modalities'
+sections.
 """
 
 import html
@@ -77,12 +78,16 @@ def escape(text) -> str:
 _e = escape  # the short name the page code below uses
 
 
-def _num(x, digits: int = 4) -> str:
+def number(x, digits: int = 4) -> str:
+  """A number as the report shows it ('' for None)."""
   if x is None:
     return ''
   if isinstance(x, int):
     return f'{x:,}'
   return f'{x:.{digits}g}'
+
+
+_num = number
 
 
 def bar_chart(title: str, labels: Sequence[str],

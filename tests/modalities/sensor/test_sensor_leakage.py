@@ -123,6 +123,22 @@ def test_equal_weather_rows_in_two_splits_are_information(weather):
   assert 'no example content in two splits (leakage)' not in checks
 
 
+def test_rows_mode_report_shows_sample_values_in_a_table(weather):
+  _, out, _, (_, _, report) = weather
+  page = (out / 'validation_report.html').read_text(encoding='utf-8')
+  assert '<polyline' not in page and 'Sample windows' not in page
+  section = page[page.index('<h2>Sample rows'):]
+  section = section[:section.index('</table>')]
+  assert re.findall(r'<th>([^<]*)</th>', section) == ['class', 'id'] + (
+      CHANNELS)
+  samples = report['splits']['train']['samples']
+  shown = [(label, x) for label, items in samples.items() for x in items]
+  assert len(shown) >= 6
+  for label, x in shown:
+    cells = ''.join(f'<td class="num">{v:.4g}</td>' for v in x['values'][0])
+    assert f'<td>{label}</td><td>{x["id"]}</td>{cells}</tr>' in section
+
+
 def test_a_time_split_that_the_records_do_not_follow_fails(weather,
                                                            tmp_path):
   # The hash-split rows under a manifest that claims a time split: every

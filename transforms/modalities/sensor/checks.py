@@ -306,17 +306,44 @@ def report_sample(info: dict, manifest: dict) -> dict:
 
 
 def html_sections(report: dict, manifest) -> str:
-  """The report's charts of sample windows, two per class (of the train
-  split, or of the first split without one)."""
-  del manifest
+  """The report's samples (of the train split, or of the first split
+  without one): windows as line charts, two per class; rows (one example
+  per row) as a table of their channel values."""
   split, samples = html_report.sample_split(report)
+  shown = [(label, x) for label, items in samples.items() for x in items
+           if 'values' in x]
+  if not shown:
+    return ''
+  if manifest is not None:
+    rows = manifest['sensor'].get('mode') == 'row'
+  else:  # a row's sample holds one row of values
+    rows = all(len(x['values']) == 1 for _, x in shown)
+  if rows:
+    return _sample_rows(split, shown, manifest)
   charts = [html_report.line_chart(f'{label}: {x["id"]}', x['channels'],
                                    x['values'])
             for label, items in samples.items() for x in items[:2]
             if 'values' in x]
   return (f'<h2>Sample windows ({html_report.escape(split)}, normalized '
-          f'values)</h2><div class="charts">{"".join(charts)}</div>'
-          if charts else '')
+          f'values)</h2><div class="charts">{"".join(charts)}</div>')
+
+
+def _sample_rows(split: str, shown: List[Tuple[str, dict]],
+                 manifest) -> str:
+  """The sample rows as one table: class, id and each channel's value."""
+  e = html_report.escape
+  channels = shown[0][1]['channels']
+  total = len(manifest['sensor']['channels']) if manifest else len(channels)
+  cut = (f'; the first {len(channels)} of {total} channels'
+         if total > len(channels) else '')
+  head = ''.join(f'<th>{e(c)}</th>' for c in channels)
+  body = ''.join(
+      f'<tr><td>{e(label)}</td><td>{e(x["id"])}</td>' + ''.join(
+          f'<td class="num">{e(html_report.number(v))}</td>'
+          for v in x['values'][0]) + '</tr>' for label, x in shown)
+  return (f'<h2>Sample rows ({e(split)}, normalized values{e(cut)})</h2>'
+          f'<table class="sample-rows"><tr><th>class</th><th>id</th>{head}'
+          f'</tr>{body}</table>')
 
 
 # ------------------------------------------------------------- reading --
