@@ -7,8 +7,10 @@ manifest's feature spec and its values checked; record counts, checksums,
 class counts and the fingerprint are recomputed and compared with the
 manifest; the exported transform is fed probes built from the manifest
 (images: black and white; sensor: values from the training statistics;
-text: an unknown word and the first vocabulary words); leakage,
-duplicates, per-feature statistics and their drift from the training split
+text: an unknown word and the first vocabulary words); leakage (what it
+means is the modality's: content in two splits for images and texts, a
+recording or time range in two splits for sensor data), duplicates, label
+conflicts, per-feature statistics and their drift from the training split
 and shard health are checked over the whole dataset. The report is written
 to `<output>/validation_report.json`, as a self-contained page to
 `<output>/validation_report.html`, and summarized on stdout.
@@ -70,10 +72,13 @@ def _unlisted_files(output: str, manifest: dict) -> List[str]:
 
 
 class _CheckShardFn(beam.DoFn):
-  """check_shard, with each record's (content hash, (split, id, exact))
-  as a second output for the leakage and duplicate checks."""
+  """check_shard, with two more outputs for the leakage, duplicate and
+  label-conflict checks: each record's (content hash, (split, id, exact,
+  label, observation)), and each recording's (recording, (split, its
+  records in the shard))."""
 
   CONTENT = 'content'
+  RECORDING = 'recording'
 
   def __init__(self, output: str, manifest: dict):
     super().__init__()
@@ -81,9 +86,11 @@ class _CheckShardFn(beam.DoFn):
 
   def process(self, shard):
     result = validation.check_shard(shard, self._output, self._manifest)
-    for content, ex_id, exact in result.pop('content'):
+    for content, member in result.pop('content'):
+      yield beam.pvalue.TaggedOutput(self.CONTENT, (content, member))
+    for recording, records in sorted(result.pop('recordings').items()):
       yield beam.pvalue.TaggedOutput(
-          self.CONTENT, (content, (result['split'], ex_id, exact)))
+          self.RECORDING, (recording, (result['split'], records)))
     yield result
 
 
@@ -95,12 +102,23 @@ def _repeated(kv):
     yield content, members
 
 
+def _in_several_splits(kv):
+  """(recording, {split: records}) when its records are in several
+  splits."""
+  recording, parts = kv
+  splits = {}
+  for split, records in parts:
+    splits[split] = splits.get(split, 0) + records
+  if len(splits) > 1:
+    yield recording, splits
+
+
 def _write_report(results, output, manifest, extra, report_path, content,
-                  thresholds):
+                  recordings, thresholds):
   report = report_lib.build_report(
       manifest, results, extra_files=extra,
       transform_check=reader.check_transform(output, manifest),
-      content=content, thresholds=thresholds,
+      content=content, recordings=recordings, thresholds=thresholds,
       dead_letters=report_lib.dead_letter_findings(output, manifest))
   with FileSystems.create(report_path,
                           compression_type='uncompressed') as f:
@@ -204,19 +222,29 @@ def run(argv: Optional[List[str]] = None) -> dict:
                | 'SpreadShards' >> beam.Reshuffle()
                | 'CheckShard' >> beam.ParDo(
                    _CheckShardFn(output, manifest)).with_outputs(
-                       _CheckShardFn.CONTENT, main='results'))
+                       _CheckShardFn.CONTENT, _CheckShardFn.RECORDING,
+                       main='results'))
     # Records of equal content meet in one group, wherever they are.
     content = (checked[_CheckShardFn.CONTENT]
                | 'GroupByContent' >> beam.GroupByKey()
                | 'RepeatedContent' >> beam.FlatMap(_repeated)
                | 'AllRepeated' >> beam.combiners.ToList()
                | 'Findings' >> beam.Map(quality_checks.content_findings))
+    # The splits of each recording (a sensor entity), from every shard.
+    recordings = (checked[_CheckShardFn.RECORDING]
+                  | 'GroupByRecording' >> beam.GroupByKey()
+                  # -> (recording, {split: records}) in several splits
+                  | 'InSeveralSplits' >> beam.FlatMap(_in_several_splits)
+                  | 'AllInSeveralSplits' >> beam.combiners.ToList()
+                  | 'RecordingFindings' >> beam.Map(
+                      quality_checks.recording_findings))
     _ = (checked.results
          # -> one result per shard
          | 'AllShards' >> beam.combiners.ToList()
          | 'WriteReport' >> beam.Map(_write_report, output, manifest, extra,
                                      report_path,
                                      beam.pvalue.AsSingleton(content),
+                                     beam.pvalue.AsSingleton(recordings),
                                      thresholds))
   with FileSystems.open(report_path, compression_type='uncompressed') as f:
     return json.loads(f.read().decode('utf-8'))
@@ -261,16 +289,20 @@ def summary(report: dict) -> str:
                  f'classes {s["class_counts"]}')
   failed = [c for c in report['checks'] if c['status'] == 'fail']
   warned = [c for c in report['checks'] if c['status'] == 'warn']
+  noted = [c for c in report['checks'] if c['status'] == 'info']
   for c in failed:
     lines.append(f'  FAILED {c["check"]}: {c["detail"]}')
   for e in report.get('record_errors', [])[:10]:
     lines.append(f'    {e}')
   for c in warned:
     lines.append(f'  WARNING {c["check"]}: {c["detail"]}')
+  for c in noted:
+    lines.append(f'  INFO {c["check"]}: {c["detail"]}')
   if not failed:
     lines.append(f'  {len(report["checks"]) - len(warned)} of '
                  f'{len(report["checks"])} checks passed, {len(warned)} '
-                 'warned')
+                 'warned' + (f', {len(noted)} with information'
+                             if noted else ''))
   return '\n'.join(lines)
 
 

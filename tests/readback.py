@@ -41,3 +41,69 @@ def assert_valid(out):
   failed = [c for c in report['checks'] if c['status'] != 'pass']
   assert report['verdict'] == 'pass', failed
   return report
+
+
+def move_records(out, source, target, choose):
+  """Moves the records of split `source` that `choose` (a parsed
+  tf.train.Example -> bool) picks into the first shard of split `target`,
+  as a run that leaked them would have written them: both splits' shards
+  are rewritten and their manifest entries (shards, record and class
+  counts, fingerprints) recomputed, so only the leak itself differs.
+
+  Returns:
+    The moved records, parsed.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from tensorflow.core.example import example_pb2  # pylint: disable=import-outside-toplevel
+  from transforms.output import shards as sinks  # pylint: disable=import-outside-toplevel
+  from transforms.output import tfrecord_files  # pylint: disable=import-outside-toplevel
+  path = os.path.join(out, 'manifest.json')
+  with open(path, encoding='utf-8') as f:
+    manifest = json.load(f)
+  compressed = manifest.get('compression') == 'gzip'
+  options = tf.io.TFRecordOptions('GZIP' if compressed else '')
+
+  def parse(record):
+    example = example_pb2.Example()
+    example.ParseFromString(record)
+    return example
+
+  def read(shard):
+    return [r.numpy() for r in tf.data.TFRecordDataset(
+        os.path.join(out, shard['file']),
+        compression_type=options.compression_type)]
+
+  moved = []
+  shards = {split: [(s, read(s)) for s in manifest['splits'][split]['shards']]
+            for split in (source, target)}
+  for i, (shard, records) in enumerate(shards[source]):
+    kept = [r for r in records if not choose(parse(r))]
+    moved += [r for r in records if choose(parse(r))]
+    shards[source][i] = (shard, kept)
+  assert moved, f'no record of {source} was chosen'
+  first, records = shards[target][0]
+  shards[target][0] = (first, records + moved)
+  for split, parts in shards.items():
+    entry = manifest['splits'][split]
+    counts, digest = {}, 0
+    for shard, records in parts:
+      file = os.path.join(out, shard['file'])
+      with tf.io.TFRecordWriter(file, options) as writer:
+        for record in records:
+          writer.write(record)
+          label = parse(record).features.feature['label_text'].bytes_list
+          name = label.value[0].decode('utf-8')
+          counts[name] = counts.get(name, 0) + 1
+          digest = (digest + sinks.record_digest(record)) % (1 << 128)
+      summary = tfrecord_files.shard_summary(file, compressed,
+                                             index=bool(shard.get('index')))
+      shard.update(records=summary['records'], bytes=summary['bytes'],
+                   sha256=summary['sha256'])
+    entry['records'] = entry['examples'] = entry['serialized'] = sum(
+        len(records) for _, records in parts)
+    entry['class_counts'] = dict(sorted(counts.items()))
+    entry['class_counts_before_rebalance'] = entry['class_counts']
+    entry['fingerprint'] = format(digest, '032x')
+  with open(path, 'w', encoding='utf-8') as f:
+    json.dump(manifest, f, indent=2)
+  return [parse(r) for r in moved]

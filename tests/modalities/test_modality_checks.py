@@ -223,8 +223,9 @@ def test_bad_sensor_windows_are_refused(changes, problem):
 # ------------------------------------------------------------- report --
 
 # The report's checks, as the validation pipeline listed them for a
-# dataset of sensor windows in three splits before the report was split
-# into one function per check.
+# dataset of sensor windows in three splits (split by entity) before the
+# report was split into one function per check, with the sensor's own
+# leakage checks and the label-conflict check added since.
 SENSOR_WINDOW_CHECKS = [
     'train: record count', 'train: records parse and match the spec',
     'train: class counts', 'train: fingerprint',
@@ -237,7 +238,9 @@ SENSOR_WINDOW_CHECKS = [
     'rows read = rows used + dropped + dead letters',
     'every window of every entity was formed', 'exported transform',
     'train: shard health', 'validation: shard health', 'test: shard health',
-    'no example content in two splits (leakage)',
+    'no recording (entity) in two splits (leakage)',
+    'equal windows in two splits (distinct observations, not leakage)',
+    'same content with different labels (label conflicts)',
     'exact duplicates inside a split',
     'validation: feature drift from train',
     'validation: class drift from train',
@@ -263,7 +266,7 @@ def test_report_lists_the_sensor_checks_in_their_order():
       'modality': 'sensor', 'name': 'sensor', 'run_id': 'r',
       'normalization': {'method': 'zscore'},
       'totals': {'inputs': 100, 'examples': 10, 'dead_lettered': 0},
-      'sensor': {'mode': 'window', 'windows': {
+      'sensor': {'mode': 'window', 'split_by': 'entity', 'windows': {
           'expected': 10, 'formed': 10, 'crossing_time_cutoff': 0}},
       'splits': {split: {
           'records': n, 'class_counts': r['class_counts'],
@@ -273,7 +276,7 @@ def test_report_lists_the_sensor_checks_in_their_order():
   got = report.build_report(
       manifest, results, extra_files=[],
       transform_check={'ok': True, 'detail': 'probes pass'},
-      content=qc.content_findings([]))
+      content=qc.content_findings([]), recordings=qc.recording_findings([]))
   assert [c['check'] for c in got['checks']] == SENSOR_WINDOW_CHECKS
   assert got['verdict'] == 'pass', got['checks']
   assert got['modality'] == 'sensor'

@@ -151,3 +151,28 @@ def test_render_escapes_text_from_the_data():
   assert '<script>x</script>' not in page
   assert '&lt;script&gt;x&lt;/script&gt;' in page
   assert '&lt;b&gt;&amp;' in page
+
+
+def _sensor_report(samples):
+  return {'verdict': 'pass', 'dataset': 'd', 'modality': 'sensor',
+          'run_id': 'r', 'checks': [], 'shards': [],
+          'splits': {'train': {'records': 2, 'class_counts': {'a': 2},
+                               'samples': samples}}}
+
+
+def test_sensor_rows_are_sampled_as_a_table_and_windows_as_lines():
+  rows = {'a': [{'id': 'f.csv:1', 'channels': ['temp', 'wind'],
+                 'values': [[0.5, -1.25]]},
+                {'id': 'f.csv:2', 'channels': ['temp', 'wind'],
+                 'values': [[2.0, 0.125]]}]}
+  page = html_report.render(_sensor_report(rows))
+  assert 'Sample rows (train, normalized values)' in page
+  assert ('<tr><th>class</th><th>id</th><th>temp</th><th>wind</th></tr>'
+          '<tr><td>a</td><td>f.csv:1</td><td class="num">0.5</td>'
+          '<td class="num">-1.25</td></tr>') in page
+  assert '<polyline' not in page and 'Sample windows' not in page
+  windows = {'a': [{'id': 'dev#0', 'channels': ['temp', 'wind'],
+                    'values': [[0.5, -1.25], [0.75, -1.0], [1.0, 0.0]]}]}
+  page = html_report.render(_sensor_report(windows))
+  assert 'Sample windows' in page and page.count('<polyline') == 2
+  assert 'Sample rows' not in page

@@ -40,6 +40,7 @@ def test_content_hash_ignores_identity_and_sees_content():
 
 
 def test_content_findings_leaks_and_duplicates():
+  # Members as (split, id, exact): no labels, no observations.
   findings = qc.content_findings([
       ('h3', [('validation', 'f', True), ('validation', 'g', True),
               ('test', 'h', True)]),
@@ -115,7 +116,8 @@ def _text_dataset(root, lines):
 @pytest.fixture(scope='module')
 def leaky(tmp_path_factory):
   """A text dataset whose input repeats 12 texts 6 times each, so the
-  same content lands in several splits (the split is decided per row)."""
+  same content lands in several splits (the split is decided per row),
+  and 3 texts twice with two labels."""
   root = tmp_path_factory.mktemp('leaky')
   lines = ['text,label']
   for i in range(150):
@@ -124,6 +126,8 @@ def leaky(tmp_path_factory):
   for copy in range(6):
     for i in range(12):
       lines.append(f'"repeated text number {i} again",{("a", "b")[i % 2]}')
+  for i in range(3):
+    lines += [f'"labelled twice {i}",a', f'"labelled twice {i}",b']
   return _text_dataset(root, lines)
 
 
@@ -139,7 +143,7 @@ def test_leakage_fails_with_the_ids_and_duplicates_are_counted(leaky,
   leak = checks['no example content in two splits (leakage)']
   assert leak['status'] == 'fail'
   content = report['content']
-  assert 1 <= content['leaked_contents'] <= 12
+  assert 1 <= content['leaked_contents'] <= 15
   some = content['leaks'][0]['ids']
   assert len(some) >= 2  # one content, ids in two or more splits
   assert all(re.fullmatch(r'docs\.csv:\d+', i) for ids in some.values()
@@ -153,6 +157,28 @@ def test_leakage_fails_with_the_ids_and_duplicates_are_counted(leaky,
   assert checks['exact duplicates inside a split']['status'] == 'warn'
   out = capsys.readouterr().out
   assert 'FAILED no example content in two splits' in out
+
+
+def test_label_conflicts_warn_with_ids_and_labels(leaky):
+  report = _report(leaky)
+  content = report['content']
+  # The 3 texts labelled twice; the repeated texts keep their label.
+  assert content['label_conflicts'] == 3
+  assert content['label_conflict_records'] == 6
+  listed = content['label_conflict_examples']
+  assert len(listed) == 3
+  for found in listed:
+    assert set(found['labels']) == {'a', 'b'}
+    (a,), (b,) = found['labels']['a'], found['labels']['b']
+    assert int(b.split(':')[1]) == int(a.split(':')[1]) + 1  # next line
+  check = {c['check']: c for c in report['checks']}[
+      'same content with different labels (label conflicts)']
+  assert check['status'] == 'warn'
+  assert check['detail'].startswith(
+      '3 examples (6 records with the same content) have different labels, '
+      'e.g. a docs.csv:')
+  first = listed[0]['labels']
+  assert (f'a {first["a"][0]} vs b {first["b"][0]}' in check['detail'])
 
 
 @pytest.fixture(scope='module')

@@ -15,8 +15,9 @@ the dataset (pipelines/validate.py, pipelines/reader.py,
 transforms/validation/)
     everything that reads a published dataset gets only the manifest, so
     these methods take the manifest: record checks and statistics, the
-    probes of the exported transform, dataset-level checks, the report's
-    samples and sections, and how the reader applies the transform.
+    probes of the exported transform, dataset-level checks, what leakage
+    means for its data, the report's samples and sections, and how the
+    reader applies the transform.
 
 The dataset-side code of a modality lives in its `checks.py` and its run
 code in the other modules of its folder; `modality.py` ties them to this
@@ -120,6 +121,9 @@ class Modality:
   # Feature statistics that differ between train and the other splits by
   # construction (not compared for drift).
   drift_exempt: FrozenSet[str] = frozenset()
+  # What makes two records one example, as the report's duplicate and
+  # label-conflict checks say it ("no two records of a split have ...").
+  same_example: str = 'the same content'
 
   # Its values that FinalizeDataset hands to manifest_section, by name
   # (outputs of its ReadInputs or BuildRecords): True for one value, False
@@ -209,13 +213,38 @@ class Modality:
       manifest: The dataset's manifest.
       out: The record's summary (see validation/shard_checks.check_record);
         a modality sets what its later checks read (such as 'image',
-        'values', 'exact' or the pixel sums).
+        'values', 'exact', the pixel sums, or the 'observation',
+        'recording' and 'time_range' its leakage_checks use).
       stats: The shard's FeatureStats, or None.
 
     Raises:
       ValueError: The record is wrong; the message says how.
     """
     self._checks().check_values(values, manifest, out, stats)
+
+  def leakage_checks(self, manifest: dict, by_split: Dict[str, List[dict]],
+                     content: dict, recordings: Optional[dict]
+                     ) -> List[dict]:
+    """The report's leakage checks: what an example in two splits means
+    for its data. The default (images, texts) fails on a content in two
+    splits; a modality whose equal contents can be distinct observations
+    says what a leak is instead (sensor: a recording or time range in two
+    splits).
+
+    Args:
+      manifest: The dataset's manifest.
+      by_split: Split -> its shards' check_shard results (with their
+        'time_range').
+      content: dataset_checks.content_findings of all records.
+      recordings: dataset_checks.recording_findings of the records'
+        'recording' (see check_values), or None when not computed.
+
+    Returns:
+      The check entries, each {'check', 'status', 'detail'}.
+    """
+    del manifest, by_split, recordings
+    from transforms.validation import report  # pylint: disable=import-outside-toplevel
+    return report.content_leakage(content)
 
   def report_sample(self, info: dict, manifest: dict) -> dict:
     """A record kept as a sample for the report (`info` is its summary)."""

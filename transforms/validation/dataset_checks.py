@@ -2,19 +2,23 @@
 well formed": content hashes for leakage and duplicates, per-feature
 statistics and their drift between splits, and shard health.
 
-Per record (`record_content_hash`, `FeatureStats.add_record`) the work is
-done where the shard is read; per split (`merge_stats`, `drift`,
-`shard_health`, `leakage_findings`) the results of all shards are combined.
+Per record (`record_content_hash`, `add_record_stats`,
+`widen_time_range`) the work is done where the shard is read; per split or
+dataset (`merge_stats`, `feature_drift`, `shard_health`,
+`content_findings`, `recording_findings`, `merge_time_ranges`) the results
+of all shards are combined.
 Everything is plain data (dicts, lists, numbers) so it travels between Beam
 workers and into the JSON report unchanged.
 """
 
 import bisect
+import collections
 import dataclasses
 import hashlib
 import math
 import statistics
-from typing import Collection, Dict, Iterable, List, Optional, Tuple
+from typing import (Collection, Dict, Iterable, List, NamedTuple, Optional,
+                    Tuple)
 
 import numpy as np
 
@@ -300,59 +304,183 @@ def shard_health(shards: List[dict], split_counts: Dict[str, int],
 # ----------------------------------------------------- leakage, copies --
 
 
+class Member(NamedTuple):
+  """A record in a group of records with equal content."""
+  split: str
+  id: str
+  # Equal hashes mean equal inputs (False for texts whose unknown words all
+  # became the same OOV ids).
+  exact: bool
+  label: str = ''
+  # Which observation the record is, where equal content can be two
+  # observations (sensor: its entity and time); '' where the content alone
+  # says which example a record is (images, texts).
+  observation: str = ''
+
+
 def _keep_first(kept: List[dict], entry: dict) -> None:
   """Keeps the MAX_LISTED entries of smallest content hash (so the list
   does not depend on the order groups arrive in)."""
-  bisect.insort(kept, entry, key=lambda x: x['content'])
+  bisect.insort(kept, entry,
+                key=lambda x: (x['content'], x.get('observation', '')))
   del kept[MAX_LISTED:]
 
 
+def _ids_by(members: List[Member], key: str) -> Dict[str, List[str]]:
+  """{split or label: its members' ids}, sorted and cut to 10 each."""
+  out: Dict[str, List[str]] = {}
+  for m in members:
+    out.setdefault(getattr(m, key), []).append(m.id)
+  return {k: sorted(v)[:10] for k, v in sorted(out.items())}
+
+
 def content_findings(
-    groups: Iterable[Tuple[str, List[Tuple[str, str, bool]]]]) -> dict:
-  """Leakage across splits and exact duplicates inside a split.
+    groups: Iterable[Tuple[str, List[Tuple]]]) -> dict:
+  """Leakage across splits, duplicates inside a split and label conflicts.
+
+  Records of equal content are one example where the content says which
+  example a record is (images, texts). Where equal content can be two
+  observations (sensor rows of two days with equal values), the members'
+  `observation` tells them apart: duplicates and label conflicts are
+  counted per observation, and an observation in two splits is counted
+  besides the content in two splits.
 
   Args:
-    groups: (content hash, [(split, id, exact), ...]) for every content
-      that occurs more than once; `exact` is False when equal hashes may
-      come from different inputs (texts whose unknown words all became the
-      same OOV ids).
+    groups: (content hash, members) for every content that occurs more
+      than once; each member a Member or a tuple of its fields (split, id,
+      exact[, label[, observation]]).
 
   Returns:
     {'leaked_contents', 'leaked_records', 'leaks': [{'content', 'ids':
-    {split: [ids]}}], 'possible_leaks' (contents in several splits whose
-    records are not all exact), 'possible_leak_examples', 'duplicates':
-    {split: extra copies}, 'duplicate_examples': {split: [[ids]]}}, the
-    lists cut at MAX_LISTED.
+    {split: [ids]}}] (exact contents in several splits),
+    'possible_leaks' (contents in several splits whose records are not all
+    exact), 'possible_leak_examples', 'leaked_observations',
+    'leaked_observation_records', 'observation_leaks': [{'content',
+    'observation', 'ids'}] (one observation in several splits),
+    'duplicates': {split: extra copies of an observation},
+    'duplicate_examples': {split: [[ids]]}, 'equal_in_split': {split:
+    extra records of equal content, whatever the observation},
+    'label_conflicts' (observations whose records have different labels),
+    'label_conflict_records', 'label_conflict_examples': [{'content',
+    'observation', 'labels': {label: [ids]}}]}, the lists cut at
+    MAX_LISTED.
   """
-  leaks, possible, leaked_records = [], [], 0
+  leaks, possible, observation_leaks, conflicts = [], [], [], []
+  counts = dict.fromkeys(
+      ('leaked_contents', 'leaked_records', 'possible_leaks',
+       'leaked_observations', 'leaked_observation_records',
+       'label_conflicts', 'label_conflict_records'), 0)
   duplicates: Dict[str, int] = {}
+  equal_in_split: Dict[str, int] = {}
   duplicate_examples: Dict[str, List[List[str]]] = {}
-  leaked_contents = possible_leaks = 0
   for content, members in groups:
-    by_split: Dict[str, List[str]] = {}
-    exact = all(m[2] for m in members)
-    for split, ex_id, _ in members:
-      by_split.setdefault(split, []).append(ex_id)
-    for split, ids in by_split.items():
-      if len(ids) > 1 and exact:
-        duplicates[split] = duplicates.get(split, 0) + len(ids) - 1
-        examples = duplicate_examples.setdefault(split, [])
-        if len(examples) < MAX_LISTED:
-          examples.append(sorted(ids)[:10])
+    members = [Member(*m) for m in members]
+    exact = all(m.exact for m in members)
+    by_split = _ids_by(members, 'split')
+    if exact:
+      for split, n in collections.Counter(m.split for m in members).items():
+        if n > 1:
+          equal_in_split[split] = equal_in_split.get(split, 0) + n - 1
     if len(by_split) > 1:
-      entry = {'content': content,
-               'ids': {k: sorted(v)[:10] for k, v in sorted(by_split.items())}}
+      entry = {'content': content, 'ids': by_split}
       if exact:
-        leaked_contents += 1
-        leaked_records += len(members)
+        counts['leaked_contents'] += 1
+        counts['leaked_records'] += len(members)
         _keep_first(leaks, entry)
       else:
-        possible_leaks += 1
+        counts['possible_leaks'] += 1
         _keep_first(possible, entry)
-  return {'leaked_contents': leaked_contents,
-          'leaked_records': leaked_records, 'leaks': leaks,
-          'possible_leaks': possible_leaks,
-          'possible_leak_examples': possible,
-          'duplicates': dict(sorted(duplicates.items())),
-          'duplicate_examples': {k: sorted(v) for k, v in
-                                 sorted(duplicate_examples.items())}}
+    if not exact:
+      continue
+    observations: Dict[str, List[Member]] = {}
+    for m in members:
+      observations.setdefault(m.observation, []).append(m)
+    for observation, same in sorted(observations.items()):
+      _observation_findings(content, observation, same, counts, duplicates,
+                            duplicate_examples, observation_leaks,
+                            conflicts)
+  return dict(
+      counts, leaks=leaks, possible_leak_examples=possible,
+      observation_leaks=observation_leaks,
+      label_conflict_examples=conflicts,
+      duplicates=dict(sorted(duplicates.items())),
+      duplicate_examples={k: sorted(v) for k, v in
+                          sorted(duplicate_examples.items())},
+      equal_in_split=dict(sorted(equal_in_split.items())))
+
+
+def _observation_findings(content: str, observation: str,
+                          same: List[Member], counts: dict,
+                          duplicates: Dict[str, int],
+                          duplicate_examples: Dict[str, List[List[str]]],
+                          observation_leaks: List[dict],
+                          conflicts: List[dict]) -> None:
+  """Adds what the records `same` of one observation show: copies inside a
+  split, the observation in several splits, different labels."""
+  if len(same) < 2:
+    return
+  by_split: Dict[str, List[str]] = {}
+  for m in same:
+    by_split.setdefault(m.split, []).append(m.id)
+  for split, ids in by_split.items():
+    if len(ids) > 1:
+      duplicates[split] = duplicates.get(split, 0) + len(ids) - 1
+      examples = duplicate_examples.setdefault(split, [])
+      if len(examples) < MAX_LISTED:
+        examples.append(sorted(ids)[:10])
+  if len(by_split) > 1:
+    counts['leaked_observations'] += 1
+    counts['leaked_observation_records'] += len(same)
+    _keep_first(observation_leaks, {
+        'content': content, 'observation': observation,
+        'ids': _ids_by(same, 'split')})
+  if len({m.label for m in same}) > 1:
+    counts['label_conflicts'] += 1
+    counts['label_conflict_records'] += len(same)
+    _keep_first(conflicts, {'content': content, 'observation': observation,
+                            'labels': _ids_by(same, 'label')})
+
+
+def recording_findings(
+    recordings: Iterable[Tuple[str, Dict[str, int]]]) -> dict:
+  """Recordings (such as a sensor's entity) with records in several splits.
+
+  Args:
+    recordings: (recording, {split: its records there}) for every
+      recording found in more than one split.
+
+  Returns:
+    {'recordings_in_splits', 'records', 'examples': [{'recording',
+    'records': {split: n}}]}, the list cut at MAX_LISTED (the first
+    recordings by name).
+  """
+  found, records, examples = 0, 0, []
+  for recording, splits in recordings:
+    found += 1
+    records += sum(splits.values())
+    bisect.insort(examples, {'recording': recording,
+                             'records': dict(sorted(splits.items()))},
+                  key=lambda x: x['recording'])
+    del examples[MAX_LISTED:]
+  return {'recordings_in_splits': found, 'records': records,
+          'examples': examples}
+
+
+def widen_time_range(span: Optional[dict], start: int, end: int,
+                     ex_id: str) -> dict:
+  """The time range `span` ({'first': [time, id], 'last': [time, id]}: the
+  earliest start and the latest end with their records' ids, or None)
+  widened to a record from `start` to `end`; ties go to the smaller id, so
+  the result does not depend on the order records come in."""
+  return merge_time_ranges([span, {'first': [start, ex_id],
+                                   'last': [end, ex_id]}])
+
+
+def merge_time_ranges(spans: Iterable[Optional[dict]]) -> Optional[dict]:
+  """The time range covering `spans` (see widen_time_range), or None."""
+  spans = [s for s in spans if s]
+  if not spans:
+    return None
+  first = min(tuple(s['first']) for s in spans)
+  last = min((-s['last'][0], s['last'][1]) for s in spans)
+  return {'first': list(first), 'last': [-last[0], last[1]]}

@@ -8,7 +8,8 @@ a shard-size chart and every check. Charts are inline SVG and images are
 embedded as data: URLs; the page loads nothing from anywhere, so it opens
 offline and can be mailed or archived as one file.
 
-The chart helpers and `escape` are public for the modalities' sections.
+The chart helpers, `escape` and `number` are public for the modalities'
+sections.
 """
 
 import html
@@ -35,6 +36,7 @@ th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left;
          vertical-align: top; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .status-pass { color: #2b572b; } .status-warn { color: #8a6d1f; }
+.status-info { color: #1f4e8a; }
 .status-fail { color: #8a1f1f; font-weight: bold; }
 .charts { display: flex; flex-wrap: wrap; gap: 1.5em; }
 .chart h3 { font-size: 1em; margin: 0.3em 0; }
@@ -76,12 +78,16 @@ def escape(text) -> str:
 _e = escape  # the short name the page code below uses
 
 
-def _num(x, digits: int = 4) -> str:
+def number(x, digits: int = 4) -> str:
+  """A number as the report shows it ('' for None)."""
   if x is None:
     return ''
   if isinstance(x, int):
     return f'{x:,}'
   return f'{x:.{digits}g}'
+
+
+_num = number
 
 
 def bar_chart(title: str, labels: Sequence[str],
@@ -246,7 +252,9 @@ def render(report: dict, manifest: Optional[dict] = None) -> str:
   warned = [c for c in report['checks'] if c['status'] == 'warn']
   head = (f'<span class="verdict {_e(verdict)}" id="verdict">'
           f'{"PASS" if verdict == "pass" else "FAIL"}</span>')
-  counts = (f'{len(report["checks"]) - len(failed) - len(warned)} passed, '
+  noted = sum(c['status'] == 'info' for c in report['checks'])
+  counts = (f'{len(report["checks"]) - len(failed) - len(warned)} passed'
+            f'{f" ({noted} with information)" if noted else ""}, '
             f'{len(warned)} warned, {len(failed)} failed')
   meta = (f'<div class="meta">dataset <b>{_e(report.get("dataset"))}</b> '
           f'({_e(report.get("modality"))}) · run {_e(report.get("run_id"))}'

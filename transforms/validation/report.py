@@ -4,9 +4,11 @@ and the dataset checked as a whole.
 `build_report` gathers the results of `shard_checks.check_shard` per split
 and applies the checks of CHECKS in order. Each is a small function of the
 gathered inputs (`ReportInputs`) that returns its entries, each
-{'check', 'status', 'detail'} with status 'pass', 'warn' or 'fail'. The
-modality that wrote the dataset adds its own (its `dataset_checks`, which
-may use `entry` and `examples_add_up` from here).
+{'check', 'status', 'detail'} with status 'pass', 'info' (something worth
+knowing that is not a problem), 'warn' or 'fail'. The modality that wrote
+the dataset adds its own (its `dataset_checks`, which may use `entry` and
+`examples_add_up` from here) and says what leakage means for its data (its
+`leakage_checks`; `content_leakage` here is the default).
 """
 
 import dataclasses
@@ -50,6 +52,8 @@ class ReportInputs:
     content: quality_checks.content_findings of all records, if computed.
     thresholds: When drift, shard and record sizes warn or fail.
     dead_letters: dead_letter_findings of the dead-letter files, if read.
+    recordings: quality_checks.recording_findings of the records'
+      recordings, if computed.
   """
   manifest: dict
   results: List[dict]
@@ -60,6 +64,7 @@ class ReportInputs:
   content: Optional[dict]
   thresholds: quality_checks.Thresholds
   dead_letters: Optional[dict] = None
+  recordings: Optional[dict] = None
 
 
 def _split_summary(info: dict, results: List[dict]) -> dict:
@@ -81,7 +86,11 @@ def _split_summary(info: dict, results: List[dict]) -> dict:
           quality_checks.merge_stats(r.get('stats', {}) for r in results)),
       'histograms': quality_checks.merge_hists(
           r.get('hists', {}) for r in results),
-      'samples': report_samples.merge(r.get('samples', {}) for r in results)}
+      'samples': report_samples.merge(r.get('samples', {}) for r in results),
+      # The earliest start and latest end of its records, where they have
+      # times (see quality_checks.widen_time_range).
+      'time_range': quality_checks.merge_time_ranges(
+          r.get('time_range') for r in results)}
 
 
 # ------------------------------------------------------------- checks --
@@ -199,24 +208,31 @@ def _shard_health_checks(run: ReportInputs) -> List[dict]:
   return checks
 
 
-def _listed_ids(leaks: List[dict]) -> str:
-  """The ids of the first five contents, per split."""
+def listed_ids(leaks: List[dict], key: str = 'ids') -> str:
+  """The ids of the first five findings, per split (or per label), for a
+  check's detail."""
   return '; '.join(
-      ' vs '.join(f'{split} {", ".join(ids)}' for split, ids in
-                  leak['ids'].items()) for leak in leaks[:5])
+      ' vs '.join(f'{group} {", ".join(ids)}' for group, ids in
+                  leak[key].items()) for leak in leaks[:5])
 
 
-def _content_checks(run: ReportInputs) -> List[dict]:
-  """No content in two splits (leakage), no copies inside a split."""
-  content = run.content
-  if content is None:
-    return []
+def content_leakage(content: dict) -> List[dict]:
+  """Leakage where the content says which example a record is (images,
+  texts): a content in two splits fails; a text whose unknown words make
+  its content uncertain warns.
+
+  Args:
+    content: quality_checks.content_findings of all records.
+
+  Returns:
+    The check entries.
+  """
   checks = [entry(
       'no example content in two splits (leakage)',
       not content['leaked_contents'],
       f'{content["leaked_contents"]} contents ({content["leaked_records"]} '
       'records) occur in more than one split, e.g. '
-      f'{_listed_ids(content["leaks"])}' if content['leaked_contents'] else
+      f'{listed_ids(content["leaks"])}' if content['leaked_contents'] else
       'every content hash occurs in one split only')]
   if content.get('possible_leaks'):
     checks.append({
@@ -225,20 +241,58 @@ def _content_checks(run: ReportInputs) -> List[dict]:
         'detail': f'{content["possible_leaks"]} token sequences with '
                   'out-of-vocabulary ids occur in more than one split; '
                   'unknown words share ids, so the texts may differ, e.g. '
-                  f'{_listed_ids(content["possible_leak_examples"])}'})
-  checks.append(_duplicates_check(content['duplicates'], run.manifest))
+                  f'{listed_ids(content["possible_leak_examples"])}'})
   return checks
 
 
-def _duplicates_check(dups: Dict[str, int], manifest: dict) -> dict:
-  """Exact copies inside a split warn (oversampling makes them)."""
+def _content_checks(run: ReportInputs) -> List[dict]:
+  """Leakage as the modality means it, label conflicts, copies inside a
+  split."""
+  content = run.content
+  if content is None:
+    return []
+  modality = modalities.of_manifest(run.manifest)
+  checks = modality.leakage_checks(run.manifest, run.by_split, content,
+                                   run.recordings)
+  checks.append(_label_conflicts_check(content, modality.same_example))
+  checks.append(_duplicates_check(content, run.manifest,
+                                  modality.same_example))
+  return checks
+
+
+def _label_conflicts_check(content: dict, same_example: str) -> dict:
+  """Records of one example with different labels warn, listing a few."""
+  conflicts = content.get('label_conflicts', 0)
+  detail = (
+      f'{conflicts} examples ({content["label_conflict_records"]} records '
+      f'with {same_example}) have different labels, e.g. '
+      f'{listed_ids(content["label_conflict_examples"], "labels")}'
+      if conflicts else
+      f'no two records with {same_example} have different labels')
+  return entry('same content with different labels (label conflicts)',
+               not conflicts, detail, problem='warn')
+
+
+def _duplicates_check(content: dict, manifest: dict,
+                      same_example: str) -> dict:
+  """Copies of one example inside a split warn (oversampling makes
+  them)."""
+  dups = content['duplicates']
   oversampled = [s for s, info in manifest['splits'].items()
                  if info.get('rebalance') == 'oversample']
   detail = ('; '.join(f'{split}: {n} extra copies' for split, n in
                       dups.items()) +
             (f' (oversampling copies records in {", ".join(oversampled)} '
              'on purpose)' if oversampled else '')) if dups else (
-                 'no two records of a split have the same content')
+                 f'no two records of a split have {same_example}')
+  # Equal content of different observations (sensor rows of two days).
+  distinct = {split: n - dups.get(split, 0) for split, n in
+              content.get('equal_in_split', {}).items()
+              if n > dups.get(split, 0)}
+  if distinct:
+    detail += ('; equal content of distinct observations, not copies: ' +
+               ', '.join(f'{split} {n} records' for split, n in
+                         distinct.items()))
   return entry('exact duplicates inside a split', not dups, detail,
                problem='warn')
 
@@ -345,7 +399,8 @@ def build_report(manifest: dict, results: List[dict],
                  transform_check: Optional[dict] = None,
                  content: Optional[dict] = None,
                  thresholds: Optional[quality_checks.Thresholds] = None,
-                 dead_letters: Optional[dict] = None) -> dict:
+                 dead_letters: Optional[dict] = None,
+                 recordings: Optional[dict] = None) -> dict:
   """Compares recomputed totals with the manifest and checks the
   dataset as a whole.
 
@@ -357,6 +412,7 @@ def build_report(manifest: dict, results: List[dict],
     content: quality_checks.content_findings of all records, if computed.
     thresholds: When drift, shard and record sizes warn or fail.
     dead_letters: dead_letter_findings of the dead-letter files, if read.
+    recordings: quality_checks.recording_findings, if computed.
 
   Returns:
     The machine-readable report: {'verdict', 'checks', 'splits', ...};
@@ -370,7 +426,8 @@ def build_report(manifest: dict, results: List[dict],
   splits = {split: _split_summary(info, by_split.get(split, []))
             for split, info in manifest['splits'].items()}
   run = ReportInputs(manifest, results, by_split, splits, extra_files,
-                     transform_check, content, th, dead_letters)
+                     transform_check, content, th, dead_letters,
+                     recordings)
   checks = [c for check in CHECKS for c in check(run)]
   if th.strict:
     for c in checks:
@@ -389,7 +446,7 @@ def _assemble(run: ReportInputs, checks: List[dict]) -> dict:
           'run_id': manifest.get('run_id'), 'checks': checks,
           'warnings': sum(c['status'] == 'warn' for c in checks),
           'splits': run.splits, 'record_errors': record_errors[:200],
-          'content': run.content,
+          'content': run.content, 'recordings': run.recordings,
           'thresholds': dataclasses.asdict(run.thresholds),
           'shards': [{k: r.get(k) for k in (
               'split', 'file', 'records', 'bad_records', 'readable',

@@ -53,6 +53,10 @@ def check_record(record: bytes, manifest: dict,
   Returns:
     {'label': str, 'id': str, 'content': content hash, 'exact': whether
     equal hashes mean equal inputs (not for texts with unknown words),
+    'observation': which observation the record is where equal content
+    can be two ('' where the content says it), 'recording': the recording
+    whose records must share a split (a sensor's entity) or None,
+    'time_range': (start, end) of the times it covers or None,
     'channel_sum', 'channel_sum_squares', 'pixels', 'image': decoded
     pixels or None, 'values': the sensor values or None} for the
     aggregates; what a modality does not set keeps its default here.
@@ -67,6 +71,7 @@ def check_record(record: bytes, manifest: dict,
          'channel_sum': None, 'channel_sum_squares': None, 'pixels': 0,
          'image': None, 'values': None, 'flags': (),
          'id': values[schema.ID][0].decode('utf-8', 'replace'), 'exact': True,
+         'observation': '', 'recording': None, 'time_range': None,
          'content': quality_checks.record_content_hash(
              feats, modality.identity_features)}
   modality.check_values(values, manifest, out, stats)
@@ -132,8 +137,12 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
 
   Returns:
     A shard result: counts, class counts, fingerprint, pixel sums, the
-    flagged records ({flag: {'count', 'ids'}}) and the problems found (each
-    naming the file).
+    flagged records ({flag: {'count', 'ids'}}), the problems found (each
+    naming the file), each record's (content hash, (split, id, exact,
+    label, observation)) in 'content',
+    the records of each recording in 'recordings' ({recording: n}) and
+    the time range the records cover in 'time_range' (see
+    dataset_checks.widen_time_range; None without times).
   """
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
   path = manifest_lib.join(output, shard['file'])
@@ -143,7 +152,8 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
             'fingerprint': format(0, '032x'), 'channel_sum': None,
             'channel_sum_squares': None, 'pixels': 0, 'sha256': None,
             'readable': True, 'bytes': None, 'largest_record': 0,
-            'stats': {}, 'content': [], 'samples': {}, 'flagged': {}}
+            'stats': {}, 'content': [], 'samples': {}, 'flagged': {},
+            'recordings': {}, 'time_range': None}
   if not FileSystems.exists(path):
     result['readable'] = False
     result['shard_errors'].append(f'{shard["file"]}: file is missing')
@@ -203,7 +213,17 @@ def _add_record(result: dict, record: bytes, name: str, manifest: dict,
       result['record_errors'].append(
           f'{name}: record {result["records"] - 1}: {e}')
     return
-  result['content'].append((info['content'], info['id'], info['exact']))
+  # (content, the fields of a dataset_checks.Member): a plain tuple, which
+  # Beam encodes without pickling.
+  result['content'].append((info['content'], (
+      result['split'], info['id'], info['exact'], info['label'],
+      info['observation'])))
+  if info['recording'] is not None:
+    recordings = result['recordings']
+    recordings[info['recording']] = recordings.get(info['recording'], 0) + 1
+  if info['time_range'] is not None:
+    result['time_range'] = quality_checks.widen_time_range(
+        result['time_range'], *info['time_range'], info['id'])
   report_samples.keep(result['samples'], info, manifest)
   counts = result['class_counts']
   counts[info['label']] = counts.get(info['label'], 0) + 1

@@ -3,13 +3,23 @@
 The validation pipeline and the reader call these through the plug-in (see
 transforms/modalities/base.py). Records hold the normalized values of one
 row or one window of rows ('values', [rows, channels] flattened), with
-optional bucket ids and the times they cover.
+optional bucket ids, the entity and the times they cover.
+
+Leakage (`leakage_checks`) is a recording in two splits, not equal values:
+two days of weather can have equal values and are still two observations.
+With --split_by entity an entity with records in two splits fails; with
+--split_by time split time ranges that overlap or leave their cut-offs
+fail; with --split_by hash (rows split one by one) entity and time are no
+criterion, and one observation (the same values at the same time of the
+same entity) in two splits fails. Equal values in two splits are reported
+as information.
 """
 
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from transforms.modalities.sensor import windows
 from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
@@ -29,7 +39,9 @@ def check_values(values: Dict[str, list], manifest: dict, out: dict,
                  stats) -> None:
   """Checks a record's values, buckets and times; adds its statistics.
 
-  Sets out['values'] (for the report's sample windows).
+  Sets out['values'] (for the report's samples), and for the leakage
+  checks out['observation'] (its entity and times), out['time_range'] and,
+  with --split_by entity, out['recording'] (its entity).
 
   Args:
     values: Feature name -> the record's values.
@@ -42,6 +54,7 @@ def check_values(values: Dict[str, list], manifest: dict, out: dict,
   """
   _check_sensor_values(values, manifest)
   out['values'] = values['values']
+  _identify(values, manifest, out)
   if stats is not None:
     quality_checks.add_record_stats(stats, values, manifest, _OWN_STATS)
     if 'values' in values:
@@ -49,6 +62,24 @@ def check_values(values: Dict[str, list], manifest: dict, out: dict,
       arr = np.asarray(values['values'], np.float64).reshape(
           -1, len(channels))
       stats.add_channels('values', arr, channels)
+
+
+def _identify(values: Dict[str, list], manifest: dict, out: dict) -> None:
+  """Which observation the record is, the time range it covers and, when
+  the splits keep entities whole, its recording."""
+  entity = values['entity'][0].decode('utf-8', 'replace') if (
+      'entity' in values) else ''
+  if 'time' in values:
+    start = end = int(values['time'][0])
+  elif 'start_time' in values:
+    start, end = int(values['start_time'][0]), int(values['end_time'][0])
+  else:
+    start = end = None
+  out['observation'] = f'{entity}@{start}..{end}'
+  if start is not None:
+    out['time_range'] = (start, end)
+  if manifest['sensor'].get('split_by') == 'entity' and 'entity' in values:
+    out['recording'] = entity
 
 
 def _check_sensor_values(values: Dict[str, list], manifest: dict) -> None:
@@ -117,6 +148,149 @@ def _windows_formed(manifest: dict) -> dict:
       f'cut-off, {kept} kept')
 
 
+# ------------------------------------------------------------ leakage --
+
+
+def leakage_checks(manifest: dict, by_split: Dict[str, List[dict]],
+                   content: dict, recordings: Optional[dict]) -> List[dict]:
+  """What a leak is for sensor data, as --split_by split it (see the
+  module docstring), and the equal values in two splits as information.
+
+  Args:
+    manifest: The manifest.
+    by_split: Split -> its shards' check_shard results (their
+      'time_range').
+    content: dataset_checks.content_findings of all records.
+    recordings: dataset_checks.recording_findings of the entities (with
+      --split_by entity), or None when not computed.
+
+  Returns:
+    The check entries, each {'check', 'status', 'detail'}.
+  """
+  split_by = manifest['sensor'].get('split_by', 'hash')
+  if split_by == 'entity':
+    checks = _entity_leakage(recordings)
+  elif split_by == 'time':
+    checks = [_time_leakage(manifest, by_split)]
+  else:
+    checks = [_observation_leakage(content)]
+  return checks + [_equal_values(manifest, content)]
+
+
+def _entity_leakage(recordings: Optional[dict]) -> List[dict]:
+  """--split_by entity: no entity has records in two splits."""
+  if recordings is None:
+    return []
+  found = recordings['recordings_in_splits']
+  listed = '; '.join(
+      f'{x["recording"]}: ' + ', '.join(f'{split} {n}' for split, n in
+                                       x['records'].items())
+      for x in recordings['examples'][:5])
+  return [report_lib.entry(
+      'no recording (entity) in two splits (leakage)', not found,
+      f'{found} entities ({recordings["records"]} records) have records in '
+      'more than one split, though --split_by entity keeps each entity\'s '
+      f'records in one; records per split: {listed}' if found else
+      'every entity\'s records are in one split (--split_by entity)')]
+
+
+def _time(ns: int) -> str:
+  return windows.format_time(ns)
+
+
+def _time_leakage(manifest: dict, by_split: Dict[str, List[dict]]) -> dict:
+  """--split_by time: the splits' time ranges follow the cut-offs in
+  order and do not overlap."""
+  names = list(manifest['splits'])
+  spans = {name: quality_checks.merge_time_ranges(
+      r.get('time_range') for r in by_split.get(name, [])) for name in names}
+  problems = []
+  for i, early in enumerate(names):
+    for late in names[i + 1:]:
+      a, b = spans[early], spans[late]
+      if a and b and b['first'][0] <= a['last'][0]:
+        problems.append(
+            f'{late} record {b["first"][1]} starts at {_time(b["first"][0])}'
+            f', not after {early} record {a["last"][1]} ends at '
+            f'{_time(a["last"][0])}: the time ranges of {early} and {late} '
+            'overlap')
+  cutoffs = list(manifest['sensor'].get('time_cutoffs') or [])
+  if len(cutoffs) + 1 == len(names):
+    problems += _outside_cutoffs(names, spans, cutoffs)
+  else:
+    problems.append(f'the manifest records {len(cutoffs)} time cut-offs for '
+                    f'{len(names)} splits')
+  shown = ', '.join(
+      f'{name} {_time(spans[name]["first"][0])} to '
+      f'{_time(spans[name]["last"][0])}' for name in names if spans[name])
+  return report_lib.entry(
+      'no time range in two splits (leakage)', not problems,
+      '; '.join(problems[:10]) if problems else
+      f'the splits\' time ranges follow the cut-offs '
+      f'({", ".join(cutoffs)}) in order and do not overlap: {shown}')
+
+
+def _outside_cutoffs(names: List[str], spans: Dict[str, Optional[dict]],
+                     cutoffs: List[str]) -> List[str]:
+  """The splits with records outside their cut-offs (split i holds the
+  times from cut-off i - 1 up to, not including, cut-off i; the manifest
+  records the cut-offs as ISO-8601 times)."""
+  bounds = [None] + [windows.parse_time(c) for c in cutoffs] + [None]
+  problems = []
+  for i, name in enumerate(names):
+    span = spans[name]
+    if not span:
+      continue
+    low, high = bounds[i], bounds[i + 1]
+    if low is not None and span['first'][0] < low:
+      problems.append(
+          f'{name} record {span["first"][1]} starts at '
+          f'{_time(span["first"][0])}, before the cut-off {cutoffs[i - 1]} '
+          f'where {name} begins')
+    if high is not None and span['last'][0] >= high:
+      problems.append(
+          f'{name} record {span["last"][1]} ends at '
+          f'{_time(span["last"][0])}, not before the cut-off {cutoffs[i]} '
+          f'where {name} ends')
+  return problems
+
+
+def _observation_leakage(content: dict) -> dict:
+  """--split_by hash: no observation (a row's values at its time, of its
+  entity) in two splits."""
+  found = content.get('leaked_observations', 0)
+  why = ('--split_by hash splits rows one by one (by row id), so an '
+         'entity\'s rows and a time range are in several splits by design: '
+         'entity and time alone are not a leakage criterion')
+  return report_lib.entry(
+      'no observation (entity, time and values) in two splits (leakage)',
+      not found,
+      f'{found} rows ({content["leaked_observation_records"]} records) are '
+      'in more than one split with the same values, time and entity: the '
+      'input holds the row more than once and its copies were split apart, '
+      f'e.g. {report_lib.listed_ids(content["observation_leaks"])} ({why})'
+      if found else
+      f'{why}; no row (the same values at the same time of the same '
+      'entity) is in two splits')
+
+
+def _equal_values(manifest: dict, content: dict) -> dict:
+  """Equal rows (or windows) in two splits: information, not a leak."""
+  what = 'windows' if manifest['sensor'].get('mode') == 'window' else (
+      'feature rows')
+  found = content['leaked_contents']
+  return {
+      'check': f'equal {what} in two splits (distinct observations, not '
+               'leakage)',
+      'status': 'info' if found else 'pass',
+      'detail': f'{found} {what} ({content["leaked_records"]} records) '
+                'occur with equal values in more than one split; records '
+                'of other times or entities are distinct observations (two '
+                'days of weather can have equal values), e.g. '
+                f'{report_lib.listed_ids(content["leaks"])}' if found else
+                f'no {what} with equal values are in two splits'}
+
+
 # ------------------------------------------------------------- report --
 
 
@@ -132,17 +306,44 @@ def report_sample(info: dict, manifest: dict) -> dict:
 
 
 def html_sections(report: dict, manifest) -> str:
-  """The report's charts of sample windows, two per class (of the train
-  split, or of the first split without one)."""
-  del manifest
+  """The report's samples (of the train split, or of the first split
+  without one): windows as line charts, two per class; rows (one example
+  per row) as a table of their channel values."""
   split, samples = html_report.sample_split(report)
+  shown = [(label, x) for label, items in samples.items() for x in items
+           if 'values' in x]
+  if not shown:
+    return ''
+  if manifest is not None:
+    rows = manifest['sensor'].get('mode') == 'row'
+  else:  # a row's sample holds one row of values
+    rows = all(len(x['values']) == 1 for _, x in shown)
+  if rows:
+    return _sample_rows(split, shown, manifest)
   charts = [html_report.line_chart(f'{label}: {x["id"]}', x['channels'],
                                    x['values'])
             for label, items in samples.items() for x in items[:2]
             if 'values' in x]
   return (f'<h2>Sample windows ({html_report.escape(split)}, normalized '
-          f'values)</h2><div class="charts">{"".join(charts)}</div>'
-          if charts else '')
+          f'values)</h2><div class="charts">{"".join(charts)}</div>')
+
+
+def _sample_rows(split: str, shown: List[Tuple[str, dict]],
+                 manifest) -> str:
+  """The sample rows as one table: class, id and each channel's value."""
+  e = html_report.escape
+  channels = shown[0][1]['channels']
+  total = len(manifest['sensor']['channels']) if manifest else len(channels)
+  cut = (f'; the first {len(channels)} of {total} channels'
+         if total > len(channels) else '')
+  head = ''.join(f'<th>{e(c)}</th>' for c in channels)
+  body = ''.join(
+      f'<tr><td>{e(label)}</td><td>{e(x["id"])}</td>' + ''.join(
+          f'<td class="num">{e(html_report.number(v))}</td>'
+          for v in x['values'][0]) + '</tr>' for label, x in shown)
+  return (f'<h2>Sample rows ({e(split)}, normalized values{e(cut)})</h2>'
+          f'<table class="sample-rows"><tr><th>class</th><th>id</th>{head}'
+          f'</tr>{body}</table>')
 
 
 # ------------------------------------------------------------- reading --

@@ -22,6 +22,8 @@ class SensorModality(Modality):
                      'observations, not copies.')
   identity_features = frozenset({'entity', 'time', 'start_time',
                                  'end_time'})
+  # Equal values at two times (or of two entities) are two observations.
+  same_example = 'the same values, entity and time'
   # What its manifest_section reads (True: one value; False: a list).
   manifest_values = {
       'train_stats': True, 'columns': True, 'counts': False,
@@ -106,6 +108,12 @@ class SensorModality(Modality):
           f'--window_length asks for (the longest has '
           f'{sensor["longest_entity_rows"]})')
     return problems
+
+  def leakage_checks(self, manifest, by_split, content, recordings):
+    """A recording (entity) or time range in two splits fails, as
+    --split_by decides; equal values in two splits are information."""
+    return self._checks().leakage_checks(manifest, by_split, content,
+                                         recordings)
 
   def tfds_input_features(self, manifest):
     return 'values'
