@@ -38,7 +38,8 @@ def add_arguments(add) -> None:
       'training mean, inside the exported transform). '
       'Default: dead_letter.')
   add('--split_by', default='auto',
-      help='Sensor: hash (of each row; one example per row only), entity '
+      help='Sensor: hash (of each row\'s entity and time, so a row the '
+      'input holds twice stays in one split; one example per row only), entity '
       '(all of a recording in one split, by a hash of the entity with '
       '--splits ratios) or time (by --time_cutoffs). auto: entity when '
       'there is an entity column, time when --time_cutoffs are given, '

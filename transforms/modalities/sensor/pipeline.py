@@ -136,8 +136,13 @@ class _ReadRowsFn(beam.DoFn):
       return win.time_splits(rows.time, sc.time_cutoffs)
     if sc.split_by == 'entity':
       return split_lib.hash_splits(rows.entity, cfg.split_ratios, names)
-    ids = [f'{source}:{r}' for r in rows.row.tolist()]
-    return split_lib.hash_splits(ids, cfg.split_ratios, names)
+    del source
+    # A row is an observation: its entity at its time. Keyed by that (not
+    # by its place in the file), a row the input holds twice is one
+    # observation in one split, never in train and test at once.
+    keys = [f'{e}\x1f{t}' for e, t in zip(rows.entity.tolist(),
+                                           rows.time.tolist())]
+    return split_lib.hash_splits(keys, cfg.split_ratios, names)
 
   def _missing(self, rows):
     """(rows with a missing value, rows kept: all with --missing impute)."""
