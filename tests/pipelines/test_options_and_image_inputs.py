@@ -88,18 +88,75 @@ def test_ref_from_path_unknown_split_folder_is_dead_lettered():
   assert 'unknown split' in dead and 'holdout' in dead
 
 
-@pytest.mark.parametrize('path,from_input,why', [
-    ('/in/cat/notes.txt', False, 'not an image extension'),
-    ('/in/cat/.DS_Store', False, 'not an image extension'),
-    ('/in/top.jpg', False, 'not at depth 2'),
-    ('/in/a/b/c.jpg', False, 'not at depth 2'),
-    ('/in/cat/1.jpg', True, 'not at depth 3'),
-    ('/in/train/a/b/1.jpg', True, 'not at depth 3'),
+@pytest.mark.parametrize('path,from_input,nested,why', [
+    ('/in/cat/notes.txt', False, 'include',
+     'file extension is not an image extension'),
+    ('/in/cat/.DS_Store', False, 'include',
+     'file extension is not an image extension'),
+    ('/in/top.jpg', False, 'include', 'not in a class folder'),
+    ('/in/cat/1.jpg', True, 'include',
+     'not in a class folder inside a split folder'),
+    ('/in/a/b/c.jpg', False, 'skip',
+     'in a folder nested inside the class folder a (--nested_folders skip)'),
+    ('/in/train/a/b/1.jpg', True, 'skip',
+     'in a folder nested inside the class folder a (--nested_folders skip)'),
 ])
-def test_ref_from_path_skips(path, from_input, why):
-  ref, skip, dead = sources.ref_from_path('/in', path, from_input, RATIOS)
+def test_ref_from_path_skips(path, from_input, nested, why):
+  ref, skip, dead = sources.ref_from_path('/in', path, from_input, RATIOS,
+                                          nested)
   assert ref is None and dead is None
-  assert why in skip
+  assert skip == why
+
+
+@pytest.mark.parametrize('root,path,from_input,label,split_of', [
+    ('/in', '/in/cat/2019/x.jpg', False, 'cat', None),
+    ('gs://b/in/', 'gs://b/in/cat/2019/06/x.jpg', False, 'cat', None),
+    ('/in', '/in/train/cat/2019/x.jpg', True, 'cat', 'train'),
+    ('/in', '/in/val/dog/a/b/c/x.png', True, 'dog', 'validation'),
+])
+def test_ref_from_path_nested_folders_are_of_their_class(root, path,
+                                                         from_input, label,
+                                                         split_of):
+  ref, skip, dead = sources.ref_from_path(root, path, from_input, RATIOS)
+  assert (skip, dead) == (None, None)
+  example_id = '/'.join(files.relative_parts(root, path))
+  assert (ref.path, ref.example_id, ref.label) == (path, example_id, label)
+  # The id is the whole path below the root, and so is the split key.
+  assert ref.split == (split_of or split.assign_split(example_id, RATIOS))
+
+
+def _listed(path, problem=None, skip=None):
+  return files.Listed(os.fsdecode(path), problem, skip)
+
+
+@pytest.mark.parametrize('entry,nested,want', [
+    (_listed('/in/cat/a.jpg'), 'include', 'ref'),
+    (_listed('/in/cat/loop', skip='symbolic link loop: x'), 'include',
+     ('skip', 'symbolic link loop: x')),
+    (_listed('/in/cat/gone.jpg', problem='broken symbolic link: y'),
+     'include', ('dead', 'broken symbolic link: y')),
+    (_listed(b'/in/cat/caf\xe9.jpg', problem='not UTF-8'), 'include',
+     ('dead', 'not UTF-8')),
+    (_listed(b'/in/caf\xe9/2019/a.jpg', problem='not UTF-8'), 'include',
+     ('dead', 'not UTF-8')),
+    # Where it would not have been an input, it is skipped as any file.
+    (_listed(b'/in/cat/caf\xe9.txt', problem='not UTF-8'), 'include',
+     ('skip', 'file extension is not an image extension')),
+    (_listed('/in/gone.jpg', problem='broken symbolic link: y'), 'include',
+     ('skip', 'not in a class folder')),
+    (_listed('/in/cat/2019/gone.jpg', problem='broken symbolic link: y'),
+     'skip', ('skip', 'in a folder nested inside the class folder cat '
+              '(--nested_folders skip)')),
+])
+def test_ref_from_listed(entry, nested, want):
+  ref, skip, dead = sources.ref_from_listed('/in', entry, False, RATIOS,
+                                            nested)
+  if want == 'ref':
+    assert (ref.example_id, skip, dead) == ('cat/a.jpg', None, None)
+  elif want[0] == 'skip':
+    assert (ref, skip, dead) == (None, want[1], None)
+  else:
+    assert (ref, skip, dead) == (None, None, want[1])
 
 
 # ------------------------------------------------------- manifest lines
@@ -301,6 +358,67 @@ def test_check_input_bad_manifests(tmp_path, name, text, from_input, match):
     sources.check_input(str(path), from_input)
 
 
+@pytest.mark.parametrize('parts,from_input', [
+    (('cat', '2019', 'x.jpg'), False),
+    (('cat', '2019', '06', 'x.jpg'), False),
+    (('train', 'cat', '2019', 'x.jpg'), True),
+])
+def test_check_input_accepts_images_only_in_nested_folders(tmp_path, parts,
+                                                           from_input):
+  _touch(tmp_path, *parts)
+  assert sources.check_input(str(tmp_path), from_input) is None
+  assert sources.check_input(str(tmp_path), from_input, 'include') is None
+
+
+def test_check_input_nested_images_with_nested_folders_skip(tmp_path):
+  _touch(tmp_path, 'cat', '2019', 'x.jpg')
+  with pytest.raises(UsageError) as info:
+    sources.check_input(str(tmp_path), False, 'skip')
+  assert str(info.value) == (
+      f'the images in {tmp_path} are all in folders nested inside the class '
+      f'folders, such as {tmp_path}/cat/2019/x.jpg, and --nested_folders '
+      'skip skips those; pass --nested_folders include to use them')
+  _touch(tmp_path, 'cat', 'y.jpg')
+  assert sources.check_input(str(tmp_path), False, 'skip') is None
+
+
+def test_check_input_split_folders_without_from_input(tmp_path):
+  # Below split folders, images are two folders deep: a hint, not classes
+  # named train and test.
+  _touch(tmp_path, 'train', 'cat', '1.jpg')
+  _touch(tmp_path, 'test', 'dog', '2.jpg')
+  with pytest.raises(UsageError) as info:
+    sources.check_input(str(tmp_path), False)
+  assert str(info.value) == (
+      f'{tmp_path} holds images two folders deep, as in '
+      f'{tmp_path}/train/<label>/image.jpg; pass --splits from_input to use '
+      'those split folders')
+
+
+def test_check_input_nested_class_folder_is_not_a_split_folder(tmp_path):
+  _touch(tmp_path, 'cat', '2019', 'x.jpg')
+  with pytest.raises(UsageError, match="found 'cat'"):
+    sources.check_input(str(tmp_path), True)
+
+
+@pytest.mark.parametrize('name', ['photos [2019]', 'what?', 'a*b', '[x]'])
+def test_check_input_takes_folder_names_literally(tmp_path, name):
+  root = tmp_path / name
+  _touch(root, 'cat', '1.jpg')
+  assert sources.check_input(str(root), False) is None
+  assert sources.check_input(str(root) + '/', False) is None
+  # Not a pattern: a folder the pattern would match is not the input.
+  _touch(tmp_path, 'photos 2', 'cat', '1.jpg')
+  with pytest.raises(UsageError, match='does not exist'):
+    sources.check_input(str(tmp_path / 'photos [2]'), False)
+
+
+def test_check_input_symbolic_link_loop(tmp_path):
+  _touch(tmp_path, 'cat', '1.jpg')
+  os.symlink('..', tmp_path / 'cat' / 'up')
+  assert sources.check_input(str(tmp_path), False) is None
+
+
 # ------------------------------------------------------------ options
 
 
@@ -331,6 +449,7 @@ def test_defaults():
   assert cfg.settings.jpeg_quality == 90
   assert cfg.settings.max_pixels == 100_000_000
   assert cfg.settings.background == '#ffffff'
+  assert cfg.settings.nested_folders == 'include'
   assert cfg.normalization == 'zscore'
   assert cfg.split_ratios == (('train', 0.8), ('validation', 0.1),
                               ('test', 0.1))
@@ -408,6 +527,16 @@ def test_background_is_checked_kept_and_hashed(value, expected):
   # It changes the records of transparent images: part of the hash.
   assert (cfg.config_hash() == _resolve().config_hash()) == (
       expected == '#ffffff')
+
+
+def test_nested_folders_is_checked_kept_and_hashed():
+  cfg = _resolve('--nested_folders', 'SKIP')
+  assert cfg.settings.nested_folders == 'skip'
+  assert cfg.to_json()['image']['nested_folders'] == 'skip'
+  # It decides which images are inputs: part of the hash.
+  assert cfg.config_hash() != _resolve().config_hash()
+  assert _resolve('--nested_folders', 'include').config_hash() == (
+      _resolve().config_hash())
 
 
 @pytest.mark.parametrize('flags,match', [
@@ -496,6 +625,8 @@ def test_background_is_checked_kept_and_hashed(value, expected):
     (['--background', 'grey'], '--background must be white, black, a '
      '#rrggbb colour or r,g,b with values from 0 to 255'),
     (['--background', '#fff'], '--background must be white, black'),
+    (['--nested_folders', 'flatten'], r"--nested_folders must be one of "
+     r"include, skip \(got 'flatten'\)"),
     (['--background', '255,255,256'], '--background must be white, black'),
     (['--name', 'my-data'], '--name must be a plain name'),
     (['--name', 'a/b'], '--name must be a plain name'),

@@ -94,7 +94,8 @@ class ReadImages(skeleton.ReadInputs):
     cfg, manifest_format = self._cfg, self._plan
     names = cfg.split_names
     listed = pbegin | 'ListInputs' >> sources.ListImageInputs(
-        cfg.input, cfg.splits_from_input, cfg.split_ratios, manifest_format)
+        cfg.input, cfg.splits_from_input, cfg.split_ratios, manifest_format,
+        cfg.settings.nested_folders)
     refs = listed.refs
     # -> InputRef per image
     listed_classes = _count_per_key(
