@@ -1,6 +1,8 @@
 """Unit tests for transforms/modalities/image/inputs.py (pure functions, check_input on tmp
 folders) and pipelines/options.py (resolve_config). No pipeline runs."""
 
+import csv
+import io
 import json
 import os
 import re
@@ -244,6 +246,102 @@ def test_manifest_line_dead_letters(fmt, line, from_input, match):
                                                from_input, RATIOS)
   assert ref is None
   assert reason is not None and match in reason
+
+
+def _records(text, fmt=CSV):
+  return list(sources.manifest_records(io.StringIO(text, newline=''), fmt))
+
+
+CSV_CAPTION = sources.ManifestFormat(kind='csv', path_index=0, label_index=1)
+
+
+def test_manifest_records_quoted_line_breaks_span_lines():
+  text = ('path,label,caption\r\n'
+          'a.jpg,cat,"two\r\nlines"\r\n'
+          '"b, c.jpg",dog,"three\nshort\nlines"\n'
+          '\n'
+          'd.jpg,"the ""big"" cat",plain\n')
+  assert _records(text, CSV_CAPTION) == [
+      (1, 'path,label,caption\r\n', ['path', 'label', 'caption'], None),
+      (2, 'a.jpg,cat,"two\r\nlines"\r\n', ['a.jpg', 'cat', 'two\r\nlines'],
+       None),
+      (4, '"b, c.jpg",dog,"three\nshort\nlines"\n',
+       ['b, c.jpg', 'dog', 'three\nshort\nlines'], None),
+      (7, '\n', [], None),
+      (8, 'd.jpg,"the ""big"" cat",plain\n', ['d.jpg', 'the "big" cat',
+                                             'plain'], None),
+  ]
+
+
+def test_manifest_records_tsv_quotes_too():
+  text = 'path\tlabel\tnote\na.jpg\tcat\t"x\ny"\nb.jpg\tdog\tz\n'
+  assert [(n, row) for n, _, row, _ in _records(text, TSV)] == [
+      (1, ['path', 'label', 'note']), (2, ['a.jpg', 'cat', 'x\ny']),
+      (4, ['b.jpg', 'dog', 'z'])]
+
+
+def test_manifest_records_an_unclosed_quote_costs_one_line():
+  # The quote opened on line 2 would swallow lines 3 and 4 into its path.
+  text = ('path,label\n'
+          '"a.jpg,cat\n'
+          'b.jpg,dog\n'
+          '"c.jpg",bird\n'
+          'd.jpg,"cat\n'
+          'e.jpg,dog"\n')
+  assert _records(text) == [
+      (1, 'path,label\n', ['path', 'label'], None),
+      (2, '"a.jpg,cat\n', None, 'a quote opened on this line is not closed '
+       'on it (only columns other than path, label and split may hold line '
+       'breaks)'),
+      (3, 'b.jpg,dog\n', ['b.jpg', 'dog'], None),
+      (4, '"c.jpg",bird\n', ['c.jpg', 'bird'], None),
+      (5, 'd.jpg,"cat\n', None, 'a quote opened on this line is not closed '
+       'on it (only columns other than path, label and split may hold line '
+       'breaks)'),
+      (6, 'e.jpg,dog"\n', ['e.jpg', 'dog"'], None),
+  ]
+
+
+def test_manifest_records_a_quote_open_for_too_many_lines(monkeypatch):
+  monkeypatch.setattr(sources, 'MAX_RECORD_LINES', 3)
+  text = 'path,label,note\na.jpg,cat,"x\n' + ''.join(
+      f'{i}.jpg,dog,y\n' for i in range(4))
+  records = _records(text, CSV_CAPTION)
+  assert records[1] == (2, 'a.jpg,cat,"x\n', None, 'a quote opened on this '
+                        'line is not closed within 3 lines')
+  assert [(n, row) for n, _, row, _ in records[2:]] == [
+      (3 + i, [f'{i}.jpg', 'dog', 'y']) for i in range(4)]
+
+
+def test_manifest_records_bad_bytes_and_csv_errors_are_one_line_each():
+  # Undecodable bytes arrive as surrogates (the file is read with
+  # errors='surrogateescape').
+  text = ('path,label\n'
+          'caf\udce9.jpg,cat\n'
+          '"long,\n'
+          'field",cat\n'
+          'b.jpg,dog\n')
+  limit = csv.field_size_limit(8)
+  try:
+    records = _records(text)
+  finally:
+    csv.field_size_limit(limit)
+  assert records == [
+      (1, 'path,label\n', ['path', 'label'], None),
+      (2, 'caf\udce9.jpg,cat\n', None, 'manifest line is not valid UTF-8'),
+      (3, '"long,\n', None, 'manifest line is not valid CSV: field larger '
+       'than field limit (8)'),
+      (4, 'field",cat\n', ['field"', 'cat'], None),
+      (5, 'b.jpg,dog\n', ['b.jpg', 'dog'], None),
+  ]
+
+
+def test_manifest_line_with_parsed_fields():
+  ref, reason = sources.ref_from_manifest_line(
+      'a.jpg,cat,"x\ny"\n', CSV_CAPTION, '/m/l.csv', False, RATIOS,
+      row=['a.jpg', 'cat', 'x\ny'])
+  assert reason is None
+  assert (ref.path, ref.example_id, ref.label) == ('/m/a.jpg', 'a.jpg', 'cat')
 
 
 @pytest.mark.parametrize('fmt', [CSV, TSV, JSONL])

@@ -1,7 +1,7 @@
 """Image inputs as they are found on disk, through real pipeline runs:
 images in folders nested inside the class folders, symbolic links (good,
-broken, looping), names that are not valid UTF-8 and folder names holding
-pattern characters.
+broken, looping), names that are not valid UTF-8, folder names holding
+pattern characters, and CSV manifests whose quoted fields hold line breaks.
 
 Every file becomes an example, a dead letter or a skipped file, and the
 manifest's counts say which; validation passes on each dataset.
@@ -193,3 +193,42 @@ def test_nested_folders_skip_names_the_reason(split_tree):
         {'input': f'{split_tree}/test/dog/2020/01/h.png',
          'reason': 'in a folder nested inside the class folder dog '
                    '(--nested_folders skip)'}]))
+
+
+# --------------------------------------------------------------- manifests
+
+
+def test_csv_manifest_quoted_line_breaks(tmp_path):
+  folder = tmp_path / 'lists [1]'
+  _images(folder, ['photos [2019]/cat/a.jpg', 'photos [2019]/cat/b.jpg',
+                   'photos [2019]/dog/c.png', 'what?/d.png'], 40)
+  (folder / 'm.csv').write_text(
+      'path,label,caption\n'
+      'photos [2019]/cat/a.jpg,cat,"a cat\non two lines"\n'
+      '"photos [2019]/cat/b.jpg",cat,plain\n'
+      '\n'
+      '"photos [2019]/dog/c.png,dog,a quote left open\n'
+      'photos [2019]/dog/c.png,dog,"three\nshort\nlines"\n'
+      'what?/d.png,"dog",\n'
+      ',cat,no path\n', encoding='utf-8')
+  out = tmp_path / 'out'
+  manifest = preprocess.run(['--input', str(folder / 'm.csv'), '--output',
+                             str(out)] + ARGS)
+  totals = manifest['totals']
+  assert {k: totals[k] for k in ('inputs', 'examples', 'dead_lettered',
+                                 'skipped_files')} == {
+                                     'inputs': 6, 'examples': 4,
+                                     'dead_lettered': 2, 'skipped_files': 0}
+  assert sorted(readback.dead_letters(out), key=lambda d: d['input']) == [
+      {'input': f'{folder}/m.csv:11: ,cat,no path', 'stage': 'read_manifest',
+       'reason': 'manifest line has no path', 'split': None},
+      {'input': f'{folder}/m.csv:6: "photos [2019]/dog/c.png,dog,a quote '
+                'left open', 'stage': 'read_manifest',
+       'reason': 'a quote opened on this line is not closed on it (only '
+                 'columns other than path, label and split may hold line '
+                 'breaks)', 'split': None},
+  ]
+  assert _ids_and_labels(out, manifest) == {
+      'photos [2019]/cat/a.jpg': 'cat', 'photos [2019]/cat/b.jpg': 'cat',
+      'photos [2019]/dog/c.png': 'dog', 'what?/d.png': 'dog'}
+  assert validate.main(['--output', str(out)]) == 0

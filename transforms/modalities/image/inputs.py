@@ -2,11 +2,11 @@
 
 Two layers:
 
-- plain functions that turn one path (or one manifest line) into an
+- plain functions that turn one path (or one manifest record) into an
   `InputRef` (path, stable id, label, split) or say why they cannot;
 - `ListImageInputs`, a PTransform that lists the inputs inside the pipeline
-  (`files.list_tree`, `ReadFromText`), so that millions of files on `gs://`
-  never pass through the launching machine.
+  (`files.list_tree`, a CSV reader, `ReadFromText`), so that millions of
+  files on `gs://` never pass through the launching machine.
 
 Every listed file is an input (then an example or a dead letter) or a
 skipped file with its reason; none is dropped without being counted.
@@ -17,11 +17,13 @@ turns an unusable input into one plain sentence.
 
 import csv
 import dataclasses
+import functools
 import io
 import json
 import os
 import posixpath
-from typing import NamedTuple, Optional, Sequence, Tuple
+from typing import (Iterable, Iterator, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import apache_beam as beam
 from apache_beam.io.filesystem import BeamIOError
@@ -197,18 +199,37 @@ def manifest_format(path: str, splits_from_input: bool) -> ManifestFormat:
       split_index=header.index('split') if 'split' in header else None)
 
 
+@functools.lru_cache(maxsize=16)
+def _manifest_folder(manifest_path: str):
+  """(the manifest's folder, the FileSystem that joins paths to it); looked
+  up once per manifest rather than once per line."""
+  base = posixpath.dirname(manifest_path.replace('\\', '/'))
+  return base, FileSystems.get_filesystem(base) if base else None
+
+
 def resolve_manifest_path(manifest_path: str, path: str) -> str:
   """A path from a manifest line, relative to the manifest's folder."""
   if '://' in path or path.startswith('/'):
     return path
-  base = posixpath.dirname(manifest_path.replace('\\', '/'))
-  return FileSystems.join(base, path) if base else path
+  base, filesystem = _manifest_folder(manifest_path)
+  return filesystem.join(base, path) if base else path
 
 
 def ref_from_manifest_line(line: str, fmt: ManifestFormat,
                            manifest_path: str, splits_from_input: bool,
-                           ratios: Sequence[Tuple[str, float]]):
-  """Parses one manifest line into an InputRef.
+                           ratios: Sequence[Tuple[str, float]],
+                           row: Optional[Sequence[str]] = None):
+  """Parses one manifest line (a JSON line, or a CSV/TSV record) into an
+  InputRef.
+
+  Args:
+    line: The line, or the CSV/TSV record's text (see manifest_records).
+    fmt: The manifest's format.
+    manifest_path: The manifest file (relative paths are below its folder).
+    splits_from_input: Whether the split column names the split.
+    ratios: Split ratios, used when the split is not from the input.
+    row: The CSV/TSV record's fields when already parsed (`line` is then
+      only checked for being blank).
 
   Returns:
     (InputRef or None, dead-letter reason or None).
@@ -226,11 +247,11 @@ def ref_from_manifest_line(line: str, fmt: ManifestFormat,
     path, label = record.get('path'), record.get('label')
     split = record.get('split')
   else:
-    delimiter = '\t' if fmt.kind == 'tsv' else ','
-    try:
-      row = next(csv.reader(io.StringIO(line), delimiter=delimiter))
-    except (csv.Error, StopIteration) as e:
-      return None, f'manifest line is not valid {fmt.kind.upper()}: {e}'
+    if row is None:
+      try:
+        row = next(csv.reader(io.StringIO(line), delimiter=_delimiter(fmt)))
+      except (csv.Error, StopIteration) as e:
+        return None, f'manifest line is not valid {fmt.kind.upper()}: {e}'
     get = lambda i: row[i] if i is not None and i < len(row) else None  # pylint: disable=unnecessary-lambda-assignment
     path, label = get(fmt.path_index), get(fmt.label_index)
     split = get(fmt.split_index)
@@ -250,6 +271,106 @@ def ref_from_manifest_line(line: str, fmt: ManifestFormat,
     split = split_lib.assign_split(path, list(ratios))
   return InputRef(resolve_manifest_path(manifest_path, path), path, label,
                   split), None
+
+
+def _delimiter(fmt: ManifestFormat) -> str:
+  return '\t' if fmt.kind == 'tsv' else ','
+
+
+# A quoted field may hold line breaks, so a record may span lines; one that
+# spans more than this is a quote left open by mistake.
+MAX_RECORD_LINES = 100
+
+
+class _RecordTooLong(Exception):
+  pass
+
+
+class _Lines:
+  """The lines of a text, some of which can be put back to read again;
+  remembers the lines of the record being read."""
+
+  def __init__(self, lines: Iterable[str]):
+    self._lines = iter(lines)
+    self._back: List[str] = []  # put back, last line first
+    self.number = 0  # of the last line read
+    self.taken: List[str] = []
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> str:
+    if len(self.taken) >= MAX_RECORD_LINES:
+      raise _RecordTooLong()
+    line = self._back.pop() if self._back else next(self._lines)
+    self.number += 1
+    self.taken.append(line)
+    return line
+
+  def put_back(self, lines: List[str]) -> None:
+    self._back.extend(reversed(lines))
+    self.number -= len(lines)
+
+
+def _has_line_break(row: Sequence[str], columns: Sequence[int]) -> bool:
+  return any(i < len(row) and ('\n' in row[i] or '\r' in row[i])
+             for i in columns)
+
+
+def manifest_records(lines: Iterable[str], fmt: ManifestFormat
+                     ) -> Iterator[Tuple[int, str, Optional[List[str]],
+                                         Optional[str]]]:
+  """Splits the lines of a CSV/TSV manifest into records, as CSV: a quoted
+  field may hold line breaks (a caption on two lines), so a record may
+  span lines.
+
+  A quote opened by mistake would swallow every line up to the next quote
+  character, so a record that spans lines is kept only when its path,
+  label and split fields hold no line break and it spans at most
+  MAX_RECORD_LINES lines. Otherwise, as for a line the csv module refuses,
+  only its first line is a dead letter and reading goes on from the line
+  after it, so every other line still counts once. (A path that truly
+  holds a line break is refused this way too.)
+
+  Args:
+    lines: The manifest's lines with their line ends, header included
+      (a text file opened with newline='').
+    fmt: The manifest's format (its delimiter and columns).
+
+  Yields:
+    (number of the record's first line, the record's text, its fields or
+    None, a dead-letter reason or None), the header first. Blank lines are
+    records without fields.
+  """
+  source = _Lines(lines)
+  reader = csv.reader(source, delimiter=_delimiter(fmt))
+  columns = [i for i in (fmt.path_index, fmt.label_index, fmt.split_index)
+             if i is not None]
+  while True:
+    source.taken = []
+    start = source.number + 1
+    reason = None
+    try:
+      row = next(reader)
+    except StopIteration:
+      return
+    except _RecordTooLong:
+      row, reason = None, (f'a quote opened on this line is not closed '
+                           f'within {MAX_RECORD_LINES} lines')
+    except csv.Error as e:
+      row, reason = None, f'manifest line is not valid {fmt.kind.upper()}: {e}'
+    if row is not None and len(source.taken) > 1 and _has_line_break(
+        row, columns):
+      row, reason = None, ('a quote opened on this line is not closed on '
+                           'it (only columns other than path, label and '
+                           'split may hold line breaks)')
+    if row is None and len(source.taken) > 1:
+      source.put_back(source.taken[1:])
+      del source.taken[1:]
+    text = ''.join(source.taken)
+    if reason is None and files.printable(text) != text:
+      row, reason = None, 'manifest line is not valid UTF-8'
+    yield start, text, row, reason
 
 
 # How many names check_input lists at most.
@@ -344,8 +465,9 @@ class ListImageInputs(beam.PTransform):
   """Lists the input images inside the pipeline.
 
   A folder is listed by one worker (`files.list_tree`: every depth, its
-  name taken literally, symbolic links as that function says); a manifest
-  line by line by Beam's text source.
+  name taken literally, symbolic links as that function says); a CSV/TSV
+  manifest is read by one worker too (see _ReadManifestRecords), a JSON
+  lines manifest line by line by Beam's text source (in parallel).
 
   Output tags:
     main: InputRef per image.
@@ -369,15 +491,21 @@ class ListImageInputs(beam.PTransform):
 
   def expand(self, pbegin):
     outputs = (DEAD, SKIPPED)
-    if self._manifest is not None:
+    if self._manifest is not None and self._manifest.kind == 'jsonl':
       lines = pbegin | 'ReadManifestLines' >> beam.io.ReadFromText(
-          self._input,
-          skip_header_lines=0 if self._manifest.kind == 'jsonl' else 1)
+          self._input)
       # -> str per line
       return lines | 'ParseManifestLines' >> beam.ParDo(
           _ParseManifestLine(self._input, self._manifest, self._from_input,
                              self._ratios)).with_outputs(*outputs,
                                                          main='refs')
+    if self._manifest is not None:
+      return (pbegin
+              | 'ManifestFile' >> beam.Create([self._input])
+              | 'ReadManifestRecords' >> beam.ParDo(_ReadManifestRecords(
+                  self._manifest, self._from_input, self._ratios)
+                                                   ).with_outputs(
+                                                       *outputs, main='refs'))
     root = files.strip_slash(self._input)
     return (pbegin
             | 'InputFolder' >> beam.Create([root])
@@ -428,3 +556,41 @@ class _ParseManifestLine(beam.DoFn):
       yield beam.pvalue.TaggedOutput(
           DEAD, dead_letter(f'{self._path}: {line[:200]}', 'read_manifest',
                             reason))
+
+
+class _ReadManifestRecords(beam.DoFn):
+  """CSV/TSV manifest path -> InputRef per record, and a dead letter per
+  bad record (named `manifest:line: text`).
+
+  The file is read as CSV (manifest_records), streamed through
+  FileSystems.open, so memory holds one record whatever the file's size,
+  on local disk and gs:// alike. It is read by one worker: a CSV file
+  cannot be cut at byte offsets the way Beam's text source cuts files for
+  parallel reading, since an offset may fall inside a quoted field that
+  holds a line break. Reading a million lines into references takes a few
+  seconds of one core, next to the hours their images take to decode, and
+  the references are shuffled right after listing, so the decoding is
+  spread over every worker all the same.
+  """
+
+  def __init__(self, fmt, from_input, ratios):
+    super().__init__()
+    self._fmt, self._from_input, self._ratios = fmt, from_input, ratios
+
+  def process(self, manifest_path):
+    with FileSystems.open(manifest_path) as raw:
+      text = io.TextIOWrapper(raw, encoding='utf-8-sig',
+                              errors='surrogateescape', newline='')
+      for number, record, row, reason in manifest_records(text, self._fmt):
+        if number == 1:
+          continue  # the header
+        if reason is None:
+          ref, reason = ref_from_manifest_line(
+              record, self._fmt, manifest_path, self._from_input,
+              self._ratios, row=row)
+          if ref is not None:
+            yield ref
+        if reason is not None:
+          shown = files.printable(record).rstrip('\r\n')[:200]
+          yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+              f'{manifest_path}:{number}: {shown}', 'read_manifest', reason))
