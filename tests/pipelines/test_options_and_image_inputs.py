@@ -511,6 +511,13 @@ def test_check_input_takes_folder_names_literally(tmp_path, name):
     sources.check_input(str(tmp_path / 'photos [2]'), False)
 
 
+def test_check_input_manifest_named_with_pattern_characters(tmp_path):
+  path = tmp_path / 'lists [1]' / 'what?.csv'
+  path.parent.mkdir()
+  fmt = sources.check_input(_write(path, 'path,label\na.jpg,cat\n'), False)
+  assert fmt.kind == 'csv'
+
+
 def test_check_input_symbolic_link_loop(tmp_path):
   _touch(tmp_path, 'cat', '1.jpg')
   os.symlink('..', tmp_path / 'cat' / 'up')
@@ -635,6 +642,32 @@ def test_nested_folders_is_checked_kept_and_hashed():
   assert cfg.config_hash() != _resolve().config_hash()
   assert _resolve('--nested_folders', 'include').config_hash() == (
       _resolve().config_hash())
+
+
+def test_output_inside_an_input_folder_named_like_a_pattern(tmp_path):
+  photos = tmp_path / 'photos [2019]'
+  photos.mkdir()
+  with pytest.raises(UsageError) as info:
+    options.check_output_outside_input(str(photos), str(photos / 'out'))
+  _assert_one_sentence(str(info.value))
+  options.check_output_outside_input(str(photos), str(tmp_path / 'out'))
+  # A pattern that names no folder is not checked.
+  options.check_output_outside_input(str(tmp_path / '*.csv'),
+                                     str(tmp_path / 'out'))
+
+
+def test_preflight_reads_a_manifest_named_like_a_pattern(tmp_path):
+  from pipelines import preflight  # pylint: disable=import-outside-toplevel
+  path = tmp_path / 'lists [1]' / 'm.csv'
+  path.parent.mkdir()
+  _write(path, 'path,label\n')
+  cfg = _resolve(input_path=str(path), output=str(tmp_path / 'out'))
+  with pytest.raises(UsageError) as info:
+    preflight.check_not_empty(cfg)
+  assert str(info.value) == (f'the input {path} is empty: it has a header '
+                             'but no data rows.')
+  _write(path, 'path,label\na.jpg,cat\n')
+  preflight.check_not_empty(cfg)
 
 
 @pytest.mark.parametrize('flags,match', [

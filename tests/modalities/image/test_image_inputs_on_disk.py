@@ -7,6 +7,7 @@ Every file becomes an example, a dead letter or a skipped file, and the
 manifest's counts say which; validation passes on each dataset.
 """
 
+import json
 import os
 
 import apache_beam as beam
@@ -232,3 +233,20 @@ def test_csv_manifest_quoted_line_breaks(tmp_path):
       'photos [2019]/cat/a.jpg': 'cat', 'photos [2019]/cat/b.jpg': 'cat',
       'photos [2019]/dog/c.png': 'dog', 'what?/d.png': 'dog'}
   assert validate.main(['--output', str(out)]) == 0
+
+
+def test_jsonl_manifest_named_with_pattern_characters(tmp_path):
+  folder = tmp_path / 'lists [1]'
+  _images(folder, ['cat/a.jpg'], 50)
+  path = folder / 'what?.jsonl'
+  path.write_text(
+      json.dumps({'path': 'cat/a.jpg', 'label': 'cat'}) + '\n' +
+      '{"path": "b.jpg", "label": \n', encoding='utf-8')
+  fmt = sources.check_input(str(path), False)
+  with TestPipeline() as p:
+    listed = p | sources.ListImageInputs(str(path), False, RATIOS, fmt)
+    assert_that(listed.refs | beam.Map(lambda r: (r.path, r.label)),
+                equal_to([(f'{folder}/cat/a.jpg', 'cat')]))
+    assert_that(listed[sources.DEAD] | beam.Map(lambda d: d['input']),
+                equal_to([f'{path}: {{"path": "b.jpg", "label": ']),
+                label='Dead')

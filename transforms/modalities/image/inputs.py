@@ -493,7 +493,7 @@ class ListImageInputs(beam.PTransform):
     outputs = (DEAD, SKIPPED)
     if self._manifest is not None and self._manifest.kind == 'jsonl':
       lines = pbegin | 'ReadManifestLines' >> beam.io.ReadFromText(
-          self._input)
+          files.escape_glob(self._input))
       # -> str per line
       return lines | 'ParseManifestLines' >> beam.ParDo(
           _ParseManifestLine(self._input, self._manifest, self._from_input,
