@@ -263,8 +263,9 @@ def check_output_outside_input(input_path: str, output: str) -> None:
     UsageError: It is.
   """
   import os  # pylint: disable=import-outside-toplevel
-  if any(c in input_path for c in '*?['):
-    return
+  if any(c in input_path for c in '*?[') and not (
+      is_local_path(input_path) and os.path.exists(input_path)):
+    return  # a pattern (a folder named `photos [2019]` is not one)
   if '://' in input_path or '://' in output:
     folder, target = input_path, output
   elif os.path.isdir(input_path):

@@ -171,17 +171,20 @@ def _table_files(cfg) -> List[str]:
   path = cfg.input
   if cfg.modality == 'image':
     from transforms.modalities.image import inputs as image_inputs  # pylint: disable=import-outside-toplevel
+    from transforms.sources import files  # pylint: disable=import-outside-toplevel
     if not image_inputs.is_manifest(path):
       return []
-    pattern = path
-  elif any(c in path for c in _GLOB_CHARS) or _table_kind(path):
-    pattern = path
+    # One file, named literally ('[', '*' and '?' in it are not patterns).
+    found = [m for m in [files.metadata(path)] if m is not None]
   else:
-    pattern = FileSystems.join(path.rstrip('/'), '*')
-  try:
-    found = FileSystems.match([pattern])[0].metadata_list
-  except Exception:  # pylint: disable=broad-except
-    return []
+    if any(c in path for c in _GLOB_CHARS) or _table_kind(path):
+      pattern = path
+    else:
+      pattern = FileSystems.join(path.rstrip('/'), '*')
+    try:
+      found = FileSystems.match([pattern])[0].metadata_list
+    except Exception:  # pylint: disable=broad-except
+      return []
   return sorted(m.path for m in found
                 if _table_kind(m.path) and m.size_in_bytes > 0)
 

@@ -1,6 +1,8 @@
 """Unit tests for transforms/modalities/image/inputs.py (pure functions, check_input on tmp
 folders) and pipelines/options.py (resolve_config). No pipeline runs."""
 
+import csv
+import io
 import json
 import os
 import re
@@ -88,18 +90,75 @@ def test_ref_from_path_unknown_split_folder_is_dead_lettered():
   assert 'unknown split' in dead and 'holdout' in dead
 
 
-@pytest.mark.parametrize('path,from_input,why', [
-    ('/in/cat/notes.txt', False, 'not an image extension'),
-    ('/in/cat/.DS_Store', False, 'not an image extension'),
-    ('/in/top.jpg', False, 'not at depth 2'),
-    ('/in/a/b/c.jpg', False, 'not at depth 2'),
-    ('/in/cat/1.jpg', True, 'not at depth 3'),
-    ('/in/train/a/b/1.jpg', True, 'not at depth 3'),
+@pytest.mark.parametrize('path,from_input,nested,why', [
+    ('/in/cat/notes.txt', False, 'include',
+     'file extension is not an image extension'),
+    ('/in/cat/.DS_Store', False, 'include',
+     'file extension is not an image extension'),
+    ('/in/top.jpg', False, 'include', 'not in a class folder'),
+    ('/in/cat/1.jpg', True, 'include',
+     'not in a class folder inside a split folder'),
+    ('/in/a/b/c.jpg', False, 'skip',
+     'in a folder nested inside the class folder a (--nested_folders skip)'),
+    ('/in/train/a/b/1.jpg', True, 'skip',
+     'in a folder nested inside the class folder a (--nested_folders skip)'),
 ])
-def test_ref_from_path_skips(path, from_input, why):
-  ref, skip, dead = sources.ref_from_path('/in', path, from_input, RATIOS)
+def test_ref_from_path_skips(path, from_input, nested, why):
+  ref, skip, dead = sources.ref_from_path('/in', path, from_input, RATIOS,
+                                          nested)
   assert ref is None and dead is None
-  assert why in skip
+  assert skip == why
+
+
+@pytest.mark.parametrize('root,path,from_input,label,split_of', [
+    ('/in', '/in/cat/2019/x.jpg', False, 'cat', None),
+    ('gs://b/in/', 'gs://b/in/cat/2019/06/x.jpg', False, 'cat', None),
+    ('/in', '/in/train/cat/2019/x.jpg', True, 'cat', 'train'),
+    ('/in', '/in/val/dog/a/b/c/x.png', True, 'dog', 'validation'),
+])
+def test_ref_from_path_nested_folders_are_of_their_class(root, path,
+                                                         from_input, label,
+                                                         split_of):
+  ref, skip, dead = sources.ref_from_path(root, path, from_input, RATIOS)
+  assert (skip, dead) == (None, None)
+  example_id = '/'.join(files.relative_parts(root, path))
+  assert (ref.path, ref.example_id, ref.label) == (path, example_id, label)
+  # The id is the whole path below the root, and so is the split key.
+  assert ref.split == (split_of or split.assign_split(example_id, RATIOS))
+
+
+def _listed(path, problem=None, skip=None):
+  return files.Listed(os.fsdecode(path), problem, skip)
+
+
+@pytest.mark.parametrize('entry,nested,want', [
+    (_listed('/in/cat/a.jpg'), 'include', 'ref'),
+    (_listed('/in/cat/loop', skip='symbolic link loop: x'), 'include',
+     ('skip', 'symbolic link loop: x')),
+    (_listed('/in/cat/gone.jpg', problem='broken symbolic link: y'),
+     'include', ('dead', 'broken symbolic link: y')),
+    (_listed(b'/in/cat/caf\xe9.jpg', problem='not UTF-8'), 'include',
+     ('dead', 'not UTF-8')),
+    (_listed(b'/in/caf\xe9/2019/a.jpg', problem='not UTF-8'), 'include',
+     ('dead', 'not UTF-8')),
+    # Where it would not have been an input, it is skipped as any file.
+    (_listed(b'/in/cat/caf\xe9.txt', problem='not UTF-8'), 'include',
+     ('skip', 'file extension is not an image extension')),
+    (_listed('/in/gone.jpg', problem='broken symbolic link: y'), 'include',
+     ('skip', 'not in a class folder')),
+    (_listed('/in/cat/2019/gone.jpg', problem='broken symbolic link: y'),
+     'skip', ('skip', 'in a folder nested inside the class folder cat '
+              '(--nested_folders skip)')),
+])
+def test_ref_from_listed(entry, nested, want):
+  ref, skip, dead = sources.ref_from_listed('/in', entry, False, RATIOS,
+                                            nested)
+  if want == 'ref':
+    assert (ref.example_id, skip, dead) == ('cat/a.jpg', None, None)
+  elif want[0] == 'skip':
+    assert (ref, skip, dead) == (None, want[1], None)
+  else:
+    assert (ref, skip, dead) == (None, None, want[1])
 
 
 # ------------------------------------------------------- manifest lines
@@ -187,6 +246,102 @@ def test_manifest_line_dead_letters(fmt, line, from_input, match):
                                                from_input, RATIOS)
   assert ref is None
   assert reason is not None and match in reason
+
+
+def _records(text, fmt=CSV):
+  return list(sources.manifest_records(io.StringIO(text, newline=''), fmt))
+
+
+CSV_CAPTION = sources.ManifestFormat(kind='csv', path_index=0, label_index=1)
+
+
+def test_manifest_records_quoted_line_breaks_span_lines():
+  text = ('path,label,caption\r\n'
+          'a.jpg,cat,"two\r\nlines"\r\n'
+          '"b, c.jpg",dog,"three\nshort\nlines"\n'
+          '\n'
+          'd.jpg,"the ""big"" cat",plain\n')
+  assert _records(text, CSV_CAPTION) == [
+      (1, 'path,label,caption\r\n', ['path', 'label', 'caption'], None),
+      (2, 'a.jpg,cat,"two\r\nlines"\r\n', ['a.jpg', 'cat', 'two\r\nlines'],
+       None),
+      (4, '"b, c.jpg",dog,"three\nshort\nlines"\n',
+       ['b, c.jpg', 'dog', 'three\nshort\nlines'], None),
+      (7, '\n', [], None),
+      (8, 'd.jpg,"the ""big"" cat",plain\n', ['d.jpg', 'the "big" cat',
+                                             'plain'], None),
+  ]
+
+
+def test_manifest_records_tsv_quotes_too():
+  text = 'path\tlabel\tnote\na.jpg\tcat\t"x\ny"\nb.jpg\tdog\tz\n'
+  assert [(n, row) for n, _, row, _ in _records(text, TSV)] == [
+      (1, ['path', 'label', 'note']), (2, ['a.jpg', 'cat', 'x\ny']),
+      (4, ['b.jpg', 'dog', 'z'])]
+
+
+def test_manifest_records_an_unclosed_quote_costs_one_line():
+  # The quote opened on line 2 would swallow lines 3 and 4 into its path.
+  text = ('path,label\n'
+          '"a.jpg,cat\n'
+          'b.jpg,dog\n'
+          '"c.jpg",bird\n'
+          'd.jpg,"cat\n'
+          'e.jpg,dog"\n')
+  assert _records(text) == [
+      (1, 'path,label\n', ['path', 'label'], None),
+      (2, '"a.jpg,cat\n', None, 'a quote opened on this line is not closed '
+       'on it (only columns other than path, label and split may hold line '
+       'breaks)'),
+      (3, 'b.jpg,dog\n', ['b.jpg', 'dog'], None),
+      (4, '"c.jpg",bird\n', ['c.jpg', 'bird'], None),
+      (5, 'd.jpg,"cat\n', None, 'a quote opened on this line is not closed '
+       'on it (only columns other than path, label and split may hold line '
+       'breaks)'),
+      (6, 'e.jpg,dog"\n', ['e.jpg', 'dog"'], None),
+  ]
+
+
+def test_manifest_records_a_quote_open_for_too_many_lines(monkeypatch):
+  monkeypatch.setattr(sources, 'MAX_RECORD_LINES', 3)
+  text = 'path,label,note\na.jpg,cat,"x\n' + ''.join(
+      f'{i}.jpg,dog,y\n' for i in range(4))
+  records = _records(text, CSV_CAPTION)
+  assert records[1] == (2, 'a.jpg,cat,"x\n', None, 'a quote opened on this '
+                        'line is not closed within 3 lines')
+  assert [(n, row) for n, _, row, _ in records[2:]] == [
+      (3 + i, [f'{i}.jpg', 'dog', 'y']) for i in range(4)]
+
+
+def test_manifest_records_bad_bytes_and_csv_errors_are_one_line_each():
+  # Undecodable bytes arrive as surrogates (the file is read with
+  # errors='surrogateescape').
+  text = ('path,label\n'
+          'caf\udce9.jpg,cat\n'
+          '"long,\n'
+          'field",cat\n'
+          'b.jpg,dog\n')
+  limit = csv.field_size_limit(8)
+  try:
+    records = _records(text)
+  finally:
+    csv.field_size_limit(limit)
+  assert records == [
+      (1, 'path,label\n', ['path', 'label'], None),
+      (2, 'caf\udce9.jpg,cat\n', None, 'manifest line is not valid UTF-8'),
+      (3, '"long,\n', None, 'manifest line is not valid CSV: field larger '
+       'than field limit (8)'),
+      (4, 'field",cat\n', ['field"', 'cat'], None),
+      (5, 'b.jpg,dog\n', ['b.jpg', 'dog'], None),
+  ]
+
+
+def test_manifest_line_with_parsed_fields():
+  ref, reason = sources.ref_from_manifest_line(
+      'a.jpg,cat,"x\ny"\n', CSV_CAPTION, '/m/l.csv', False, RATIOS,
+      row=['a.jpg', 'cat', 'x\ny'])
+  assert reason is None
+  assert (ref.path, ref.example_id, ref.label) == ('/m/a.jpg', 'a.jpg', 'cat')
 
 
 @pytest.mark.parametrize('fmt', [CSV, TSV, JSONL])
@@ -301,6 +456,74 @@ def test_check_input_bad_manifests(tmp_path, name, text, from_input, match):
     sources.check_input(str(path), from_input)
 
 
+@pytest.mark.parametrize('parts,from_input', [
+    (('cat', '2019', 'x.jpg'), False),
+    (('cat', '2019', '06', 'x.jpg'), False),
+    (('train', 'cat', '2019', 'x.jpg'), True),
+])
+def test_check_input_accepts_images_only_in_nested_folders(tmp_path, parts,
+                                                           from_input):
+  _touch(tmp_path, *parts)
+  assert sources.check_input(str(tmp_path), from_input) is None
+  assert sources.check_input(str(tmp_path), from_input, 'include') is None
+
+
+def test_check_input_nested_images_with_nested_folders_skip(tmp_path):
+  _touch(tmp_path, 'cat', '2019', 'x.jpg')
+  with pytest.raises(UsageError) as info:
+    sources.check_input(str(tmp_path), False, 'skip')
+  assert str(info.value) == (
+      f'the images in {tmp_path} are all in folders nested inside the class '
+      f'folders, such as {tmp_path}/cat/2019/x.jpg, and --nested_folders '
+      'skip skips those; pass --nested_folders include to use them')
+  _touch(tmp_path, 'cat', 'y.jpg')
+  assert sources.check_input(str(tmp_path), False, 'skip') is None
+
+
+def test_check_input_split_folders_without_from_input(tmp_path):
+  # Below split folders, images are two folders deep: a hint, not classes
+  # named train and test.
+  _touch(tmp_path, 'train', 'cat', '1.jpg')
+  _touch(tmp_path, 'test', 'dog', '2.jpg')
+  with pytest.raises(UsageError) as info:
+    sources.check_input(str(tmp_path), False)
+  assert str(info.value) == (
+      f'{tmp_path} holds images two folders deep, as in '
+      f'{tmp_path}/train/<label>/image.jpg; pass --splits from_input to use '
+      'those split folders')
+
+
+def test_check_input_nested_class_folder_is_not_a_split_folder(tmp_path):
+  _touch(tmp_path, 'cat', '2019', 'x.jpg')
+  with pytest.raises(UsageError, match="found 'cat'"):
+    sources.check_input(str(tmp_path), True)
+
+
+@pytest.mark.parametrize('name', ['photos [2019]', 'what?', 'a*b', '[x]'])
+def test_check_input_takes_folder_names_literally(tmp_path, name):
+  root = tmp_path / name
+  _touch(root, 'cat', '1.jpg')
+  assert sources.check_input(str(root), False) is None
+  assert sources.check_input(str(root) + '/', False) is None
+  # Not a pattern: a folder the pattern would match is not the input.
+  _touch(tmp_path, 'photos 2', 'cat', '1.jpg')
+  with pytest.raises(UsageError, match='does not exist'):
+    sources.check_input(str(tmp_path / 'photos [2]'), False)
+
+
+def test_check_input_manifest_named_with_pattern_characters(tmp_path):
+  path = tmp_path / 'lists [1]' / 'what?.csv'
+  path.parent.mkdir()
+  fmt = sources.check_input(_write(path, 'path,label\na.jpg,cat\n'), False)
+  assert fmt.kind == 'csv'
+
+
+def test_check_input_symbolic_link_loop(tmp_path):
+  _touch(tmp_path, 'cat', '1.jpg')
+  os.symlink('..', tmp_path / 'cat' / 'up')
+  assert sources.check_input(str(tmp_path), False) is None
+
+
 # ------------------------------------------------------------ options
 
 
@@ -331,6 +554,7 @@ def test_defaults():
   assert cfg.settings.jpeg_quality == 90
   assert cfg.settings.max_pixels == 100_000_000
   assert cfg.settings.background == '#ffffff'
+  assert cfg.settings.nested_folders == 'include'
   assert cfg.normalization == 'zscore'
   assert cfg.split_ratios == (('train', 0.8), ('validation', 0.1),
                               ('test', 0.1))
@@ -408,6 +632,42 @@ def test_background_is_checked_kept_and_hashed(value, expected):
   # It changes the records of transparent images: part of the hash.
   assert (cfg.config_hash() == _resolve().config_hash()) == (
       expected == '#ffffff')
+
+
+def test_nested_folders_is_checked_kept_and_hashed():
+  cfg = _resolve('--nested_folders', 'SKIP')
+  assert cfg.settings.nested_folders == 'skip'
+  assert cfg.to_json()['image']['nested_folders'] == 'skip'
+  # It decides which images are inputs: part of the hash.
+  assert cfg.config_hash() != _resolve().config_hash()
+  assert _resolve('--nested_folders', 'include').config_hash() == (
+      _resolve().config_hash())
+
+
+def test_output_inside_an_input_folder_named_like_a_pattern(tmp_path):
+  photos = tmp_path / 'photos [2019]'
+  photos.mkdir()
+  with pytest.raises(UsageError) as info:
+    options.check_output_outside_input(str(photos), str(photos / 'out'))
+  _assert_one_sentence(str(info.value))
+  options.check_output_outside_input(str(photos), str(tmp_path / 'out'))
+  # A pattern that names no folder is not checked.
+  options.check_output_outside_input(str(tmp_path / '*.csv'),
+                                     str(tmp_path / 'out'))
+
+
+def test_preflight_reads_a_manifest_named_like_a_pattern(tmp_path):
+  from pipelines import preflight  # pylint: disable=import-outside-toplevel
+  path = tmp_path / 'lists [1]' / 'm.csv'
+  path.parent.mkdir()
+  _write(path, 'path,label\n')
+  cfg = _resolve(input_path=str(path), output=str(tmp_path / 'out'))
+  with pytest.raises(UsageError) as info:
+    preflight.check_not_empty(cfg)
+  assert str(info.value) == (f'the input {path} is empty: it has a header '
+                             'but no data rows.')
+  _write(path, 'path,label\na.jpg,cat\n')
+  preflight.check_not_empty(cfg)
 
 
 @pytest.mark.parametrize('flags,match', [
@@ -496,6 +756,8 @@ def test_background_is_checked_kept_and_hashed(value, expected):
     (['--background', 'grey'], '--background must be white, black, a '
      '#rrggbb colour or r,g,b with values from 0 to 255'),
     (['--background', '#fff'], '--background must be white, black'),
+    (['--nested_folders', 'flatten'], r"--nested_folders must be one of "
+     r"include, skip \(got 'flatten'\)"),
     (['--background', '255,255,256'], '--background must be white, black'),
     (['--name', 'my-data'], '--name must be a plain name'),
     (['--name', 'a/b'], '--name must be a plain name'),

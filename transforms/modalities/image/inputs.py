@@ -2,11 +2,14 @@
 
 Two layers:
 
-- plain functions that turn one path (or one manifest line) into an
+- plain functions that turn one path (or one manifest record) into an
   `InputRef` (path, stable id, label, split) or say why they cannot;
 - `ListImageInputs`, a PTransform that lists the inputs inside the pipeline
-  (`fileio.MatchFiles`, `ReadFromText`), so that millions of files on `gs://`
-  never pass through the launching machine.
+  (`files.list_tree`, a CSV reader, `ReadFromText`), so that millions of
+  files on `gs://` never pass through the launching machine.
+
+Every listed file is an input (then an example or a dead letter) or a
+skipped file with its reason; none is dropped without being counted.
 
 `check_input` runs on the launching machine before the pipeline is built and
 turns an unusable input into one plain sentence.
@@ -14,13 +17,16 @@ turns an unusable input into one plain sentence.
 
 import csv
 import dataclasses
+import functools
 import io
 import json
+import os
 import posixpath
-from typing import NamedTuple, Optional, Sequence, Tuple
+from typing import (Iterable, Iterator, List, NamedTuple, Optional,
+                    Sequence, Tuple)
 
 import apache_beam as beam
-from apache_beam.io import fileio
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
@@ -56,14 +62,22 @@ def is_manifest(path: str) -> bool:
 
 
 def ref_from_path(root: str, path: str, splits_from_input: bool,
-                  ratios: Sequence[Tuple[str, float]]):
+                  ratios: Sequence[Tuple[str, float]],
+                  nested_folders: str = 'include'):
   """Turns a listed file into an InputRef, or a skip/dead-letter reason.
+
+  The class folder is the first folder level below the root (below the
+  split folder with --splits from_input). An image in a folder nested
+  inside it (`cat/2019/x.jpg`) is of that class with `nested_folders`
+  'include', skipped with 'skip'; its id is its whole path below the root
+  either way.
 
   Args:
     root: The input root folder.
     path: A file under it.
     splits_from_input: Whether the first folder level names the split.
     ratios: Split ratios, used when the split is not from the input.
+    nested_folders: 'include' or 'skip' (--nested_folders).
 
   Returns:
     (InputRef or None, skip reason or None, dead-letter reason or None).
@@ -72,10 +86,15 @@ def ref_from_path(root: str, path: str, splits_from_input: bool,
   depth = 3 if splits_from_input else 2
   if not images.is_image_path(path):
     return None, 'file extension is not an image extension', None
-  if len(parts) != depth:
-    return None, f'not at depth {depth} below the input folder', None
+  if len(parts) < depth:
+    where = ('a class folder inside a split folder' if splits_from_input
+             else 'a class folder')
+    return None, f'not in {where}', None
+  if len(parts) > depth and nested_folders == 'skip':
+    return None, (f'in a folder nested inside the class folder '
+                  f'{parts[depth - 2]} (--nested_folders skip)'), None
   example_id = '/'.join(parts)
-  label = parts[-2]
+  label = parts[depth - 2]
   if splits_from_input:
     try:
       split = split_lib.canonical_split(parts[0])
@@ -84,6 +103,34 @@ def ref_from_path(root: str, path: str, splits_from_input: bool,
   else:
     split = split_lib.assign_split(example_id, list(ratios))
   return InputRef(path, example_id, label, split), None, None
+
+
+def ref_from_listed(root: str, listed: files.Listed, splits_from_input: bool,
+                    ratios: Sequence[Tuple[str, float]],
+                    nested_folders: str = 'include'):
+  """Turns an entry of `files.list_tree` into an InputRef, or a
+  skip/dead-letter reason.
+
+  An entry that is not a file (a symbolic link loop, a FIFO) is skipped
+  with its reason. A file that cannot be read (a broken symbolic link, a
+  name that is not valid UTF-8) is a dead letter with its reason where it
+  would have been an input, and skipped like any file where it would not
+  (another extension, a nested folder with `nested_folders` 'skip').
+
+  Returns:
+    (InputRef or None, skip reason or None, dead-letter reason or None).
+  """
+  if listed.skip:
+    return None, listed.skip, None
+  # Undecodable bytes as U+FFFD, so that a name that is not valid UTF-8 is
+  # placed like any other (its id is never used).
+  path = listed.path if listed.problem is None else os.fsencode(
+      listed.path).decode('utf-8', 'replace')
+  ref, skip, dead = ref_from_path(root, path, splits_from_input, ratios,
+                                  nested_folders)
+  if listed.problem is not None and skip is None:
+    return None, None, listed.problem
+  return ref, skip, dead
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,18 +199,37 @@ def manifest_format(path: str, splits_from_input: bool) -> ManifestFormat:
       split_index=header.index('split') if 'split' in header else None)
 
 
+@functools.lru_cache(maxsize=16)
+def _manifest_folder(manifest_path: str):
+  """(the manifest's folder, the FileSystem that joins paths to it); looked
+  up once per manifest rather than once per line."""
+  base = posixpath.dirname(manifest_path.replace('\\', '/'))
+  return base, FileSystems.get_filesystem(base) if base else None
+
+
 def resolve_manifest_path(manifest_path: str, path: str) -> str:
   """A path from a manifest line, relative to the manifest's folder."""
   if '://' in path or path.startswith('/'):
     return path
-  base = posixpath.dirname(manifest_path.replace('\\', '/'))
-  return FileSystems.join(base, path) if base else path
+  base, filesystem = _manifest_folder(manifest_path)
+  return filesystem.join(base, path) if base else path
 
 
 def ref_from_manifest_line(line: str, fmt: ManifestFormat,
                            manifest_path: str, splits_from_input: bool,
-                           ratios: Sequence[Tuple[str, float]]):
-  """Parses one manifest line into an InputRef.
+                           ratios: Sequence[Tuple[str, float]],
+                           row: Optional[Sequence[str]] = None):
+  """Parses one manifest line (a JSON line, or a CSV/TSV record) into an
+  InputRef.
+
+  Args:
+    line: The line, or the CSV/TSV record's text (see manifest_records).
+    fmt: The manifest's format.
+    manifest_path: The manifest file (relative paths are below its folder).
+    splits_from_input: Whether the split column names the split.
+    ratios: Split ratios, used when the split is not from the input.
+    row: The CSV/TSV record's fields when already parsed (`line` is then
+      only checked for being blank).
 
   Returns:
     (InputRef or None, dead-letter reason or None).
@@ -181,11 +247,11 @@ def ref_from_manifest_line(line: str, fmt: ManifestFormat,
     path, label = record.get('path'), record.get('label')
     split = record.get('split')
   else:
-    delimiter = '\t' if fmt.kind == 'tsv' else ','
-    try:
-      row = next(csv.reader(io.StringIO(line), delimiter=delimiter))
-    except (csv.Error, StopIteration) as e:
-      return None, f'manifest line is not valid {fmt.kind.upper()}: {e}'
+    if row is None:
+      try:
+        row = next(csv.reader(io.StringIO(line), delimiter=_delimiter(fmt)))
+      except (csv.Error, StopIteration) as e:
+        return None, f'manifest line is not valid {fmt.kind.upper()}: {e}'
     get = lambda i: row[i] if i is not None and i < len(row) else None  # pylint: disable=unnecessary-lambda-assignment
     path, label = get(fmt.path_index), get(fmt.label_index)
     split = get(fmt.split_index)
@@ -207,15 +273,131 @@ def ref_from_manifest_line(line: str, fmt: ManifestFormat,
                   split), None
 
 
-def check_input(path: str, splits_from_input: bool) -> Optional[
-    ManifestFormat]:
+def _delimiter(fmt: ManifestFormat) -> str:
+  return '\t' if fmt.kind == 'tsv' else ','
+
+
+# A quoted field may hold line breaks, so a record may span lines; one that
+# spans more than this is a quote left open by mistake.
+MAX_RECORD_LINES = 100
+
+
+class _RecordTooLong(Exception):
+  pass
+
+
+class _Lines:
+  """The lines of a text, some of which can be put back to read again;
+  remembers the lines of the record being read."""
+
+  def __init__(self, lines: Iterable[str]):
+    self._lines = iter(lines)
+    self._back: List[str] = []  # put back, last line first
+    self.number = 0  # of the last line read
+    self.taken: List[str] = []
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> str:
+    if len(self.taken) >= MAX_RECORD_LINES:
+      raise _RecordTooLong()
+    line = self._back.pop() if self._back else next(self._lines)
+    self.number += 1
+    self.taken.append(line)
+    return line
+
+  def put_back(self, lines: List[str]) -> None:
+    self._back.extend(reversed(lines))
+    self.number -= len(lines)
+
+
+def _has_line_break(row: Sequence[str], columns: Sequence[int]) -> bool:
+  return any(i < len(row) and ('\n' in row[i] or '\r' in row[i])
+             for i in columns)
+
+
+def manifest_records(lines: Iterable[str], fmt: ManifestFormat
+                     ) -> Iterator[Tuple[int, str, Optional[List[str]],
+                                         Optional[str]]]:
+  """Splits the lines of a CSV/TSV manifest into records, as CSV: a quoted
+  field may hold line breaks (a caption on two lines), so a record may
+  span lines.
+
+  A quote opened by mistake would swallow every line up to the next quote
+  character, so a record that spans lines is kept only when its path,
+  label and split fields hold no line break and it spans at most
+  MAX_RECORD_LINES lines. Otherwise, as for a line the csv module refuses,
+  only its first line is a dead letter and reading goes on from the line
+  after it, so every other line still counts once. (A path that truly
+  holds a line break is refused this way too.)
+
+  Args:
+    lines: The manifest's lines with their line ends, header included
+      (a text file opened with newline='').
+    fmt: The manifest's format (its delimiter and columns).
+
+  Yields:
+    (number of the record's first line, the record's text, its fields or
+    None, a dead-letter reason or None), the header first. Blank lines are
+    records without fields.
+  """
+  source = _Lines(lines)
+  reader = csv.reader(source, delimiter=_delimiter(fmt))
+  columns = [i for i in (fmt.path_index, fmt.label_index, fmt.split_index)
+             if i is not None]
+  while True:
+    source.taken = []
+    start = source.number + 1
+    reason = None
+    try:
+      row = next(reader)
+    except StopIteration:
+      return
+    except _RecordTooLong:
+      row, reason = None, (f'a quote opened on this line is not closed '
+                           f'within {MAX_RECORD_LINES} lines')
+    except csv.Error as e:
+      row, reason = None, f'manifest line is not valid {fmt.kind.upper()}: {e}'
+    if row is not None and len(source.taken) > 1 and _has_line_break(
+        row, columns):
+      row, reason = None, ('a quote opened on this line is not closed on '
+                           'it (only columns other than path, label and '
+                           'split may hold line breaks)')
+    if row is None and len(source.taken) > 1:
+      source.put_back(source.taken[1:])
+      del source.taken[1:]
+    text = ''.join(source.taken)
+    if reason is None and files.printable(text) != text:
+      row, reason = None, 'manifest line is not valid UTF-8'
+    yield start, text, row, reason
+
+
+# How many names check_input lists at most.
+CHECK_LIMIT = 10000
+
+
+def _is_split_name(name: str) -> bool:
+  try:
+    split_lib.canonical_split(name)
+    return True
+  except ValueError:
+    return False
+
+
+def check_input(path: str, splits_from_input: bool,
+                nested_folders: str = 'include') -> Optional[
+                    ManifestFormat]:
   """Checks on the launching machine that the input can be used at all.
 
-  Lists at most a few thousand names, so it stays quick on `gs://`.
+  Lists at most CHECK_LIMIT names, so it stays quick on `gs://`. The folder
+  name is taken literally (`[`, `*` and `?` in it are not patterns).
 
   Args:
     path: The --input value: a folder or a manifest file.
     splits_from_input: Whether splits come from folders or a column.
+    nested_folders: --nested_folders: whether images in folders nested
+      inside the class folders are inputs ('include') or not ('skip').
 
   Returns:
     The manifest format for a manifest file, None for a folder.
@@ -232,36 +414,44 @@ def check_input(path: str, splits_from_input: bool) -> Optional[
     raise UsageError(f'the input path {root} does not exist')
   layout = f'{root}/<label>/image.jpg'
   split_layout = f'{root}/train/<label>/image.jpg'
-
-  def images_at(depth):
-    pattern = FileSystems.join(root, *(['*'] * depth))
-    return [p for p in files.match_paths(pattern, limit=5000) if images.is_image_path(p)]
-
-  found = images_at(3 if splits_from_input else 2)
-  if found:
+  try:
+    listed = [entry for entry in files.list_tree(root, limit=CHECK_LIMIT)
+              if entry.skip is None]
+  except (OSError, BeamIOError):
+    listed = []
+  # Path components below the root of every image name.
+  found = [files.relative_parts(root, entry.path) for entry in listed
+           if images.is_image_path(entry.path)]
+  depth = 3 if splits_from_input else 2
+  at_depth = [parts for parts in found if len(parts) == depth]
+  nested = [parts for parts in found if len(parts) > depth]
+  usable = at_depth + (nested if nested_folders == 'include' else [])
+  if usable:
     if splits_from_input:
-      for p in found:
-        first = files.relative_parts(root, p)[0]
-        try:
-          split_lib.canonical_split(first)
-        except ValueError:
+      for parts in usable:
+        if not _is_split_name(parts[0]):
           raise UsageError(
               f'--splits from_input expects split folders train, validation '
-              f'and test in {root}, found {first!r}') from None
+              f'and test in {root}, found {parts[0]!r}')
+    elif not at_depth and all(_is_split_name(p[0]) for p in usable):
+      raise UsageError(f'{root} holds images two folders deep, as in '
+                       f'{split_layout}; pass --splits from_input to use '
+                       'those split folders')
     return None
-  if splits_from_input and images_at(2):
+  if splits_from_input and any(len(parts) == 2 for parts in found):
     raise UsageError(f'--splits from_input expects split folders such as '
                      f'{split_layout}, but {root} holds class folders')
-  if not splits_from_input and images_at(3):
-    raise UsageError(f'{root} holds images two folders deep, as in '
-                     f'{split_layout}; pass --splits from_input to use those '
-                     'split folders')
-  if images_at(1):
+  if nested:
+    example = files.printable('/'.join([root] + nested[0]))
+    raise UsageError(f'the images in {root} are all in folders nested '
+                     f'inside the class folders, such as {example}, and '
+                     '--nested_folders skip skips those; pass '
+                     '--nested_folders include to use them')
+  if found:
     raise UsageError(f'no labels found in {root}: put images in one folder '
                      f'per class, for example '
                      f'{split_layout if splits_from_input else layout}')
-  if not any(files.match_paths(FileSystems.join(root, *(['*'] * d)), limit=1)
-             for d in (1, 2, 3)):
+  if not listed:
     raise UsageError(f'the input folder {root} is empty')
   raise UsageError(f'no image files ({", ".join(images.IMAGE_EXTENSIONS)}) '
                    f'found in {root}; expected {layout}')
@@ -274,62 +464,80 @@ def _split_pairs(ratios):
 class ListImageInputs(beam.PTransform):
   """Lists the input images inside the pipeline.
 
+  A folder is listed by one worker (`files.list_tree`: every depth, its
+  name taken literally, symbolic links as that function says); a CSV/TSV
+  manifest is read by one worker too (see _ReadManifestRecords), a JSON
+  lines manifest line by line by Beam's text source (in parallel).
+
   Output tags:
     main: InputRef per image.
-    'dead': dead-letter dicts (bad manifest lines, unknown split folders).
-    'skipped': paths that are not images (other extensions, wrong depth).
+    'dead': dead-letter dicts (bad manifest lines, unknown split folders,
+      broken symbolic links, names that are not valid UTF-8).
+    'skipped': {'input', 'reason'} of files that are not inputs (other
+      extensions, outside a class folder, nested folders with
+      --nested_folders skip, symbolic link loops).
   """
 
   def __init__(self, input_path: str, splits_from_input: bool,
                ratios: Sequence[Tuple[str, float]],
-               manifest: Optional[ManifestFormat]):
+               manifest: Optional[ManifestFormat],
+               nested_folders: str = 'include'):
     super().__init__()
     self._input = input_path
     self._from_input = splits_from_input
     self._ratios = _split_pairs(ratios)
     self._manifest = manifest
+    self._nested = nested_folders
 
   def expand(self, pbegin):
-    if self._manifest is not None:
+    outputs = (DEAD, SKIPPED)
+    if self._manifest is not None and self._manifest.kind == 'jsonl':
       lines = pbegin | 'ReadManifestLines' >> beam.io.ReadFromText(
-          self._input,
-          skip_header_lines=0 if self._manifest.kind == 'jsonl' else 1)
+          files.escape_glob(self._input))
       # -> str per line
       return lines | 'ParseManifestLines' >> beam.ParDo(
           _ParseManifestLine(self._input, self._manifest, self._from_input,
-                             self._ratios)).with_outputs(
-                                 DEAD, SKIPPED, main='refs')
+                             self._ratios)).with_outputs(*outputs,
+                                                         main='refs')
+    if self._manifest is not None:
+      return (pbegin
+              | 'ManifestFile' >> beam.Create([self._input])
+              | 'ReadManifestRecords' >> beam.ParDo(_ReadManifestRecords(
+                  self._manifest, self._from_input, self._ratios)
+                                                   ).with_outputs(
+                                                       *outputs, main='refs'))
     root = files.strip_slash(self._input)
-    depth = ('*', '*', '*') if self._from_input else ('*', '*')
-    pattern = FileSystems.join(root, *depth)
     return (pbegin
-            | 'MatchImageFiles' >> fileio.MatchFiles(
-                pattern, empty_match_treatment=fileio.EmptyMatchTreatment.ALLOW)
-            # -> FileMetadata per file
-            | 'PathsToInputRefs' >> beam.ParDo(
-                _PathToRef(root, self._from_input, self._ratios)).with_outputs(
-                    DEAD, SKIPPED, main='refs'))
+            | 'InputFolder' >> beam.Create([root])
+            | 'ListImageFiles' >> beam.ParDo(
+                _ListImageFiles(self._from_input, self._ratios, self._nested)
+            ).with_outputs(*outputs, main='refs'))
 
 
-class _PathToRef(beam.DoFn):
+class _ListImageFiles(beam.DoFn):
+  """Input folder -> InputRef per image, and its dead letters and skipped
+  files (the listing and the naming in one step, so that a name that is
+  not valid UTF-8 never has to be encoded)."""
 
-  def __init__(self, root, from_input, ratios):
+  def __init__(self, from_input, ratios, nested_folders):
     super().__init__()
-    self._root, self._from_input, self._ratios = root, from_input, ratios
+    self._from_input, self._ratios = from_input, ratios
+    self._nested = nested_folders
     self._skipped = metrics.counter('image', 'skipped')
 
-  def process(self, metadata):
-    ref, skip, dead = ref_from_path(self._root, metadata.path,
-                                    self._from_input, self._ratios)
-    if ref is not None:
-      yield ref
-    elif dead is not None:
-      yield beam.pvalue.TaggedOutput(DEAD, dead_letter(metadata.path, 'list',
-                                                       dead))
-    else:
-      self._skipped.inc()
-      yield beam.pvalue.TaggedOutput(SKIPPED, {'input': metadata.path,
-                                               'reason': skip})
+  def process(self, root):
+    for listed in files.list_tree(root):
+      ref, skip, dead = ref_from_listed(root, listed, self._from_input,
+                                        self._ratios, self._nested)
+      path = files.printable(listed.path)
+      if ref is not None:
+        yield ref
+      elif dead is not None:
+        yield beam.pvalue.TaggedOutput(DEAD, dead_letter(path, 'list', dead))
+      else:
+        self._skipped.inc()
+        yield beam.pvalue.TaggedOutput(SKIPPED, {'input': path,
+                                                 'reason': skip})
 
 
 class _ParseManifestLine(beam.DoFn):
@@ -348,3 +556,41 @@ class _ParseManifestLine(beam.DoFn):
       yield beam.pvalue.TaggedOutput(
           DEAD, dead_letter(f'{self._path}: {line[:200]}', 'read_manifest',
                             reason))
+
+
+class _ReadManifestRecords(beam.DoFn):
+  """CSV/TSV manifest path -> InputRef per record, and a dead letter per
+  bad record (named `manifest:line: text`).
+
+  The file is read as CSV (manifest_records), streamed through
+  FileSystems.open, so memory holds one record whatever the file's size,
+  on local disk and gs:// alike. It is read by one worker: a CSV file
+  cannot be cut at byte offsets the way Beam's text source cuts files for
+  parallel reading, since an offset may fall inside a quoted field that
+  holds a line break. Reading a million lines into references takes a few
+  seconds of one core, next to the hours their images take to decode, and
+  the references are shuffled right after listing, so the decoding is
+  spread over every worker all the same.
+  """
+
+  def __init__(self, fmt, from_input, ratios):
+    super().__init__()
+    self._fmt, self._from_input, self._ratios = fmt, from_input, ratios
+
+  def process(self, manifest_path):
+    with FileSystems.open(manifest_path) as raw:
+      text = io.TextIOWrapper(raw, encoding='utf-8-sig',
+                              errors='surrogateescape', newline='')
+      for number, record, row, reason in manifest_records(text, self._fmt):
+        if number == 1:
+          continue  # the header
+        if reason is None:
+          ref, reason = ref_from_manifest_line(
+              record, self._fmt, manifest_path, self._from_input,
+              self._ratios, row=row)
+          if ref is not None:
+            yield ref
+        if reason is not None:
+          shown = files.printable(record).rstrip('\r\n')[:200]
+          yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+              f'{manifest_path}:{number}: {shown}', 'read_manifest', reason))

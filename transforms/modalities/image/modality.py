@@ -34,7 +34,8 @@ class ImageModality(Modality):
 
   def check_input(self, cfg):
     from transforms.modalities.image import inputs  # pylint: disable=import-outside-toplevel
-    return inputs.check_input(cfg.input, cfg.splits_from_input)
+    return inputs.check_input(cfg.input, cfg.splits_from_input,
+                              cfg.settings.nested_folders)
 
   def read_inputs(self, cfg, plan):
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel

@@ -27,6 +27,11 @@ def add_arguments(add) -> None:
   add('--background', default='white',
       help='Colour that transparent images are composited onto: white, '
       'black, #rrggbb or r,g,b. Default: white.')
+  add('--nested_folders', default='include',
+      help='Images in folders below a class folder, such as '
+      '<input>/cat/2019/x.jpg (or <input>/train/cat/2019/x.jpg with '
+      '--splits from_input): include (they are of that class) or skip '
+      '(counted as skipped files). Default: include.')
   add('--max_pixels', default='100000000',
       help='Reject images with more pixels than this (decompression '
       'bombs). Default: 100000000.')
@@ -70,4 +75,6 @@ def settings(o) -> images.ImageConfig:
                          images.COLOR_MODES),
       jpeg_quality=flags.whole_number('jpeg_quality', o.jpeg_quality, 1, 95),
       max_pixels=flags.whole_number('max_pixels', o.max_pixels, 1),
-      background=parse_background(o.background))
+      background=parse_background(o.background),
+      nested_folders=flags.choice('nested_folders', o.nested_folders,
+                                  images.NESTED_FOLDERS))

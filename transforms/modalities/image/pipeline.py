@@ -98,7 +98,8 @@ class ReadImages(skeleton.ReadInputs):
     # Split ratios when each example's split comes from its content.
     by_content = cfg.split_ratios if rules.split_key == 'content' else None
     listed = pbegin | 'ListInputs' >> sources.ListImageInputs(
-        cfg.input, cfg.splits_from_input, cfg.split_ratios, manifest_format)
+        cfg.input, cfg.splits_from_input, cfg.split_ratios, manifest_format,
+        cfg.settings.nested_folders)
     # -> InputRef per image (split by its id, replaced when by content)
     dead = [listed[DEAD]]
     if rules.drops or (by_content and cfg.rebalance != 'none'):

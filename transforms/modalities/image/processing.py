@@ -42,6 +42,8 @@ _SIXTEEN_BIT_MODES = ('I;16', 'I;16B', 'I;16L', 'I;16N', 'I')
 # Modes with an alpha channel ('RGBa' and 'La' premultiplied).
 _ALPHA_MODES = ('RGBA', 'LA', 'PA', 'RGBa', 'La')
 BACKGROUND_NAMES = {'white': '#ffffff', 'black': '#000000'}
+# ImageConfig.nested_folders (--nested_folders).
+NESTED_FOLDERS = ('include', 'skip')
 
 
 class BadImageError(ValueError):
@@ -72,6 +74,10 @@ class ImageConfig:
       image is at least twice the size it is resized to.
     background: '#rrggbb': the colour transparent images are composited
       onto before they lose their alpha channel.
+    nested_folders: 'include' or 'skip': whether an image in a folder
+      nested inside its class folder (`cat/2019/x.jpg`) is an input of that
+      class. It decides which images are listed, not how they are
+      processed; it is here to be in the run's config and config hash.
   """
   height: int = 224
   width: int = 224
@@ -82,6 +88,7 @@ class ImageConfig:
   max_pixels: int = 100_000_000
   draft: bool = True
   background: str = '#ffffff'
+  nested_folders: str = 'include'
 
   @property
   def channels(self) -> int:
