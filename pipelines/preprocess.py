@@ -20,9 +20,6 @@ import calendar
 import logging
 import os
 import re
-
-# TensorFlow's C++ start-up chatter is noise for this tool's users.
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import secrets
 import shutil
 import sys
@@ -31,6 +28,15 @@ import time
 import traceback
 from typing import List, Optional
 
+from pipelines import quiet
+
+# Before TensorFlow is first imported: TensorFlow's C++ start-up lines are
+# noise for this tool's users (--verbose shows them).
+if __name__ == '__main__':
+  quiet.start()
+quiet.imported()
+
+# pylint: disable=wrong-import-position
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -779,6 +785,7 @@ def exit_now(code: int) -> None:
   sys.stdout.flush()
   sys.stderr.flush()
   logging.shutdown()
+  quiet.finish()
   os._exit(code)  # pylint: disable=protected-access
 
 
