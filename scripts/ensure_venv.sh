@@ -31,8 +31,8 @@ if [ ! -f "$WANT" ]; then
     what="the project and its runtime dependencies"
   fi
   echo "installing $what into $VENV (a few minutes the first time)" >&2
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -e "$SPEC"
+  "$VENV/bin/python" -m pip install -qq --upgrade pip
+  "$VENV/bin/python" -m pip install -qq -e "$SPEC"
   if [ ! -f "$STAMP" ]; then rm -f "$VENV"/.installed-*; fi
   touch "$STAMP" "$WANT"
 fi
