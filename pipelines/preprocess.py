@@ -655,12 +655,29 @@ class _DropInstanceDictAdvice(logging.Filter):
     return 'instance dicts' not in record.getMessage()
 
 
+class _DropWorkerStartupNotices(logging.Filter):
+  """Beam's SDK workers in other processes (multi_processing, portable
+  runners) warn at start-up that they have no semi-persistent directory and
+  that they discard the options Beam does not know (ours); both are
+  expected, and the local job service logs each as a warning."""
+
+  NOTICES = ('message: "No semi_persistent_directory found',
+             'message: "Discarding unparseable args')
+
+  def filter(self, record):
+    message = record.getMessage()
+    return not any(notice in message for notice in self.NOTICES)
+
+
 def configure_logging() -> None:
   logging.basicConfig(level=logging.WARNING,
                       format='%(asctime)s %(levelname)s %(name)s: %(message)s')
   for name in ('pipelines', 'transforms'):
     logging.getLogger(name).setLevel(logging.INFO)
   logging.getLogger('absl').addFilter(_DropInstanceDictAdvice())
+  logging.getLogger(
+      'apache_beam.runners.portability.local_job_service').addFilter(
+          _DropWorkerStartupNotices())
 
 
 def usage_sentence(error: Exception) -> str:

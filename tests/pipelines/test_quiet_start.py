@@ -1,9 +1,11 @@
 """A default run shows none of TensorFlow's native start-up lines (the absl
 banner, cuInit, oneDNN, TensorRT, computation placer) on stderr, only its
 own; the filter behind that (pipelines/quiet.py) also covers the processes
-a command starts, keeps every other line, and --verbose turns it off."""
+a command starts, keeps every other line, and --verbose turns it off.
+Beam's SDK workers' two expected start-up warnings are dropped too."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -94,3 +96,23 @@ def test_verbose_lets_the_native_lines_through(tmp_path):
   for word in ('absl::InitializeLog', 'cuda drivers', 'cuInit',
                'a real native warning', 'own line', 'worker line; level None'):
     assert word in text, text
+
+
+def test_workers_start_up_notices_are_dropped_and_their_warnings_kept():
+  from pipelines import preprocess  # pylint: disable=import-outside-toplevel
+  preprocess.configure_logging()
+  logger = logging.getLogger(
+      'apache_beam.runners.portability.local_job_service')
+  kept = []
+  handler = logging.Handler(logging.WARNING)
+  handler.emit = kept.append
+  logger.addHandler(handler)
+  try:
+    for message in ('No semi_persistent_directory found:  User registered '
+                    'objects', "Discarding unparseable args: ['--seed=42']",
+                    'a real worker warning'):
+      logger.warning('Worker: %s', f'severity: WARN message: "{message}"')
+  finally:
+    logger.removeHandler(handler)
+  assert [r.getMessage() for r in kept] == [
+      'Worker: severity: WARN message: "a real worker warning"']
