@@ -47,8 +47,8 @@ setuptools.setup(
     },
     entry_points={
         'console_scripts': [
-            'tfrecord-preprocess=pipelines.preprocess:cli',
-            'tfrecord-validate=pipelines.validate:cli',
+            'tfrecord-preprocess=pipelines.commands:preprocess',
+            'tfrecord-validate=pipelines.commands:validate',
         ],
     },
 )

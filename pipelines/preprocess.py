@@ -20,9 +20,6 @@ import calendar
 import logging
 import os
 import re
-
-# TensorFlow's C++ start-up chatter is noise for this tool's users.
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import secrets
 import shutil
 import sys
@@ -31,6 +28,15 @@ import time
 import traceback
 from typing import List, Optional
 
+from pipelines import quiet
+
+# Before TensorFlow is first imported: TensorFlow's C++ start-up lines are
+# noise for this tool's users (--verbose shows them).
+if __name__ == '__main__':
+  quiet.start()
+quiet.imported()
+
+# pylint: disable=wrong-import-position
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -649,12 +655,29 @@ class _DropInstanceDictAdvice(logging.Filter):
     return 'instance dicts' not in record.getMessage()
 
 
+class _DropWorkerStartupNotices(logging.Filter):
+  """Beam's SDK workers in other processes (multi_processing, portable
+  runners) warn at start-up that they have no semi-persistent directory and
+  that they discard the options Beam does not know (ours); both are
+  expected, and the local job service logs each as a warning."""
+
+  NOTICES = ('message: "No semi_persistent_directory found',
+             'message: "Discarding unparseable args')
+
+  def filter(self, record):
+    message = record.getMessage()
+    return not any(notice in message for notice in self.NOTICES)
+
+
 def configure_logging() -> None:
   logging.basicConfig(level=logging.WARNING,
                       format='%(asctime)s %(levelname)s %(name)s: %(message)s')
   for name in ('pipelines', 'transforms'):
     logging.getLogger(name).setLevel(logging.INFO)
   logging.getLogger('absl').addFilter(_DropInstanceDictAdvice())
+  logging.getLogger(
+      'apache_beam.runners.portability.local_job_service').addFilter(
+          _DropWorkerStartupNotices())
 
 
 def usage_sentence(error: Exception) -> str:
@@ -779,6 +802,7 @@ def exit_now(code: int) -> None:
   sys.stdout.flush()
   sys.stderr.flush()
   logging.shutdown()
+  quiet.finish()
   os._exit(code)  # pylint: disable=protected-access
 
 

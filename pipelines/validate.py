@@ -27,7 +27,12 @@ import sys
 import traceback
 from typing import List, Optional
 
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+from pipelines import quiet
+
+# Before TensorFlow is first imported (see pipelines/quiet.py).
+if __name__ == '__main__':
+  quiet.start()
+quiet.imported()
 
 # pylint: disable=wrong-import-position
 import apache_beam as beam

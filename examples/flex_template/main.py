@@ -10,7 +10,12 @@ watch the job's state) afterwards to act on the outcome.
 
 import sys
 
-from pipelines import preprocess
+from pipelines import quiet
+
+if __name__ == '__main__':
+  quiet.start()  # before TensorFlow is imported (see pipelines/quiet.py)
+
+from pipelines import preprocess  # pylint: disable=wrong-import-position
 
 
 def main(argv):

@@ -307,7 +307,8 @@ def test_flex_template_entry_point_builds_a_detached_dataflow_job(
        f'--staging_location=gs://{BUCKET}/staging',
        '--job_name=tfrecord-flex-20261121', f'--sdk_container_image={image}',
        '--dry_run=True', f'--dataflow_job_file={job_file}'],
-      cwd=tmp_path, capture_output=True, text=True, timeout=300)
+      cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT),
+      capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   summary = json.loads(proc.stdout.strip().splitlines()[-1])
   assert summary['status'] == 'dry_run'

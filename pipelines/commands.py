@@ -1,0 +1,22 @@
+"""Console scripts (setup.py's entry points): `tfrecord-preprocess` and
+`tfrecord-validate`.
+
+Each quiets TensorFlow's native start-up lines before the command's module,
+and TensorFlow with it, is imported (see pipelines/quiet.py), then runs the
+command as `python -m pipelines.preprocess` / `python -m pipelines.validate`
+would.
+"""
+
+from pipelines import quiet
+
+
+def preprocess() -> None:
+  quiet.start()
+  from pipelines import preprocess as command  # pylint: disable=import-outside-toplevel
+  command.cli()
+
+
+def validate() -> None:
+  quiet.start()
+  from pipelines import validate as command  # pylint: disable=import-outside-toplevel
+  command.cli()
