@@ -43,8 +43,8 @@ def test_a_sound_run_passes_the_gate():
   m = _manifest(cfg)
   assert manifest_lib.quality_failures(cfg, m) == []
   assert m['totals'] == {'inputs': 20, 'examples': 20, 'dead_lettered': 0,
-                         'records': 20, 'skipped_files': 0,
-                         'bad_fraction': 0.0}
+                         'dropped_by_content_rules': 0, 'records': 20,
+                         'skipped_files': 0, 'bad_fraction': 0.0}
   assert m['splits']['train']['class_counts'] == {'cat': 6, 'dog': 4}
   assert m['fingerprint'] == format(14, '032x')  # sum of the splits'
 

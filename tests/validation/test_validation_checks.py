@@ -104,20 +104,21 @@ def test_shard_health():
                       "protobuf's 2 GiB limit: no reader can parse it"]
 
 
-def _text_dataset(root, lines):
+def _text_dataset(root, lines, *flags):
   """Preprocesses the CSV `lines` into root/out; returns that folder."""
   (root / 'docs.csv').write_text('\n'.join(lines) + '\n')
   out = root / 'out'
   preprocess.run(['--input', str(root / 'docs.csv'), '--output', str(out)] +
-                 TEXT)
+                 TEXT + list(flags))
   return out
 
 
 @pytest.fixture(scope='module')
 def leaky(tmp_path_factory):
   """A text dataset whose input repeats 12 texts 6 times each, so the
-  same content lands in several splits (the split is decided per row),
-  and 3 texts twice with two labels."""
+  same content lands in several splits (split by row, --split_key id: by
+  content every copy would be in one split), and 3 texts twice with two
+  labels."""
   root = tmp_path_factory.mktemp('leaky')
   lines = ['text,label']
   for i in range(150):
@@ -128,7 +129,7 @@ def leaky(tmp_path_factory):
       lines.append(f'"repeated text number {i} again",{("a", "b")[i % 2]}')
   for i in range(3):
     lines += [f'"labelled twice {i}",a', f'"labelled twice {i}",b']
-  return _text_dataset(root, lines)
+  return _text_dataset(root, lines, '--split_key', 'id')
 
 
 def _report(out):
