@@ -116,6 +116,27 @@ def test_every_copy_of_a_picture_is_in_one_split(default_run):
   assert leak['status'] == 'pass', leak
 
 
+def test_black_glyphs_on_transparent_pixels_are_stored_visible(default_run):
+  """Black on transparent black composited onto white: the glyph shows
+  (dark pixels on a white background), not an all-black example."""
+  out, manifest, _ = default_run
+  records = readback.read_all(out, 'train')
+  # The glyphs <class initial><nn>.png (not the grey and RGB pictures).
+  glyphs = [i for i, ex_id in enumerate(records['id'])
+            if ex_id.decode().split('/')[1][0] == ex_id.decode()[0]]
+  assert len(glyphs) > 10
+  for i in glyphs:
+    # The reader decodes and normalizes: back to 0-255 by the manifest's
+    # statistics.
+    norm = manifest['normalization']
+    pixels = (np.asarray(records['image'][i]) * np.asarray(norm['std']) +
+              np.asarray(norm['mean'])) * 255
+    assert pixels.shape == (SIZE, SIZE, 3)
+    assert (pixels > 250).mean() > 0.3  # the white background
+    assert (pixels < 32).mean() > 0.02  # the black glyph
+  assert manifest['image']['background'] == '#ffffff'
+
+
 def test_conflicts_and_duplicates_are_counted_and_listed(default_run):
   _, manifest, _ = default_run
   contents = manifest['contents']

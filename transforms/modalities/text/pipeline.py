@@ -20,7 +20,7 @@ that id.
 """
 
 import functools
-from typing import List, NamedTuple
+from typing import List, NamedTuple, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -32,6 +32,8 @@ from transforms.core import shuffle
 from transforms.core import splits as split_lib
 from transforms.core import skeleton
 from transforms.core.skeleton import records_key
+from transforms.core.errors import UsageError
+from transforms.sources import files as files_lib
 from transforms.sources import tables as tabular
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import preprocessing as tt
@@ -53,6 +55,9 @@ class TextInput(NamedTuple):
   files: List[str]
   root: str
   columns: text_io.TextColumns
+  # Listed files whose names are not valid UTF-8 (as files.printable shows
+  # them): each is one dead letter, not read.
+  bad_names: Tuple[str, ...] = ()
 
 
 def check_input(cfg) -> TextInput:
@@ -64,11 +69,25 @@ def check_input(cfg) -> TextInput:
   tc = cfg.settings
   kind, files, root = text_io.list_inputs(cfg.input)
   columns = text_io.TextColumns(tc.text_column, tc.label_column)
+  bad_names = tuple(files_lib.printable(p) for p in files
+                    if files_lib.printable(p) != p)
+  files = [p for p in files if files_lib.printable(p) == p]
+  if not files:
+    raise UsageError(f'no input file in {cfg.input} has a name that is valid '
+                     f'UTF-8 (such as {bad_names[0]})')
   if kind == 'table':
     for path in files:
       columns = text_io.check_columns(path, tabular.format_of(path),
                                       tc.text_column, tc.label_column)
-  return TextInput(kind, files, root, columns)
+  return TextInput(kind, files, root, columns, bad_names)
+
+
+def _bad_name_letters(plan: TextInput) -> List[dict]:
+  """The dead letters of the listed files whose names are not valid UTF-8
+  (Beam's coders and the records hold UTF-8 text only)."""
+  return [dead_letter(name, 'list', f'the path is not valid UTF-8: {name} '
+                      '(undecodable bytes shown as \\xNN); the file is not '
+                      'read', None) for name in plan.bad_names]
 
 
 class _ReadDocumentsFn(beam.DoFn):
@@ -311,7 +330,14 @@ class ReadDocuments(skeleton.ReadInputs):
     if not cfg.contents.drops:
       _, summary = stats_out[CONTENTS] | 'ContentGroups' >> (
           contents_lib.ContentGroups(cfg.contents))
-    counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
+    if plan.bad_names:
+      dead.append(pbegin | 'BadNames' >> beam.Create(_bad_name_letters(plan)))
+      counted = ((stats_out[COUNTS], pbegin | 'BadNameCounts' >> beam.Create(
+          [(('', 'inputs'), len(plan.bad_names))]))
+                 | 'AllCounts' >> beam.Flatten())
+    else:
+      counted = stats_out[COUNTS]
+    counts = batch_examples.sum_counts(counted, 'SumCounts')
     return {
         'dead': (tuple(dead) + (stats_out[DEAD],)
                  | 'AllDeadLetters' >> beam.Flatten()),
