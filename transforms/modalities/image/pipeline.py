@@ -2,23 +2,33 @@
 
     ReadImages
       ListImageInputs --(bad lines, unknown split folders)--> dead letter
-      -> PlanCopies (rebalancing decided per input, from the listed class
-         counts, core/rebalance.Plan)
+      [first pass, only for runs that must know every split or content
+       before planning: rebalancing with content splits, or content rules
+       that drop (core/contents.py)]
+        FindContents (decode and resize, no encoding; the split of each
+        image from its pixels) --(bad)--> dead letter
+        -> ContentGroups --(dropped by the rules)--> dead letter
+      -> PlanCopies (rebalancing decided per input, from the class counts
+         of the inputs whose split is known, core/rebalance.Plan), or one
+         copy each when the split is still to come from the pixels
       -> SeededShuffle of the input references (core/shuffle.py)
-      -> DecodeImages --(bad)--> dead letter
+      -> DecodeImages (the split from the pixels where it is still to
+         come) --(bad)--> dead letter
+      -> [single pass: ContentGroups of the decoded digests, for the
+         manifest's counts]
       -> per split; the training split's first copies are the analysis
          input (per-image channel statistics, not the pixels)
     BuildImageRecords, per split
       [float32 storage: TransformDataset] -> serialize (one record each)
 
-Only input references are ever grouped (to shuffle them); decoded images
-flow from the decoder to the shard writer without being collected anywhere,
-so memory does not grow with the dataset. Two options trade that away:
-float32 storage (TransformDataset waits for the analysis, so the runner
-keeps the examples until then) and a fixed --num_shards (Beam's writer
-groups the records by shard). Because the references are shuffled before
-decoding, every shard receives examples in a seeded random order, whatever
-the runner does with bundles.
+Only input references and content digests are ever grouped; decoded
+images flow from the decoder to the shard writer without being collected
+anywhere, so memory does not grow with the dataset. Two options trade that
+away: float32 storage (TransformDataset waits for the analysis, so the
+runner keeps the examples until then) and a fixed --num_shards (Beam's
+writer groups the records by shard). Because the references are shuffled
+before decoding, every shard receives examples in a seeded random order,
+whatever the runner does with bundles.
 """
 
 import logging

@@ -1,10 +1,14 @@
 """Assembles the text preprocessing pipeline (labelled documents).
 
-The input is read twice, so no document waits in memory for the
-vocabulary:
+The input is read twice (three times when content rules drop documents),
+so no document waits in memory for the vocabulary:
 
+    [contents pass, with --label_conflicts drop|majority or
+     --drop_duplicates: DocumentContentsFn -> ContentGroups
+     --(dropped)--> dead letter; the drops are a side input below]
     statistics pass:  DocumentStatisticsFn --(bad documents)--> dead letter
-        -> documents per split, label names, class counts
+        -> documents per split, label names, class counts, [content
+           digests -> ContentGroups, for the manifest's counts]
         -> training documents (Arrow batches) -> tf.Transform
            AnalyzeDataset (token vocabulary, label vocabulary)
            -> WriteTransformFn
@@ -16,7 +20,8 @@ vocabulary:
 
 Documents are ids by `<file>:<row>` for table files and by their path
 relative to the input folder for class folders, and split by a hash of
-that id.
+their content, the tokens the transform makes of them
+(preprocessing.content_keys), or of their id with --split_key id.
 """
 
 import functools
