@@ -1,8 +1,10 @@
-"""Deterministic split assignment from a stable example id. No Beam in here.
+"""Deterministic split assignment from a stable key. No Beam in here.
 
-An example's split depends only on its id (the relative input path) and the
-ratios, so reruns, other runners and other worker counts always put it in
-the same split. The hash is SHA-256, not Python's `hash()`, which is salted
+An example's split depends only on its key and the ratios: by default the
+digest of its content (core/contents.py), with --split_key id its id (the
+relative input path, or file:row); for sensor rows its entity and time. So
+reruns, other runners and other worker counts always put it in the same
+split. The hash is SHA-256, not Python's `hash()`, which is salted
 per process.
 """
 
