@@ -25,9 +25,11 @@ each run's output goes to WORKDIR/logs/text/<name>_r<k>.log (a folder of
 its own: the other benchmarks use the same job names in WORKDIR/logs).
 
 Record counts are checked per split: ours from OUT/manifest.json, the
-baseline from the JSON line it prints, both against the counts that the
-split rule implies (transforms.core.splits.assign_split of '<file name>:<row>'
-for every row) and against each other.
+baseline from the JSON line it prints, each against the counts its split
+rule implies: ours splits by content (the default --split_key content: a
+hash of each text's tokens, transforms.modalities.text.preprocessing.
+content_keys), the baseline by row id (transforms.core.splits.assign_split
+of '<file name>:<row>', what a plain script does); the totals agree.
 
 Exit codes: 0 done; 1 a command failed (its log tail is printed); 3 every
 command ran but the per-split record counts disagree (printed as a
@@ -86,16 +88,34 @@ def ensure_csv(workdir, docs):
   return path
 
 
-def expected_split_records(csv_path, docs):
-  """{split: records} of the split rule: every row in the split of its id.
+def expected_split_records(csv_path, docs, by='id'):
+  """{split: records} of a split rule.
 
-  The id of row r (0-based, header not counted) is '<file name>:<r>', the
-  same rule as text_baseline.py.
+  by='id': every row in the split of its id; the id of row r (0-based,
+  header not counted) is '<file name>:<r>', the rule of text_baseline.py.
+  by='content': every row in the split of its content key, our pipeline's
+  default (lower-cased whitespace tokens, the first MAX_TOKENS of them).
   """
   sys.path.insert(0, REPO)
+  from transforms.core import contents  # pylint: disable=import-outside-toplevel
   from transforms.core.splits import assign_split  # pylint: disable=import-outside-toplevel
-  base = os.path.basename(csv_path)
+  from transforms.modalities.text import preprocessing as tt  # pylint: disable=import-outside-toplevel
   out = {name: 0 for name, _ in SPLITS}
+  if by == 'content':
+    tc = tt.TextConfig(
+        text_column='text', label_column='label', lowercase=True,
+        strip_punctuation=False, max_tokens=MAX_TOKENS,
+        vocab_size=VOCAB_SIZE, min_frequency=1, oov_buckets=1,
+        ngrams=(1, 1), output='ids', keep_text=False,
+        invalid_utf8='replace')
+    with open(csv_path, newline='', encoding='utf-8') as f:
+      rows = csv.reader(f)
+      next(rows)
+      texts = [row[0] for row in rows]
+    for key in tt.content_keys(texts, tc):
+      out[contents.content_split(key, SPLITS)] += 1
+    return out
+  base = os.path.basename(csv_path)
   for r in range(docs):
     out[assign_split(f'{base}:{r}', list(SPLITS))] += 1
   return out
@@ -145,8 +165,9 @@ def compare(args):
           for name, (cmd, out) in commands(csv_path, outdir,
                                            args.docs).items()
           if name in args.only}
-  expected = expected_split_records(csv_path, args.docs)
-  per_job = {n: expected for n in jobs}
+  expected = {'ours': expected_split_records(csv_path, args.docs, 'content'),
+              'baseline': expected_split_records(csv_path, args.docs, 'id')}
+  per_job = {n: expected[n] for n in jobs}
   harness.print_commands(jobs)
   runs = harness.measure(jobs, args.repeats, logdir, UNIT, _inspect,
                          harness.split_count_check(per_job))
@@ -172,7 +193,8 @@ def compare(args):
     print(f'(only {", ".join(jobs)} ran: no ratios)')
   for name in jobs:
     last = runs[name][-1]['splits']
-    verdict = 'as expected' if harness.same_splits(last, expected) else 'DIFFERENT'
+    verdict = ('as expected' if harness.same_splits(last, per_job[name])
+               else 'DIFFERENT')
     print(f'records {name:9s} {harness.format_splits(last)} ({verdict})')
   harness.print_columns_note(UNIT)
   harness.print_problems(problems, 'per-split record counts disagree')
@@ -180,7 +202,7 @@ def compare(args):
           'data': csv_path, 'vocab_size': VOCAB_SIZE,
           'max_tokens': MAX_TOKENS, 'machine': harness.machine_info(),
           'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
-          'expected_split_records': expected,
+          'expected_split_records': per_job,
           'results': s, 'throughput_ratios': ratios,
           'peak_rss_ratios': rss_ratios, 'record_problems': problems}
 
