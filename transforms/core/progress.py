@@ -265,7 +265,8 @@ class ItemMeasure(Measure):
 class BytesMeasure(Measure):
   """Bytes of the input files read of their total size times the passes
   over them (the size is known on the launching machine), and the items
-  (documents, rows) read so far.
+  (documents, rows) read, records encoded (core/batches.ToRecords) and
+  records handed to the writer (output/shards.py) so far.
 
   Args:
     modality: Its name (the counters' namespace).
@@ -280,8 +281,10 @@ class BytesMeasure(Measure):
                items: Tuple[str, str]):
     self._read = key(modality, 'bytes_read')
     self._items, self.item_name = key(modality, items[0]), items[1]
+    self._encoded = key(modality, 'encoded')
+    self._written = key(modality, 'written')
     self.total_bytes, self.passes = total_bytes, passes
-    self.counters = (self._read, self._items)
+    self.counters = (self._read, self._items, self._encoded, self._written)
 
   def done_total(self, values):
     total = (self.total_bytes * self.passes if self.total_bytes else None)
@@ -297,11 +300,21 @@ class BytesMeasure(Measure):
             f'read{passes}')
 
   def note(self, values, short=False):
+    items = f'{values.get(self._items, 0):,} {self.item_name}'
+    # What moves once the input is read: the records being made and
+    # written.
+    encoded, written = (values.get(self._encoded, 0),
+                        values.get(self._written, 0))
+    if short:  # what moves: the items read, then the records
+      return (f'{written:,} records written' if written else
+              f'{encoded:,} records encoded' if encoded else items)
     parts = []
-    if self.passes > 1 and self.total_bytes and not short:
+    if self.passes > 1 and self.total_bytes:
       parts.append(f'{self.passes} passes over {format_bytes(self.total_bytes)}'
                    ' of input')
-    parts.append(f'{values.get(self._items, 0):,} {self.item_name}')
+    parts.append(items)
+    if encoded:
+      parts.append(f'records: {encoded:,} encoded, {written:,} written')
     return '; '.join(parts)
 
 
