@@ -16,16 +16,18 @@ line in place and ends it with a newline when the run is done:
 Images count inputs processed of inputs listed; text and sensor count the
 bytes of the input files read of their total size (known on the launching
 machine) times the passes over them, with the documents or rows read so
-far. The rate is that of the last RATE_WINDOW_SECONDS (of the whole run
-when nothing moved in that time, as between two passes); the time left
-assumes it holds. Counting stops when the last input byte or image is
-read, so the time left leaves out the shuffle and writing that follow.
-Nothing is shown when the run ends before the first interval.
+far, and then the records encoded and written. The rate is that of the
+last RATE_WINDOW_SECONDS (of the whole run when nothing moved in that
+time, as between two passes); the time left assumes it holds. It runs to
+the last image or input byte read, not through the shuffle and writing
+that follow (the line says `finishing` then; for text and sensor data its
+records encoded and written still move). Nothing is shown when the run
+ends before the first interval.
 """
 
 import collections
 import logging
-import shutil
+import os
 import sys
 import threading
 import time
@@ -186,8 +188,8 @@ class Reporter:
               f'progress: {waiting}')
     if total is None:
       if self._bar:
-        return ', '.join(p for p in (f'{_bar(0)} {_amount(m, done)}', note,
-                                     _rate_text(m, rate)) if p)
+        return _fit(f'{_bar(0)} {_amount(m, done)}', note,
+                    _rate_text(m, rate))
       return (f'progress: {_amount(m, done)}{f" ({note})" if note else ""}, '
               f'{_rate_text(m, rate)}')
     share = min(done / total, 0.99) if total else 0.0
@@ -199,9 +201,8 @@ class Reporter:
     else:
       left = 'time left not known yet'
     if self._bar:
-      return ', '.join(p for p in (
-          f'{_bar(share)} {share:.0%} {_of(m, done, total, "/")}', note,
-          _rate_text(m, rate), left) if p)
+      return _fit(f'{_bar(share)} {share:.0%} {_of(m, done, total, "/")}',
+                  note, _rate_text(m, rate), left)
     return (f'progress: {share:.0%} ({_of(m, done, total, " of ")}'
             f'{f"; {note}" if note else ""}), {_rate_text(m, rate)}, {left}')
 
@@ -291,8 +292,6 @@ class _BarOutput:
 
   def write(self, line: str) -> None:
     """Writes `line` over the previous one (the handler's emit)."""
-    columns = shutil.get_terminal_size((100, 20)).columns - 1
-    line = line[:max(columns, 20)]
     pad = max(self._width - len(line), 0)
     sys.stderr.write('\r' + line + ' ' * pad)
     sys.stderr.flush()
@@ -353,6 +352,27 @@ class _BreakBarLine(logging.Filter):
     return True
 
 
+def _fit(what: str, note: str, *rest: str) -> str:
+  """The bar line's parts joined; on a terminal too narrow for it, the
+  note is left out, then the end cut."""
+  line = ', '.join(p for p in (what, note) + rest if p)
+  width = _columns()
+  if width is None or len(line) <= width:
+    return line
+  return ', '.join(p for p in (what,) + rest if p)[:width]
+
+
+def _columns() -> Optional[int]:
+  """The width of the terminal stderr is, less one; None when it is not a
+  terminal."""
+  try:
+    if not sys.stderr.isatty():
+      return None
+    return max(os.get_terminal_size(sys.stderr.fileno()).columns - 1, 20)
+  except (AttributeError, OSError, ValueError):
+    return None
+
+
 def _bar(share: float) -> str:
   filled = int(round(max(0.0, min(share, 1.0)) * BAR_WIDTH))
   return '[' + '#' * filled + '.' * (BAR_WIDTH - filled) + ']'
@@ -366,10 +386,16 @@ def _amount(m: counts.Measure, n: float) -> str:
 
 def _of(m: counts.Measure, done: float, total: float, sep: str) -> str:
   """'1,530 of 3,000 images', '3.1 MB of 6.0 MB read' (sep ' of '), or
-  '1,530/3,000 images', '3.1 MB/6.0 MB' (sep '/')."""
+  '1,530/3,000 images', '3.1/6.0 MB' (sep '/')."""
+  if m.unit == 'bytes' and sep == '/':
+    # '3.1/6.0 MB' when both are in one unit.
+    first, second = counts.format_bytes(done), counts.format_bytes(total)
+    if first.split(' ')[-1] == second.split(' ')[-1]:
+      first = first.split(' ')[0]
+    return f'{first}/{second}'
   if m.unit == 'bytes':
-    text = f'{counts.format_bytes(done)}{sep}{counts.format_bytes(total)}'
-    return text if sep == '/' else text + ' read'
+    return (f'{counts.format_bytes(done)}{sep}{counts.format_bytes(total)}'
+            ' read')
   return f'{int(done):,}{sep}{int(total):,} {m.unit}'
 
 

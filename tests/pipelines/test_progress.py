@@ -99,7 +99,7 @@ def test_text_run_reports_bytes_of_two_passes(tmp_path, caplog):
   _check_rates(of_total)
   assert lines[-1].startswith(f'progress: 100% ({total} of {total} read'), (
       lines[-1])
-  assert '; 300 documents)' in lines[-1]
+  assert '; 300 documents; records: 300 encoded, 300 written)' in lines[-1]
 
 
 def test_sensor_run_reports_bytes_and_rows(tmp_path, caplog):
@@ -117,7 +117,9 @@ def test_sensor_run_reports_bytes_and_rows(tmp_path, caplog):
   _check_rates(of_total)
   assert lines[-1].startswith(f'progress: 100% ({total} of {total} read'), (
       lines[-1])
-  assert f'; {len(frame)} rows)' in lines[-1]
+  n = len(frame)
+  assert f'; {n:,} rows; records: {n:,} encoded, {n:,} written)' in (
+      lines[-1])
 
 
 def test_off_shows_nothing(tmp_path, caplog, capsys):
@@ -140,8 +142,8 @@ def test_bar_redraws_one_line(tmp_path, caplog, capsys):
   assert not _lines(caplog)
   total = counts.format_bytes(2 * os.path.getsize(src))
   last = err.rsplit('\r', 1)[1]
-  assert re.match(rf'\[#{{10}}\] 100% {re.escape(total)}/'
-                  rf'{re.escape(total)}, 60 documents, .+/s, done in '
+  assert re.match(rf'\[#{{10}}\] 100% {re.escape(total.split()[0])}/'
+                  rf'{re.escape(total)}, 60 records written, .+/s, done in '
                   r'\d+:\d\d *\n$', last), repr(last)
 
 
@@ -241,6 +243,10 @@ def test_two_image_passes_and_byte_totals():
   assert text.note(values) == ('3 passes over 1.5 MB of input; 1,200 '
                                'documents')
   assert text.note(values, short=True) == '1,200 documents'
+  values.update({'text.encoded': 900, 'text.written': 300})
+  assert text.note(values, short=True) == '300 records written'
+  assert text.note(values) == ('3 passes over 1.5 MB of input; 1,200 '
+                               'documents; records: 900 encoded, 300 written')
 
 
 def test_progress_flag_is_checked_and_not_hashed(tmp_path):
