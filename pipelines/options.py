@@ -137,6 +137,12 @@ class PreprocessOptions(PipelineOptions):
         'live run renews it every third of that, so only a killed run\'s '
         'lease runs out, and another run may then take the output over. '
         'Default: 600.')
+    add('--progress', default='auto',
+        help='While the run goes, show every few seconds how much is done '
+        'of the total, the rate and the time left, on stderr: bar (one '
+        'line redrawn in place), log (a log line each time), off, or auto '
+        '(bar when stderr is a terminal, else log). Changes no record and '
+        'not the config hash. Default: auto.')
     add('--verbose', default=False, action='store_true',
         help='When the run fails, also print the full traceback on stderr '
         '(it is always written to the log file the error names). Changes '

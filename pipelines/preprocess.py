@@ -46,6 +46,7 @@ from apache_beam.options.pipeline_options import TestOptions
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
+from pipelines import progress as progress_lib
 from pipelines import signals
 from pipelines.options import UsageError
 from transforms.output import lease as lease_lib
@@ -310,6 +311,8 @@ def run(argv: Optional[List[str]] = None,
   dry_run = _dry_run(options)
   detach = _detach(options)
   stale_hours = _stale_staging_hours(options)
+  shown = progress_lib.mode(
+      options.view_as(options_lib.PreprocessOptions).progress)
   if not dry_run:
     check_output(cfg)
   modality = cfg.plugin
@@ -329,7 +332,7 @@ def run(argv: Optional[List[str]] = None,
   submitted = None
   try:
     submitted = _publish_run(options, cfg, run_info, plan, stale_hours,
-                             detach, progress)
+                             'off' if detach else shown, progress)
   finally:
     if submitted is None:
       lease.release()
@@ -389,9 +392,11 @@ def _lease_settings(options):
 
 
 def _publish_run(options, cfg, run_info: dict, plan, stale_hours: float,
-                 detach: bool, progress: dict) -> Optional[dict]:
-  """Runs the pipeline into a new run folder (see run()); returns what
-  _run_pipeline returns."""
+                 shown: str, progress: dict) -> Optional[dict]:
+  """Runs the pipeline into a new run folder (see run()), showing its
+  progress as `shown` says (pipelines/progress.mode; 'off' for --detach);
+  returns what _run_pipeline returns."""
+  detach = _detach(options)
   removed = remove_stale_staging(cfg.output, stale_hours, time.time())
   if removed:
     _LOG.info('removed %d run folder(s) older than %g hours left by '
@@ -401,14 +406,17 @@ def _publish_run(options, cfg, run_info: dict, plan, stale_hours: float,
   run_info['tft_temp'] = manifest_lib.join(staging, manifest_lib.TFT_TEMP)
   progress.update(staging=staging)
   try:
-    try:
-      pipeline = _build(options, cfg, run_info, staging, plan)
-    except Exception:
-      _remove_tree(staging)
-      raise
-    _LOG.info('pipeline built %.1f s after start; running it', time.time() -
-              _PROCESS_START)
-    return _run_pipeline(pipeline, detach, staging, progress)
+    # Open before building: the DoFns' progress counters report to it.
+    with progress_lib.report(shown, _progress_measure(cfg, plan)
+                             ) as reporter:
+      try:
+        pipeline = _build(options, cfg, run_info, staging, plan)
+      except Exception:
+        _remove_tree(staging)
+        raise
+      _LOG.info('pipeline built %.1f s after start; running it',
+                time.time() - _PROCESS_START)
+      return _run_pipeline(pipeline, detach, staging, progress, reporter)
   except BaseException as e:
     if signals.received() is None:
       raise
@@ -418,6 +426,16 @@ def _publish_run(options, cfg, run_info: dict, plan, stale_hours: float,
       return None
     raise signals.Cancelled(
         f'received {signals.name(signals.received())}') from e
+
+
+def _progress_measure(cfg, plan):
+  """The modality's progress measure, or None (no progress line) when it
+  has none or cannot tell its total."""
+  try:
+    return cfg.plugin.progress(cfg, plan)
+  except Exception:  # pylint: disable=broad-except
+    _LOG.warning('no progress line for this run', exc_info=True)
+    return None
 
 
 def _cancel(lease, staging: str, progress: dict) -> None:
@@ -514,9 +532,11 @@ def _translate_only(options, cfg, run_info: dict, plan) -> dict:
 
 
 def _run_pipeline(pipeline, detach: bool, staging: str,
-                  progress: dict) -> Optional[dict]:
+                  progress: dict, reporter=None) -> Optional[dict]:
   """Runs the pipeline to the end; returns {'submitted': True, ...} for a
-  job that was submitted and not waited for, else None.
+  job that was submitted and not waited for, else None. `reporter` (see
+  pipelines/progress.py) is given the PipelineResult once `run()` returns:
+  the local runner returns it only at the end, other runners at once.
 
   Raises:
     DataQualityError: The quality gate refused the data (its FAILED.json
@@ -525,6 +545,8 @@ def _run_pipeline(pipeline, detach: bool, staging: str,
   try:
     result = pipeline.run()
     progress['result'] = result
+    if reporter is not None:
+      reporter.attach(result)
     if detach or not getattr(result, 'has_job', True):
       # Submitted and not waited for, or (--template_location) the job was
       # written as a template instead of submitted: the job publishes

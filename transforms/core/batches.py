@@ -21,12 +21,15 @@ import apache_beam as beam
 from apache_beam.utils import shared
 import numpy as np
 
+from transforms.core import progress
 from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
 
 # Examples per call of the exported transform.
 TRANSFORM_BATCH = 4096
 ID, LABEL_TEXT, SPLIT = 'id', 'label_text', 'split'
+# The progress counter of the records encoded (core/progress.py).
+ENCODED = 'encoded'
 
 
 def source_name(root: str, path: str) -> str:
@@ -146,7 +149,7 @@ class ToRecords(beam.DoFn):
   Tagged outputs, counted per batch: 'formed' ((split name, examples), ''
   for examples left out), 'before' and 'after' class counts
   ((split, label), n), and whatever `describe(batch, split names)` yields
-  as 'extra'.
+  as 'extra'. The records encoded are counted for the progress line.
 
   Args of the constructor:
     cfg: The PreprocessConfig (splits, rebalancing, seed).
@@ -157,6 +160,7 @@ class ToRecords(beam.DoFn):
   def __init__(self, cfg, encode: Callable, describe: Callable = None):
     super().__init__()
     self._cfg, self._encode, self._describe = cfg, encode, describe
+    self._encoded = progress.counter(cfg.modality, ENCODED)
 
   def process(self, batch, label_ids, class_counts, buckets):
     cfg, names = self._cfg, self._cfg.split_names
@@ -196,6 +200,7 @@ class ToRecords(beam.DoFn):
       if n:
         yield beam.pvalue.TaggedOutput('after', (key, n))
     records = self._encode(batch, label_ids, weights)
+    self._encoded.inc(len(records))
     ids = batch[ID]
     groups: Dict[tuple, list] = {}
     for i, record in enumerate(records):

@@ -10,6 +10,10 @@ retried bundle twice, the manifest never does.
     parsed          documents or rows read well (statistics pass)
     dead_lettered   dead letters written, every stage
     serialized      records handed to the shard writer
+
+The progress line's counters (core/progress.py) are in a namespace of their
+own, `tfrecord.<name>.progress`: listed, identified, processed and settled
+(images); bytes_read and documents or rows (text, sensor).
 """
 
 from apache_beam.metrics import Metrics

@@ -130,6 +130,14 @@ class Modality:
   # for a list.
   manifest_values: Dict[str, bool] = {}
 
+  def progress(self, cfg, plan):
+    """What the progress line measures while the run goes: a
+    core/progress.Measure (done of total from its progress counters), or
+    None for no progress line. Called on the launching machine after
+    check_input."""
+    del cfg, plan
+    return None
+
   def read_inputs(self, cfg, plan):
     """The skeleton's ReadInputs stage: a PTransform from the pipeline's
     start to the dict core/skeleton.py describes."""

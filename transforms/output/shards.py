@@ -18,6 +18,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 
 from transforms.core import metrics
+from transforms.core import progress
 from transforms.output import tfrecord_files
 
 _MOD = 1 << 128
@@ -96,15 +97,22 @@ class WriteSplit(beam.PTransform):
                 index=index))
 
 
+# The progress counter of the records handed to the writer
+# (core/progress.py).
+WRITTEN = 'written'
+
+
 class _EachRecord(beam.DoFn):
-  """A record list -> its records, counted."""
+  """A record list -> its records, counted (also for the progress line)."""
 
   def __init__(self, modality: str):
     super().__init__()
     self._serialized = metrics.counter(modality, 'serialized')
+    self._written = progress.counter(modality, WRITTEN)
 
   def process(self, records):
     self._serialized.inc(len(records))
+    self._written.inc(len(records))
     yield from records
 
 

@@ -10,7 +10,8 @@ not list.
 import errno
 import os
 import re
-from typing import Iterator, List, NamedTuple, Optional
+import threading
+from typing import Dict, Iterator, List, NamedTuple, Optional
 
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
@@ -249,3 +250,97 @@ def _walk(root: str) -> Iterator[Listed]:
         yield Listed(path, skip='not a regular file (a FIFO, socket or '
                      'device)')
     pending.extend(reversed(folders))
+
+
+class ReadCount:
+  """Bytes of input files read so far, for progress reports.
+
+  A file read as a stream counts the furthest offset read in it
+  (`reached`), so that a file read again from its start (the CSV reader's
+  retry with larger blocks) counts once; a file read whole counts its
+  length (`add`). Safe to feed from any thread (pyarrow may read ahead on
+  its own); `take` is called on the thread that reports the bytes.
+  """
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._furthest: Dict[str, int] = {}
+    self._new = 0
+
+  def reached(self, path: str, offset: int) -> None:
+    """`path` has been read up to `offset`."""
+    with self._lock:
+      before = self._furthest.get(path, 0)
+      if offset > before:
+        self._furthest[path] = offset
+        self._new += offset - before
+
+  def add(self, n: int) -> None:
+    """`n` more bytes were read."""
+    with self._lock:
+      self._new += n
+
+  def take(self) -> int:
+    """The bytes read since the last take."""
+    with self._lock:
+      n, self._new = self._new, 0
+      return n
+
+
+class CountingFile:
+  """A binary file object (from FileSystems.open) that tells a ReadCount
+  how far it has been read; everything else is the file's own."""
+
+  def __init__(self, f, path: str, count: ReadCount):
+    self._f, self._path, self._count = f, path, count
+    self._pos = 0
+
+  def _moved(self, n: int) -> None:
+    self._pos += n
+    self._count.reached(self._path, self._pos)
+
+  def read(self, size: int = -1) -> bytes:
+    data = self._f.read(size)
+    self._moved(len(data))
+    return data
+
+  def read1(self, size: int = -1) -> bytes:
+    data = self._f.read1(size)
+    self._moved(len(data))
+    return data
+
+  def readinto(self, buffer) -> int:
+    n = self._f.readinto(buffer) or 0
+    self._moved(n)
+    return n
+
+  def readline(self, size: int = -1) -> bytes:
+    data = self._f.readline(size)
+    self._moved(len(data))
+    return data
+
+  def seek(self, offset: int, whence: int = 0) -> int:
+    self._pos = self._f.seek(offset, whence)
+    return self._pos
+
+  def tell(self) -> int:
+    return self._f.tell()
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> bytes:
+    line = self.readline()
+    if not line:
+      raise StopIteration
+    return line
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self._f.close()
+
+  def __getattr__(self, name):
+    return getattr(self._f, name)
+

@@ -74,6 +74,8 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.sources import files
+
 FORMATS = ('csv', 'tsv', 'jsonl', 'parquet')
 
 _EXTENSIONS = {
@@ -160,8 +162,10 @@ class RowBatch:
     return len(self.row)
 
 
-def _open(path: str):
-  return FileSystems.open(path, compression_type='uncompressed')
+def _open(path: str, reads: Optional[files.ReadCount] = None):
+  """The file, as bytes; with `reads`, counting how far it is read."""
+  f = FileSystems.open(path, compression_type='uncompressed')
+  return f if reads is None else files.CountingFile(f, path, reads)
 
 
 def _column_list(names: Sequence[str], limit: int = 40) -> str:
@@ -826,7 +830,7 @@ def _open_binary_csv(f, path: str, fmt: str, needed: Sequence[str],
           null_values=[''], quoted_strings_can_be_null=False))
 
 
-def _iter_csv(path, fmt, columns, unit, batch_rows):
+def _iter_csv(path, fmt, columns, unit, batch_rows, reads=None):
   needed = _needed(columns)
   pending: List[Tuple[int, str]] = []  # wrong field counts, by row index
 
@@ -838,7 +842,7 @@ def _iter_csv(path, fmt, columns, unit, batch_rows):
     return 'skip'
 
   next_row = 0
-  with _open(path) as f:
+  with _open(path, reads) as f:
     try:
       reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
                                 on_invalid_row)
@@ -1003,10 +1007,10 @@ def _json_slow(block: bytes, rows: np.ndarray, needed: Sequence[str]):
   return arrays, np.array(good, np.int64), bad
 
 
-def _iter_jsonl(path, columns, unit, batch_rows):
+def _iter_jsonl(path, columns, unit, batch_rows, reads=None):
   needed = _needed(columns)
   next_row = 0
-  with _open(path) as f:
+  with _open(path, reads) as f:
     for block, count, objects in _json_blocks(f, batch_rows):
       rows = np.arange(next_row, next_row + count, dtype=np.int64)
       next_row += count
@@ -1020,7 +1024,7 @@ def _iter_jsonl(path, columns, unit, batch_rows):
         yield _convert(arrays, good, columns, unit, bad)
 
 
-def _iter_parquet(path, columns, unit, batch_rows):
+def _iter_parquet(path, columns, unit, batch_rows, reads=None):
   needed = _needed(columns)
   next_row = 0
   with _open(path) as f:
@@ -1030,18 +1034,32 @@ def _iter_parquet(path, columns, unit, batch_rows):
       if name not in names:
         raise ColumnError(f'the column {name!r} is not in {path} (columns: '
                           f'{_column_list(names)})')
+    # Only some column chunks are read, wherever they are in the file: its
+    # share of the rows stands for how far it is read.
+    size = _size(path) if reads is not None else 0
+    total_rows = max(parquet.metadata.num_rows, 1)
     for batch in parquet.iter_batches(batch_size=batch_rows, columns=needed):
       n = batch.num_rows
       if not n:
         continue
       rows = np.arange(next_row, next_row + n, dtype=np.int64)
       next_row += n
+      if reads is not None:
+        reads.reached(path, size * min(next_row, total_rows) // total_rows)
       arrays = {name: batch.column(name) for name in needed}
       yield _convert(arrays, rows, columns, unit)
+  if reads is not None:
+    reads.reached(path, size)
+
+
+def _size(path: str) -> int:
+  meta = files.metadata(path)
+  return meta.size_in_bytes if meta is not None else 0
 
 
 def iter_batches(path: str, fmt: str, columns: Columns,
-                 timestamp_unit: str = 's', batch_rows: int = 65536
+                 timestamp_unit: str = 's', batch_rows: int = 65536,
+                 reads: Optional[files.ReadCount] = None
                  ) -> Iterator[Tuple[RowBatch, List[Tuple[int, str]]]]:
   """Streams a file as parsed batches.
 
@@ -1051,6 +1069,8 @@ def iter_batches(path: str, fmt: str, columns: Columns,
     columns: The roles (from resolve_columns).
     timestamp_unit: Unit of numeric timestamps: 's', 'ms', 'us' or 'ns'.
     batch_rows: Rows per batch (at most; CSV batches hold about as many).
+    reads: Told how far the file has been read (for progress reports);
+      a Parquet file by the share of its rows read.
 
   Yields:
     (good rows, bad rows) per batch; bad rows are [(row index, reason)]
@@ -1067,7 +1087,7 @@ def iter_batches(path: str, fmt: str, columns: Columns,
   if batch_rows < 1:
     raise ValueError(f'batch_rows must be at least 1, got {batch_rows}')
   if fmt in ('csv', 'tsv'):
-    return _iter_csv(path, fmt, columns, timestamp_unit, batch_rows)
+    return _iter_csv(path, fmt, columns, timestamp_unit, batch_rows, reads)
   if fmt == 'jsonl':
-    return _iter_jsonl(path, columns, timestamp_unit, batch_rows)
-  return _iter_parquet(path, columns, timestamp_unit, batch_rows)
+    return _iter_jsonl(path, columns, timestamp_unit, batch_rows, reads)
+  return _iter_parquet(path, columns, timestamp_unit, batch_rows, reads)

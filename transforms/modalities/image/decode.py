@@ -1,9 +1,5 @@
 """The parallel read-decode-resize-encode step, as a Beam transform."""
 
-import logging
-import threading
-import time
-
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
@@ -11,43 +7,21 @@ from transforms.modalities.image import processing as images
 from transforms.modalities.image import features as schema
 from transforms.core import contents
 from transforms.core import metrics
+from transforms.core import progress
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import dead_letter
 
-_LOG = logging.getLogger(__name__)
+# Progress counters (core/progress.py; inputs.LISTED counts the inputs
+# listed): inputs looked at by the first pass (FindContentFn); decoded or dead-lettered by the decoding pass
+# (copy 0); settled without a second pass (bad in the first pass, or dropped
+# by the content rules).
+IDENTIFIED, PROCESSED, SETTLED = 'identified', 'processed', 'settled'
 
 
 def read_bytes(path: str) -> bytes:
   """All bytes of a file through Beam's FileSystems (local, gs://, ...)."""
   with FileSystems.open(path, compression_type='uncompressed') as f:
     return f.read()
-
-
-class _Progress:
-  """Logs count and rate at most every `interval` seconds, per process."""
-
-  def __init__(self, interval: float = 10.0):
-    self._interval = interval
-    self._lock = threading.Lock()
-    self._count = 0
-    self._start = None
-    self._last = 0.0
-
-  def tick(self):
-    with self._lock:
-      now = time.monotonic()
-      if self._start is None:
-        self._start = self._last = now
-        _LOG.info('decoding images')
-      self._count += 1
-      if now - self._last >= self._interval:
-        self._last = now
-        rate = self._count / max(now - self._start, 1e-9)
-        _LOG.info('decoded %d images (%.0f images/s in this worker)',
-                  self._count, rate)
-
-
-_PROGRESS = _Progress()
 
 
 def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
@@ -93,13 +67,15 @@ class DecodeImageFn(beam.DoFn):
   A task is (InputRef, copy index, write, weight). Only copy 0 of a bad
   input is dead-lettered; further copies of it are dropped and counted.
   With `ratios`, each example's split is that of its content (a bad input
-  then has no split).
+  then has no split). The progress line counts inputs (copy 0), good or
+  bad.
   """
 
   def __init__(self, cfg: images.ImageConfig, ratios=None):
     super().__init__()
     self._cfg, self._ratios = cfg, ratios
     self._decoded = metrics.counter('image', 'decoded')
+    self._processed = progress.counter('image', PROCESSED)
 
   def process(self, task):
     ref, copy, write, weight = task
@@ -107,11 +83,13 @@ class DecodeImageFn(beam.DoFn):
       out = images.process_image(read_bytes(ref.path), self._cfg, ref.path)
     except Exception as e:  # pylint: disable=broad-except
       if copy == 0:
+        self._processed.inc()
         yield beam.pvalue.TaggedOutput(DEAD, _dead_letter(
             ref, e, None if self._ratios else ref.split))
       return
     self._decoded.inc()
-    _PROGRESS.tick()
+    if copy == 0:
+      self._processed.inc()
     if self._ratios:
       ref = ref._replace(split=contents.content_split(out.content,
                                                       self._ratios))
@@ -135,22 +113,28 @@ class FindContentFn(beam.DoFn):
   The first of two passes over the images, for runs that must know every
   example's split or content before deciding what to write (rebalancing
   with content splits, or dropping duplicates or label conflicts): it
-  decodes and resizes but does not encode, and keeps no pixels.
+  decodes and resizes but does not encode, and keeps no pixels. For the
+  progress line, a bad input also counts as settled: the second pass does
+  not see it.
   """
 
   def __init__(self, cfg: images.ImageConfig, ratios=None):
     super().__init__()
     self._cfg, self._ratios = cfg, ratios
+    self._identified = progress.counter('image', IDENTIFIED)
+    self._settled = progress.counter('image', SETTLED)
 
   def process(self, ref):
     try:
       digest = images.identify_content(read_bytes(ref.path), self._cfg,
                                        ref.path)
     except Exception as e:  # pylint: disable=broad-except
+      self._identified.inc()
+      self._settled.inc()
       yield beam.pvalue.TaggedOutput(DEAD, _dead_letter(
           ref, e, None if self._ratios else ref.split))
       return
-    _PROGRESS.tick()
+    self._identified.inc()
     if self._ratios:
       ref = ref._replace(split=contents.content_split(digest, self._ratios))
     yield ref, digest

@@ -32,6 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.modalities.image import processing as images
 from transforms.core import splits as split_lib
 from transforms.core import metrics
+from transforms.core import progress
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import SKIPPED
 from transforms.core.dead_letters import dead_letter
@@ -39,6 +40,8 @@ from transforms.core.errors import UsageError
 from transforms.sources import files
 
 MANIFEST_EXTENSIONS = ('.csv', '.tsv', '.jsonl', '.json')
+# The progress counter of the inputs listed (core/progress.py).
+LISTED = 'listed'
 
 
 class InputRef(NamedTuple):
@@ -524,6 +527,7 @@ class _ListImageFiles(beam.DoFn):
     self._from_input, self._ratios = from_input, ratios
     self._nested = nested_folders
     self._skipped = metrics.counter('image', 'skipped')
+    self._listed = progress.counter('image', LISTED)
 
   def process(self, root):
     for listed in files.list_tree(root):
@@ -531,6 +535,7 @@ class _ListImageFiles(beam.DoFn):
                                         self._ratios, self._nested)
       path = files.printable(listed.path)
       if ref is not None:
+        self._listed.inc()
         yield ref
       elif dead is not None:
         yield beam.pvalue.TaggedOutput(DEAD, dead_letter(path, 'list', dead))
@@ -546,11 +551,13 @@ class _ParseManifestLine(beam.DoFn):
     super().__init__()
     self._path, self._fmt = manifest_path, fmt
     self._from_input, self._ratios = from_input, ratios
+    self._listed = progress.counter('image', LISTED)
 
   def process(self, line):
     ref, reason = ref_from_manifest_line(line, self._fmt, self._path,
                                          self._from_input, self._ratios)
     if ref is not None:
+      self._listed.inc()
       yield ref
     elif reason is not None:
       yield beam.pvalue.TaggedOutput(
@@ -576,6 +583,7 @@ class _ReadManifestRecords(beam.DoFn):
   def __init__(self, fmt, from_input, ratios):
     super().__init__()
     self._fmt, self._from_input, self._ratios = fmt, from_input, ratios
+    self._listed = progress.counter('image', LISTED)
 
   def process(self, manifest_path):
     with FileSystems.open(manifest_path) as raw:
@@ -589,6 +597,7 @@ class _ReadManifestRecords(beam.DoFn):
               record, self._fmt, manifest_path, self._from_input,
               self._ratios, row=row)
           if ref is not None:
+            self._listed.inc()
             yield ref
         if reason is not None:
           shown = files.printable(record).rstrip('\r\n')[:200]

@@ -37,6 +37,10 @@ class ImageModality(Modality):
     return inputs.check_input(cfg.input, cfg.splits_from_input,
                               cfg.settings.nested_folders)
 
+  def progress(self, cfg, plan):
+    from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.progress_measure(cfg)
+
   def read_inputs(self, cfg, plan):
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.ReadImages(cfg, plan)

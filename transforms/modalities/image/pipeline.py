@@ -39,6 +39,7 @@ import numpy as np
 
 from transforms.modalities.image import features as schema
 from transforms.core import contents as contents_lib
+from transforms.core import progress
 from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
 from transforms.core.dead_letters import DEAD
@@ -49,6 +50,7 @@ from transforms.modalities.image import inputs as sources
 from transforms.modalities.image import preprocessing as normalize
 from transforms.modalities.image import processing as images
 from transforms.modalities.image import records as image_records
+from transforms.modalities.image import decode
 from transforms.modalities.image.decode import DecodeImages
 from transforms.modalities.image.decode import FindContentFn
 
@@ -112,7 +114,7 @@ class ReadImages(skeleton.ReadInputs):
         cfg.settings.nested_folders)
     # -> InputRef per image (split by its id, replaced when by content)
     dead = [listed[DEAD]]
-    if rules.drops or (by_content and cfg.rebalance != 'none'):
+    if contents_pass(cfg):
       # Every split and content must be known before anything is planned:
       # a first pass finds them, the second writes.
       found = listed.refs | 'FindContents' >> beam.ParDo(
@@ -201,6 +203,21 @@ class ReadImages(skeleton.ReadInputs):
     return tasks | 'DecodeImages' >> DecodeImages(cfg.settings, by_content)
 
 
+def contents_pass(cfg) -> bool:
+  """Whether the images are read twice: a first pass finds every content
+  (to drop some, or to know the content splits before rebalancing)."""
+  by_content = cfg.contents.split_key == 'content' and cfg.split_ratios
+  return bool(cfg.contents.drops or (by_content and cfg.rebalance != 'none'))
+
+
+def progress_measure(cfg) -> progress.ItemMeasure:
+  """The progress line's measure: inputs done of inputs listed, per pass."""
+  return progress.ItemMeasure(
+      'image', 'images', sources.LISTED,
+      (decode.IDENTIFIED, decode.PROCESSED, decode.SETTLED),
+      passes=2 if contents_pass(cfg) else 1)
+
+
 def _split_of(item):
   """(split, 1) of an InputRef or an example dict."""
   return (item['split'] if isinstance(item, dict) else item.split), 1
@@ -208,10 +225,16 @@ def _split_of(item):
 
 class _DropFn(beam.DoFn):
   """InputRef -> itself, or its dead letter when the content rules drop
-  it (side input: {id: dead letter})."""
+  it (side input: {id: dead letter}); a dropped input is settled for the
+  progress line (the decoding pass does not see it)."""
+
+  def __init__(self):
+    super().__init__()
+    self._settled = progress.counter('image', decode.SETTLED)
 
   def process(self, ref, drops):
     if ref.example_id in drops:
+      self._settled.inc()
       yield beam.pvalue.TaggedOutput(
           DEAD, {**drops[ref.example_id], 'input': ref.path})
     else:

@@ -58,6 +58,10 @@ class SensorModality(Modality):
     from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.check_input(cfg)
 
+  def progress(self, cfg, plan):
+    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.progress_measure(cfg, plan)
+
   def read_inputs(self, cfg, plan):
     from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.ReadRows(cfg, plan)

@@ -38,11 +38,13 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.core import batches as batch_examples
 from transforms.core import metrics
+from transforms.core import progress
 from transforms.core import shuffle
 from transforms.core import splits as split_lib
 from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.modalities.sensor import preprocessing as st
+from transforms.sources import files as files_lib
 from transforms.sources import tables as tabular
 from transforms.modalities.sensor import windows as win
 from transforms.core.errors import UsageError
@@ -117,17 +119,43 @@ def check_input(cfg) -> SensorInput:
   return SensorInput(pattern, root, columns)
 
 
+def progress_measure(cfg, plan: SensorInput) -> progress.BytesMeasure:
+  """The progress line's measure: bytes of the input read, over the
+  statistics and example passes."""
+  del cfg
+  return progress.BytesMeasure('sensor', input_bytes(plan.pattern), 2,
+                               ('rows', 'rows'))
+
+
+def input_bytes(pattern: str) -> Optional[int]:
+  """The total size of the table files the pipeline lists (None when they
+  cannot be listed)."""
+  try:
+    matched = FileSystems.match([pattern])[0].metadata_list
+  except Exception:  # pylint: disable=broad-except
+    return None
+  return sum(m.size_in_bytes for m in matched
+             if tabular.format_of(m.path)) or None
+
+
 class _ReadRowsFn(beam.DoFn):
-  """Reads one input file in row batches; what both passes share."""
+  """Reads one input file in row batches, counting the bytes read for the
+  progress line; what both passes share."""
 
   def __init__(self, cfg, plan: SensorInput):
     super().__init__()
     self._cfg, self._plan = cfg, plan
+    self._bytes_read = progress.counter('sensor', 'bytes_read')
 
   def _batches(self, path):
-    return tabular.iter_batches(path, tabular.format_of(path),
-                                self._plan.columns,
-                                self._cfg.settings.timestamp_unit)
+    reads = files_lib.ReadCount()
+    for batch in tabular.iter_batches(path, tabular.format_of(path),
+                                      self._plan.columns,
+                                      self._cfg.settings.timestamp_unit,
+                                      reads=reads):
+      self._bytes_read.inc(reads.take())
+      yield batch
+    self._bytes_read.inc(reads.take())
 
   def _splits(self, source, rows):
     cfg, sc = self._cfg, self._cfg.settings
@@ -167,6 +195,7 @@ class RowStatisticsFn(_ReadRowsFn):
   def __init__(self, cfg, plan: SensorInput):
     super().__init__(cfg, plan)
     self._parsed = metrics.counter('sensor', 'parsed')
+    self._rows = progress.counter('sensor', 'rows')
 
   def process(self, path):
     source = batch_examples.source_name(self._plan.root, path)
@@ -175,6 +204,7 @@ class RowStatisticsFn(_ReadRowsFn):
     last_times: Dict[str, int] = {}
     try:
       for rows, bad in self._batches(path):
+        self._rows.inc(len(rows.row) + len(bad))
         yield from self._dead(source, bad)
         if len(rows.row):
           self._parsed.inc(len(rows.row))

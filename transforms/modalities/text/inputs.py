@@ -492,7 +492,8 @@ def _even_batches(batches: Iterator[pa.RecordBatch],
     yield pa.Table.from_batches(held)
 
 
-def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows):
+def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows,
+              reads=None):
   """The document batches of a CSV/TSV file. A field larger than the
   reader's block (one enormous text) makes it read the file again with a
   larger block, skipping the rows it already gave."""
@@ -501,7 +502,7 @@ def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows):
     progress = {'next_row': done}
     try:
       yield from _iter_csv_from(path, fmt, columns, make_ids, replace,
-                                batch_rows, block, done, progress)
+                                batch_rows, block, done, progress, reads)
       return
     except _BlockTooSmall as e:
       done = progress['next_row']
@@ -522,7 +523,7 @@ class _BlockTooSmall(Exception):
 
 
 def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
-                   skip_rows, progress):
+                   skip_rows, progress, reads=None):
   """_iter_csv, with blocks of `block` bytes, leaving out the data rows
   before `skip_rows` (given by an earlier attempt); progress['next_row']
   follows the rows given."""
@@ -539,7 +540,7 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
     return 'skip'
 
   next_row = 0
-  with _open(path) as f:
+  with _open(path, reads) as f:
     try:
       reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
                                 on_invalid_row, block)
@@ -659,9 +660,9 @@ def _fast_column(table: pa.Table, name: str, n: int) -> Optional[pa.Array]:
   return None  # Floats (pyarrow spells 1.0 as '1'), nested values.
 
 
-def _iter_jsonl(path, columns, make_ids, replace, batch_rows):
+def _iter_jsonl(path, columns, make_ids, replace, batch_rows, reads=None):
   next_row = 0
-  with _open(path) as f:
+  with _open(path, reads) as f:
     for block, count, objects in _json_blocks(f, batch_rows):
       rows = np.arange(next_row, next_row + count, dtype=np.int64)
       next_row += count
@@ -677,7 +678,8 @@ def _iter_jsonl(path, columns, make_ids, replace, batch_rows):
 
 
 def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
-                       invalid_utf8: str = 'replace', batch_rows: int = 10000
+                       invalid_utf8: str = 'replace', batch_rows: int = 10000,
+                       reads: Optional[files.ReadCount] = None
                        ) -> Iterator[Tuple[TextBatch, List[Tuple[str, str]]]]:
   """Streams one table file as batches of documents.
 
@@ -689,6 +691,7 @@ def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
     invalid_utf8: 'replace' (invalid bytes in the text become U+FFFD) or
       'dead_letter'. Invalid UTF-8 in the label is always a dead letter.
     batch_rows: Rows per batch (at most).
+    reads: Told how far the file has been read (for progress reports).
 
   Yields:
     (good documents, [(id, reason)] of the bad ones sorted by row) per batch;
@@ -707,15 +710,15 @@ def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
   replace = invalid_utf8 == 'replace'
   make_ids = _table_ids(source)
   if fmt == 'jsonl':
-    return _iter_jsonl(path, columns, make_ids, replace, batch_rows)
-  return _iter_csv(path, fmt, columns, make_ids, replace, batch_rows)
+    return _iter_jsonl(path, columns, make_ids, replace, batch_rows, reads)
+  return _iter_csv(path, fmt, columns, make_ids, replace, batch_rows, reads)
 
 
 # ---------------------------------------------------------------------------
 # Class folders.
 
 
-def _iter_folder(paths, root, replace, batch_docs):
+def _iter_folder(paths, root, replace, batch_docs, reads=None):
   for start in range(0, len(paths), batch_docs):
     ids, raws, labels, good, bad = [], [], [], [], []
     for i, path in enumerate(paths[start:start + batch_docs]):
@@ -727,6 +730,8 @@ def _iter_folder(paths, root, replace, batch_docs):
       except OSError as e:
         bad.append((i, f'cannot read: {e}'))
         continue
+      if reads is not None:
+        reads.add(len(raw))
       if raw.startswith(_BOM):
         raw = raw[len(_BOM):]
       raws.append(raw)
@@ -737,16 +742,18 @@ def _iter_folder(paths, root, replace, batch_docs):
                      lambda rows, ids=ids: [ids[r] for r in rows], replace, bad)
 
 
-def iter_folder_batches(files: Sequence[str], root: str,
-                        invalid_utf8: str = 'replace', batch_docs: int = 1000
+def iter_folder_batches(paths: Sequence[str], root: str,
+                        invalid_utf8: str = 'replace', batch_docs: int = 1000,
+                        reads: Optional[files.ReadCount] = None
                         ) -> Iterator[Tuple[TextBatch, List[Tuple[str, str]]]]:
   """Reads class-folder documents (one per file) in batches.
 
   Args:
-    files: The .txt files (from list_inputs), each root/<label>/<name>.
+    paths: The .txt files (from list_inputs), each root/<label>/<name>.
     root: Their root folder.
     invalid_utf8: 'replace' or 'dead_letter' (see iter_table_batches).
     batch_docs: Files per batch.
+    reads: Told the bytes of every file read (for progress reports).
 
   Yields:
     (good documents, [(id, reason)] of the bad ones) per batch of files. The
@@ -759,4 +766,5 @@ def iter_folder_batches(files: Sequence[str], root: str,
   _check_policy(invalid_utf8)
   if batch_docs < 1:
     raise ValueError(f'batch_docs must be at least 1, got {batch_docs}')
-  return _iter_folder(list(files), root, invalid_utf8 == 'replace', batch_docs)
+  return _iter_folder(list(paths), root, invalid_utf8 == 'replace',
+                      batch_docs, reads)

@@ -45,6 +45,10 @@ class TextModality(Modality):
     from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.check_input(cfg)
 
+  def progress(self, cfg, plan):
+    from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.progress_measure(cfg, plan)
+
   def read_inputs(self, cfg, plan):
     from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.ReadDocuments(cfg, plan)

@@ -25,14 +25,16 @@ their content, the tokens the transform makes of them
 """
 
 import functools
-from typing import List, NamedTuple, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 import numpy as np
+from apache_beam.io.filesystems import FileSystems
 
 from transforms.core import batches as batch_examples
 from transforms.core import contents as contents_lib
 from transforms.core import metrics
+from transforms.core import progress
 from transforms.core import shuffle
 from transforms.core import splits as split_lib
 from transforms.core import skeleton
@@ -97,21 +99,31 @@ def _bad_name_letters(plan: TextInput) -> List[dict]:
 
 class _ReadDocumentsFn(beam.DoFn):
   """Reads one element (a table file, or a group of class-folder files) in
-  document batches: (TextBatch of good documents, [(id, reason)] bad)."""
+  document batches: (TextBatch of good documents, [(id, reason)] bad),
+  counting the bytes read for the progress line (every pass)."""
 
   def __init__(self, cfg, plan: TextInput):
     super().__init__()
     self._cfg, self._plan = cfg, plan
+    self._bytes_read = progress.counter('text', 'bytes_read')
 
   def _batches(self, element):
+    reads = files_lib.ReadCount()
+    for batch in self._read(element, reads):
+      self._bytes_read.inc(reads.take())
+      yield batch
+    self._bytes_read.inc(reads.take())
+
+  def _read(self, element, reads):
     kind, payload = element
     tc, plan = self._cfg.settings, self._plan
     if kind == 'folder':
       return text_io.iter_folder_batches(payload, plan.root,
-                                         tc.invalid_utf8)
+                                         tc.invalid_utf8, reads=reads)
     return text_io.iter_table_batches(
         payload, tabular.format_of(payload), plan.columns,
-        batch_examples.source_name(plan.root, payload), tc.invalid_utf8)
+        batch_examples.source_name(plan.root, payload), tc.invalid_utf8,
+        reads=reads)
 
   def _keys(self, docs, digests_needed: bool = True):
     """(split index per document, content digests or None)."""
@@ -160,10 +172,12 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
   def __init__(self, cfg, plan: TextInput):
     super().__init__(cfg, plan)
     self._parsed = metrics.counter('text', 'parsed')
+    self._documents = progress.counter('text', 'documents')
 
   def process(self, element, dropped=None):
     pending = ([], [])  # training documents not yet sent to the analysis
     for docs, bad in self._batches(element):
+      self._documents.inc(len(docs.ids) + len(bad))
       yield from self._dead(bad)
       if len(docs.ids):
         self._parsed.inc(len(docs.ids))
@@ -295,6 +309,30 @@ def manifest_section(cfg, values, splits):
   normalization = {'method': 'none', 'applied': 'stored',
                    'statistics_split': 'train'}
   return section, normalization
+
+
+def progress_measure(cfg, plan: TextInput) -> progress.BytesMeasure:
+  """The progress line's measure: bytes of the input read, over the
+  statistics and example passes (and the contents pass, when the content
+  rules drop documents)."""
+  return progress.BytesMeasure('text', input_bytes(cfg.input, plan),
+                               3 if cfg.contents.drops else 2,
+                               ('documents', 'documents'))
+
+
+def input_bytes(input_path: str, plan: TextInput) -> Optional[int]:
+  """The total size of the input files (None when it cannot be listed):
+  listed as check_input listed them, once more."""
+  if plan.kind == 'table' and len(plan.files) == 1:
+    found = [files_lib.metadata(plan.files[0])]
+  elif plan.kind == 'table':
+    found = files_lib.match(input_path)
+  else:
+    found = files_lib.match(FileSystems.join(plan.root, '*', '*'))
+  wanted = set(plan.files)
+  total = sum(m.size_in_bytes for m in found
+              if m is not None and m.path in wanted)
+  return total or None
 
 
 def _elements(plan: TextInput):
