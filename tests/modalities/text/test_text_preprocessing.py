@@ -1,7 +1,11 @@
-"""The text preprocessing_fn with real tf.Transform, and its helpers."""
+"""The text preprocessing_fn with real tf.Transform, and its helpers; the
+content key (what the transform reads of a text: its tokens as `tokenize`
+makes them, checked on odd texts, and keys equal exactly when the stored
+features would be)."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from transforms.modalities.text import preprocessing as tt
 
@@ -104,3 +108,51 @@ def test_ngram_parsing_and_summary():
   assert stats['train']['truncated_documents'] == 1
   assert stats['train']['token_length']['max'] == 10
   assert stats['test']['oov_rate'] == 1.0
+
+
+# ----------------------------------------------------------- content keys --
+
+ODD = ["Hello, World! It's  a test\u00a0ok.",
+       'Ça va? «Très» bien—merci… İstanbul',
+       'a_b c-d (e) $5 +x',
+       'tab\there\nnew\x0bline x\x1cy\x0cz\r',
+       'ÀÉÎ ß ǅ',
+       'plain ascii words here',
+       '',
+       '   ']
+
+
+@pytest.mark.parametrize('ngrams', [(1, 1), (1, 2), (2, 3)])
+@pytest.mark.parametrize('strip', [False, True])
+@pytest.mark.parametrize('lower', [False, True])
+def test_tokens_are_those_of_the_transform(ngrams, strip, lower):
+  tc = _config(max_tokens=4, ngrams=ngrams, strip_punctuation=strip,
+               lowercase=lower)
+  expected = [[t.decode() for t in row] for row in
+              tt.tokenize(tf.constant(ODD), tc).to_list()]
+  for text, want in zip(ODD, expected):
+    got = tt.normalized_tokens(text, tc)
+    if ngrams != (1, 1):
+      got = tt._ngrams(got, *ngrams)  # pylint: disable=protected-access
+    assert got == want, text
+
+
+def test_keys_are_equal_exactly_when_the_records_are():
+  ids = _config(max_tokens=4)
+  a, b, c, d, e = tt.content_keys(
+      ['Hope fear.', 'HOPE  FEAR.', 'hope fear!', 'a b c d e', 'a b c d f'],
+      ids)
+  assert a == b            # case and spacing are normalized away
+  assert a != c            # punctuation stays part of the token
+  assert d == e            # only the first max_tokens (4) tokens are stored
+  [p, q] = tt.content_keys(['hope fear.', 'hope fear!'],
+                           _config(max_tokens=4, strip_punctuation=True))
+  assert p == q
+  bag = _config(max_tokens=4, output='bow')
+  [x, y, z] = tt.content_keys(['b a a', 'a b a', 'a b'], bag)
+  assert x == y != z       # a bag of words has no order
+  bigrams = _config(max_tokens=4, output='bow', ngrams=(1, 2))
+  [x, y] = tt.content_keys(['b a a', 'a b a'], bigrams)
+  assert x != y            # but its bigrams differ
+  [u, v] = tt.content_keys(['Ça va', 'ÇA  VA'], ids)
+  assert u == v
