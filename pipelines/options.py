@@ -14,13 +14,16 @@ import json
 import re
 from typing import Any, List, Optional, Tuple
 
+from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
 
 from transforms.core.errors import UsageError
 
 from transforms import modalities
 from transforms.core import contents as contents_lib
 from transforms.core import flags
+from transforms.core import processes as processes_lib
 from transforms.core import rebalance
 from transforms.core import splits as split_lib
 from transforms.output import tfds_metadata as tfds_lib
@@ -114,6 +117,12 @@ class PreprocessOptions(PipelineOptions):
         help='Workers on the DirectRunner (threads; --direct_num_workers '
         'and --direct_running_mode still win). Default: one per core for '
         'images, 1 for text and sensor, which were fastest that way.')
+    add('--local_processes', default='auto',
+        help='Images: processes that decode beside the DirectRunner\'s '
+        'threads, which share one interpreter lock. auto (default): one per '
+        'core on the DirectRunner (in_memory and multi_threading modes), 0 '
+        'on other runners, which run a process per core themselves; 0 '
+        'decodes in the runner\'s own workers.')
     add('--partition', default=None,
         help='A partition value (such as a run date, 2026-11-20) put in '
         'place of {partition} in --input and --output, so a nightly job '
@@ -190,6 +199,10 @@ class PreprocessConfig:
   # modalities without a content key (left out of the config JSON, so
   # their config hashes are what they were).
   contents: Optional[contents_lib.ContentRules] = None
+  # Local worker processes for the modality's CPU-heavy step (images:
+  # decoding; core/processes.py); 0: in the runner's own workers. How the
+  # work is spread, not what it makes: not part of the config hash.
+  local_processes: int = 0
 
   @property
   def plugin(self) -> modalities.Modality:
@@ -222,7 +235,8 @@ class PreprocessConfig:
     """Hash of everything that decides the records (not where they go,
     nor the TFDS metadata or index files written beside them)."""
     d = self.to_json()
-    for key in ('output', 'overwrite', 'tfds_metadata', 'index_files'):
+    for key in ('output', 'overwrite', 'tfds_metadata', 'index_files',
+                'local_processes'):
       d.pop(key)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
@@ -418,7 +432,23 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
       partition=None if o.partition is None else str(o.partition).strip(),
       tfds_metadata=_tfds_wanted(tfds_mode, name, known, compression,
                                  num_shards),
-      index_files=index_files, contents=content_rules)
+      index_files=index_files, contents=content_rules,
+      local_processes=local_processes(options))
+
+
+def local_processes(options: PipelineOptions) -> int:
+  """--local_processes as a number: `auto` is one per core on the
+  DirectRunner's in-process modes (its threads share one GIL) and 0 on any
+  other runner, which runs a worker process per core itself."""
+  value = options.view_as(PreprocessOptions).local_processes
+  if str(value).strip().lower() != 'auto':
+    return flags.whole_number('local_processes', value, 0, 256)
+  runner = options.view_as(StandardOptions).runner
+  mode = options.view_as(DirectOptions).direct_running_mode
+  if runner not in (None, 'DirectRunner', 'direct') or (
+      mode == 'multi_processing'):
+    return 0
+  return processes_lib.default_processes()
 
 
 def _content_rules(o, modality, from_input):

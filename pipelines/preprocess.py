@@ -51,6 +51,7 @@ from pipelines import signals
 from pipelines.options import UsageError
 from transforms.output import lease as lease_lib
 from transforms.output import manifest as manifest_lib
+from transforms.core import processes
 from transforms.core import skeleton
 from transforms.core.errors import DataQualityError
 
@@ -745,6 +746,8 @@ def main(argv: Optional[List[str]] = None) -> int:
   try:
     return _main(argv)
   finally:
+    # The run's local worker processes (core/processes.py) end with it.
+    processes.stop_all()
     signals.restore(handlers)
 
 
@@ -818,12 +821,13 @@ def exit_now(code: int) -> None:
   """Flushes stdout, stderr and logs, then ends the process at once.
 
   For command-line entry points only: everything is written and closed by
-  then, and the interpreter's teardown of TensorFlow and of Beam's gRPC
-  threads would only add 1-2 s.
+  then (local worker processes are stopped first), and the interpreter's
+  teardown of TensorFlow and of Beam's gRPC threads would only add 1-2 s.
   """
   sys.stdout.flush()
   sys.stderr.flush()
   logging.shutdown()
+  processes.stop_all()  # main() did, unless it did not return
   quiet.finish()
   os._exit(code)  # pylint: disable=protected-access
 

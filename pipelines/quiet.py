@@ -34,6 +34,8 @@ import subprocess
 import sys
 from typing import List, Optional
 
+from transforms.core import processes
+
 # Lines the filter drops. Native log lines look like (absl)
 #   I0000 00:00:1795408479.843572   32655 cudart_stub.cc:31] Could not ...
 # or (older TensorFlow)
@@ -139,6 +141,9 @@ def start(argv: Optional[List[str]] = None) -> None:
                          encoding=getattr(sys.stderr, 'encoding', None),
                          errors='backslashreplace')
   _STATE.update(process=process, saved_fd=saved)
+  # Local worker processes write to the real stderr (what they print is
+  # not TensorFlow's start-up noise), and do not hold the filter's pipe.
+  processes.WORKER_STDERR = saved
 
 
 def imported() -> None:
@@ -157,6 +162,7 @@ def finish(timeout: float = 2.0) -> None:
   if process is None:
     return
   _STATE.update(process=None, saved_fd=None)
+  processes.WORKER_STDERR = None
   try:
     sys.stderr.flush()
     os.dup2(saved, 2)

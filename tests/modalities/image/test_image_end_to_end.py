@@ -178,6 +178,45 @@ def test_same_fingerprint_with_multithreading_and_multiprocessing(
       assert info['fingerprint'] == dataset[1]['splits'][split]['fingerprint']
 
 
+def _dead_letters(out, manifest):
+  [dead_file] = manifest['dead_letter']['files']
+  with open(out / dead_file, encoding='utf-8') as f:
+    return sorted((d['input'], d['stage'], d['reason'], d['split'])
+                  for d in map(json.loads, f))
+
+
+def test_decoding_in_worker_processes_or_in_line_writes_the_same(
+    tree, dataset, tmp_path):
+  # The fixture's run decodes in local worker processes (--local_processes
+  # auto: one per core); in-line decoding must write the same records and
+  # the same dead letters, also for the bad images (truncated, empty, not
+  # an image, corrupt, over the pixel limit), and so must a first pass
+  # (dropping duplicates) in worker processes.
+  out, manifest = dataset[0], dataset[1]
+  assert manifest['config']['local_processes'] == (os.cpu_count() or 1)
+  inline = preprocess.run(_args(tree[0], tmp_path / 'inline',
+                                '--local_processes', '0'))
+  assert inline['config']['local_processes'] == 0
+  assert inline['fingerprint'] == manifest['fingerprint']
+  assert (_dead_letters(tmp_path / 'inline', inline) ==
+          _dead_letters(out, manifest))
+  dropped = {}
+  for processes in ('0', '2'):
+    dest = tmp_path / f'drop{processes}'
+    dropped[processes] = preprocess.run(_args(
+        tree[0], dest, '--drop_duplicates', '--local_processes', processes))
+  assert dropped['0']['fingerprint'] == dropped['2']['fingerprint']
+  assert dropped['0']['contents'] == dropped['2']['contents']
+  assert (_dead_letters(tmp_path / 'drop0', dropped['0']) ==
+          _dead_letters(tmp_path / 'drop2', dropped['2']))
+
+
+def test_local_processes_is_checked():
+  with pytest.raises(preprocess.UsageError, match='--local_processes'):
+    preprocess.run(_args('/nonexistent', '/tmp/x', '--local_processes',
+                         'many'))
+
+
 def test_rerun_refuses_then_overwrite_replaces_atomically(tree, dataset,
                                                           tmp_path, capsys):
   root = tree[0]

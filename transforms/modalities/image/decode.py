@@ -2,19 +2,21 @@
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.modalities.image import processing as images
 from transforms.modalities.image import features as schema
 from transforms.core import contents
 from transforms.core import metrics
+from transforms.core import processes as processes_lib
 from transforms.core import progress
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import dead_letter
 
 # Progress counters (core/progress.py; inputs.LISTED counts the inputs
-# listed): inputs looked at by the first pass (FindContentFn); decoded or dead-lettered by the decoding pass
-# (copy 0); settled without a second pass (bad in the first pass, or dropped
-# by the content rules).
+# listed): inputs looked at by the first pass (FindContentFn); decoded or
+# dead-lettered by the decoding pass (copy 0); settled without a second pass
+# (bad in the first pass, or dropped by the content rules).
 IDENTIFIED, PROCESSED, SETTLED = 'identified', 'processed', 'settled'
 
 
@@ -61,31 +63,105 @@ def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
   return example
 
 
-class DecodeImageFn(beam.DoFn):
+class _PooledFn(beam.DoFn):
+  """A DoFn whose per-input kernel (a function of processing.py) runs in
+  local worker processes when `processes` > 0 (core/processes.py), else
+  in-line. The file is read here, through Beam's FileSystems either way, so
+  that reading (and its errors) is the same in both; the kernel gets the
+  bytes and returns a compact result (encoded pixels, or a digest).
+
+  Subclasses define `_kernel` (a module-level function of processing.py),
+  `_ref(element)` (the element's InputRef) and `_results(element, result,
+  error)`, which yields the outputs of one element. Outputs leave as WindowedValues of their own element, also when
+  they are yielded while a later element is processed or at the end of the
+  bundle.
+  """
+
+  # Calls in flight per DoFn instance and worker process: enough to keep
+  # the workers busy while this thread reads files and writes results.
+  DEPTH_PER_PROCESS = 4
+
+  def __init__(self, cfg: images.ImageConfig, ratios, processes: int):
+    super().__init__()
+    self._cfg, self._ratios, self._processes = cfg, ratios, processes
+    self._ahead = None
+
+  def setup(self):
+    if self._processes > 0:
+      self._ahead = processes_lib.Ahead(
+          self._processes, (images.__name__,),
+          depth=self.DEPTH_PER_PROCESS * self._processes)
+
+  def process(self, element, window=beam.DoFn.WindowParam,
+              timestamp=beam.DoFn.TimestampParam):
+    ref = self._ref(element)
+    try:
+      data = read_bytes(ref.path)
+    except Exception as e:  # pylint: disable=broad-except
+      yield from self._windowed(element, None, e, window, timestamp)
+      return
+    kernel = type(self)._kernel
+    if self._ahead is None:
+      try:
+        result, error = kernel(data, self._cfg, ref.path), None
+      except Exception as e:  # pylint: disable=broad-except
+        result, error = None, e
+      yield from self._windowed(element, result, error, window, timestamp)
+      return
+    for (done, w, ts), result, error in self._ahead.submit(
+        (element, window, timestamp), kernel, data, self._cfg, ref.path):
+      yield from self._windowed(done, result, error, w, ts)
+
+  def finish_bundle(self):
+    if self._ahead is not None:
+      for (done, w, ts), result, error in self._ahead.drain():
+        yield from self._windowed(done, result, error, w, ts)
+
+  def _windowed(self, element, result, error, window, timestamp):
+    for out in self._results(element, result, error):
+      if isinstance(out, beam.pvalue.TaggedOutput):
+        yield beam.pvalue.TaggedOutput(out.tag, WindowedValue(
+            out.value, timestamp, (window,)))
+      else:
+        yield WindowedValue(out, timestamp, (window,))
+
+  def _ref(self, element):
+    """The InputRef of an element."""
+    raise NotImplementedError
+
+  def _results(self, element, result, error):
+    raise NotImplementedError
+
+
+class DecodeImageFn(_PooledFn):
   """Decode task -> example dict; bad inputs go to the 'dead' output.
 
   A task is (InputRef, copy index, write, weight). Only copy 0 of a bad
   input is dead-lettered; further copies of it are dropped and counted.
   With `ratios`, each example's split is that of its content (a bad input
-  then has no split). The progress line counts inputs (copy 0), good or
+  then has no split). With `processes` > 0, images are decoded by that many
+  local worker processes. The progress line counts inputs (copy 0), good or
   bad.
   """
 
-  def __init__(self, cfg: images.ImageConfig, ratios=None):
-    super().__init__()
-    self._cfg, self._ratios = cfg, ratios
+  _kernel = staticmethod(images.process_image)
+
+  def __init__(self, cfg: images.ImageConfig, ratios=None,
+               processes: int = 0):
+    super().__init__(cfg, ratios, processes)
     self._decoded = metrics.counter('image', 'decoded')
     self._processed = progress.counter('image', PROCESSED)
 
-  def process(self, task):
+  def _ref(self, task):
+    return task[0]
+
+  def _results(self, task, out, error):
     ref, copy, write, weight = task
-    try:
-      out = images.process_image(read_bytes(ref.path), self._cfg, ref.path)
-    except Exception as e:  # pylint: disable=broad-except
+    if error is not None:
       if copy == 0:
         self._processed.inc()
         yield beam.pvalue.TaggedOutput(DEAD, _dead_letter(
-            ref, e, None if self._ratios else ref.split))
+            ref, error, None if self._ratios else ref.split))
       return
     self._decoded.inc()
     if copy == 0:
@@ -100,12 +176,14 @@ def _dead_letter(ref, e: Exception, split: str) -> dict:
   """The dead letter of an input that could not be read or processed."""
   if isinstance(e, images.BadImageError):
     return dead_letter(ref.path, e.stage, e.reason, split)
+  if isinstance(e, processes_lib.Died):
+    return dead_letter(ref.path, 'decode', str(e), split)
   # Any storage error (missing, permission, network) is this input's
   # problem, not the job's: record it and go on.
   return dead_letter(ref.path, 'read', f'{type(e).__name__}: {e}', split)
 
 
-class FindContentFn(beam.DoFn):
+class FindContentFn(_PooledFn):
   """InputRef -> (InputRef, content digest), the split set from the content
   when `ratios` are given; bad inputs go to the 'dead' output (without a
   split when it was to come from the content).
@@ -118,23 +196,24 @@ class FindContentFn(beam.DoFn):
   not see it.
   """
 
-  def __init__(self, cfg: images.ImageConfig, ratios=None):
-    super().__init__()
-    self._cfg, self._ratios = cfg, ratios
+  _kernel = staticmethod(images.identify_content)
+
+  def __init__(self, cfg: images.ImageConfig, ratios=None,
+               processes: int = 0):
+    super().__init__(cfg, ratios, processes)
     self._identified = progress.counter('image', IDENTIFIED)
     self._settled = progress.counter('image', SETTLED)
 
-  def process(self, ref):
-    try:
-      digest = images.identify_content(read_bytes(ref.path), self._cfg,
-                                       ref.path)
-    except Exception as e:  # pylint: disable=broad-except
-      self._identified.inc()
+  def _ref(self, ref):
+    return ref
+
+  def _results(self, ref, digest, error):
+    self._identified.inc()
+    if error is not None:
       self._settled.inc()
       yield beam.pvalue.TaggedOutput(DEAD, _dead_letter(
-          ref, e, None if self._ratios else ref.split))
+          ref, error, None if self._ratios else ref.split))
       return
-    self._identified.inc()
     if self._ratios:
       ref = ref._replace(split=contents.content_split(digest, self._ratios))
     yield ref, digest
@@ -145,14 +224,16 @@ class DecodeImages(beam.PTransform):
 
   Input: decode tasks, already spread over workers (see
   core/shuffle.SeededShuffle). With `ratios`, each example's split is that
-  of its content. Returns a DoOutputsTuple: `.examples` (dicts) and `.dead` (dead letters).
+  of its content; with `processes` > 0, local worker processes decode.
+  Returns a DoOutputsTuple: `.examples` (dicts) and `.dead` (dead letters).
   """
 
-  def __init__(self, cfg: images.ImageConfig, ratios=None):
+  def __init__(self, cfg: images.ImageConfig, ratios=None,
+               processes: int = 0):
     super().__init__()
-    self._cfg, self._ratios = cfg, ratios
+    self._cfg, self._ratios, self._processes = cfg, ratios, processes
 
   def expand(self, tasks):
     return tasks | 'DecodeResizeEncode' >> beam.ParDo(
-        DecodeImageFn(self._cfg, self._ratios)).with_outputs(
+        DecodeImageFn(self._cfg, self._ratios, self._processes)).with_outputs(
             DEAD, main='examples')

@@ -118,7 +118,8 @@ class ReadImages(skeleton.ReadInputs):
       # Every split and content must be known before anything is planned:
       # a first pass finds them, the second writes.
       found = listed.refs | 'FindContents' >> beam.ParDo(
-          FindContentFn(cfg.settings, by_content)).with_outputs(
+          FindContentFn(cfg.settings, by_content,
+                        cfg.local_processes)).with_outputs(
               DEAD, main='refs')
       # -> (InputRef with its split, content digest)
       drops, out_contents = (
@@ -200,7 +201,8 @@ class ReadImages(skeleton.ReadInputs):
                | 'PlanCopies' >> PlanCopies(cfg, cfg.rebalance == 'weight'))
     tasks = tasks | 'ShuffleInputs' >> shuffle.SeededShuffle(cfg.seed)
     # -> (InputRef, copy index, write, weight), in seeded random order
-    return tasks | 'DecodeImages' >> DecodeImages(cfg.settings, by_content)
+    return tasks | 'DecodeImages' >> DecodeImages(cfg.settings, by_content,
+                                                  cfg.local_processes)
 
 
 def contents_pass(cfg) -> bool:

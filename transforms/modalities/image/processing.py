@@ -54,6 +54,10 @@ class BadImageError(ValueError):
     self.stage = stage
     self.reason = reason
 
+  def __reduce__(self):
+    # Comes back whole from a worker process (core/processes.py).
+    return BadImageError, (self.stage, self.reason)
+
 
 @dataclasses.dataclass(frozen=True)
 class ImageConfig:

@@ -1,0 +1,133 @@
+"""core/processes.py: local worker processes for a DoFn's heavy step, with
+real processes (spawned interpreters), real crashes and real orphans."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+import process_calls
+from transforms.core import processes
+from transforms.modalities.image import processing
+
+CALLS = ('process_calls',)
+
+
+def _all(ahead, fn, items, *args):
+  out = []
+  for x in items:
+    out.extend(ahead.submit(x, fn, x, *args))
+  out.extend(ahead.drain())
+  return out
+
+
+def test_results_come_back_in_submission_order():
+  ahead = processes.Ahead(2, CALLS, depth=4)
+  # Later calls finish first: the output order must not follow them.
+  out = []
+  for x in range(12):
+    out.extend(ahead.submit(x, process_calls.square_after, x,
+                            0.05 if x % 3 == 0 else 0.0))
+  out.extend(ahead.drain())
+  assert [key for key, _, _ in out] == list(range(12))
+  assert [result for _, result, _ in out] == [x * x for x in range(12)]
+  assert all(error is None for _, _, error in out)
+
+
+def test_no_more_than_depth_calls_are_in_flight():
+  ahead = processes.Ahead(2, CALLS, depth=3)
+  for x in range(10):
+    list(ahead.submit(x, process_calls.square_after, x, 0.02))
+    assert len(ahead._pending) <= 3  # pylint: disable=protected-access
+  assert len(list(ahead.drain())) <= 3
+
+
+def test_an_error_is_returned_with_its_call_and_others_go_on():
+  ahead = processes.Ahead(2, CALLS, depth=4)
+  out = _all(ahead, process_calls.fail_on, range(6), 2)
+  errors = {key: error for key, _, error in out if error is not None}
+  assert list(errors) == [2]
+  assert isinstance(errors[2], ValueError) and '2 is bad' in str(errors[2])
+  assert [r for k, r, _ in out if k != 2] == [0, 1, 3, 4, 5]
+
+
+def test_a_bad_image_error_keeps_its_stage_and_reason_across_processes():
+  ahead = processes.Ahead(2, (processing.__name__,), depth=2)
+  out = _all(ahead, processing.process_image, [b'', b'not an image'],
+             processing.ImageConfig(), 'x.jpg')
+  for _, result, error in out:
+    assert result is None
+    assert isinstance(error, processing.BadImageError)
+    assert error.stage == 'decode' and error.reason
+  assert out[0][2].reason == 'empty file (0 bytes)'
+
+
+def test_a_call_that_kills_its_worker_is_died_and_no_other_is_lost():
+  ahead = processes.Ahead(2, CALLS, depth=4)
+  out = _all(ahead, process_calls.die_on, range(10), 5)
+  assert [key for key, _, _ in out] == list(range(10))
+  died = [key for key, _, error in out
+          if isinstance(error, processes.Died)]
+  assert died == [5]
+  assert 'died each time' in str(out[5][2])
+  assert [r for k, r, _ in out if k != 5] == [0, 1, 2, 3, 4, 6, 7, 8, 9]
+  # The pool was rebuilt: later calls work.
+  assert [r for _, r, _ in _all(ahead, process_calls.die_on, [1, 2], 99)
+          ] == [1, 2]
+
+
+def test_workers_import_only_what_they_are_given():
+  import apache_beam  # pylint: disable=import-outside-toplevel,unused-import
+  assert 'apache_beam' in sys.modules
+  ahead = processes.Ahead(2, CALLS, depth=2)
+  heavy = ['apache_beam', 'tensorflow', 'tensorflow_transform', 'pytest']
+  out = _all(ahead, process_calls.modules_loaded, [0, 1], heavy)
+  del out
+  (_, loaded, error), = list(ahead.submit(
+      'x', process_calls.modules_loaded, heavy)) + list(ahead.drain())
+  assert error is None and loaded == []
+
+
+_ORPHANING = r'''
+import os, signal, sys
+sys.path[:0] = sys.argv[1:3]
+import process_calls
+from transforms.core import processes
+ahead = processes.Ahead(2, ('process_calls',), depth=2)
+pids = set()
+for i in range(6):
+  # Calls long enough for both workers to take some.
+  for _, pid, _ in ahead.submit(i, process_calls.pid_after, 0.2):
+    pids.add(pid)
+for _, pid, _ in ahead.drain():
+  pids.add(pid)
+print(' '.join(map(str, sorted(pids))), flush=True)
+if sys.argv[3] == 'kill':
+  os.kill(os.getpid(), signal.SIGKILL)
+os._exit(0)
+'''
+
+
+def _alive(pid):
+  try:
+    with open(f'/proc/{pid}/stat', encoding='ascii') as f:
+      return f.read().split(') ')[1][0] != 'Z'
+  except FileNotFoundError:
+    return False
+
+
+@pytest.mark.parametrize('how', ['exit', 'kill'])
+def test_workers_end_with_the_process_that_started_them(how):
+  here = os.path.dirname(os.path.abspath(__file__))
+  repo = os.path.dirname(os.path.dirname(here))
+  done = subprocess.run(
+      [sys.executable, '-c', _ORPHANING, repo, os.path.dirname(here), how],
+      capture_output=True, text=True, timeout=60, check=False)
+  pids = [int(p) for p in done.stdout.split()]
+  assert len(pids) == 2, done.stderr
+  deadline = time.time() + 10
+  while time.time() < deadline and any(_alive(p) for p in pids):
+    time.sleep(0.1)
+  assert not any(_alive(p) for p in pids)

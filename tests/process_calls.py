@@ -1,0 +1,39 @@
+"""Functions the tests of core/processes.py run in worker processes (a
+module of its own, so that a worker imports nothing else)."""
+
+import os
+import sys
+import time
+
+
+def square_after(x, delay):
+  """x * x after `delay` seconds."""
+  time.sleep(delay)
+  return x * x
+
+
+def fail_on(x, bad):
+  """x, or ValueError when x is `bad`."""
+  if x == bad:
+    raise ValueError(f'{x} is bad')
+  return x
+
+
+def die_on(x, bad):
+  """x, or this worker process ends abruptly when x is `bad` (as when a
+  decoder crashes or the kernel kills it)."""
+  if x == bad:
+    os._exit(3)  # pylint: disable=protected-access
+  time.sleep(0.01)
+  return x
+
+
+def modules_loaded(names):
+  """Which of `names` this worker has imported."""
+  return sorted(n for n in names if n in sys.modules)
+
+
+def pid_after(delay):
+  """This worker's process id, after `delay` seconds."""
+  time.sleep(delay)
+  return os.getpid()

@@ -1,0 +1,246 @@
+"""Local worker processes for the CPU-heavy step of a DoFn.
+
+Beam's local runner runs a pipeline's DoFns on threads of one process, so
+pure-Python work and everything else that holds the GIL uses about one and
+a half of two cores. A DoFn whose per-element work is a plain function of
+compact inputs (image decoding: a file name in, about 20 KB of encoded
+pixels out) can hand that function to a few processes of its own instead:
+
+    ahead = processes.Ahead(2, ['transforms.modalities.image.processing'],
+                            depth=8)                        # setup()
+    for key, result, error in ahead.submit(key, fn, *args): # process()
+      ...
+    for key, result, error in ahead.drain():                # finish_bundle()
+      ...
+
+The processes are fresh interpreters that import only the modules named (no
+Beam, no TensorFlow: a worker starts in a fraction of a second and holds
+tens of megabytes, not hundreds), shared by every DoFn instance of the
+launching process, and end with it, however it ends. Results come back in the order the
+elements were submitted, at most `depth` elements ahead, so the output
+order of a bundle does not depend on which process finished first.
+
+A worker that dies (killed, out of memory, a crash in a C decoder) breaks
+the pool: the pool is rebuilt and the elements that were in flight are run
+again, one at a time, so the one that kills a worker again is identified
+and returned with a `Died` error for its DoFn to dead-letter, and the others
+are not lost.
+
+Distributed runners already run one SDK process per core; there the
+pipeline passes 0 processes and the DoFn calls the function in-line.
+"""
+
+import collections
+import concurrent.futures
+import contextlib
+import importlib
+import multiprocessing
+import os
+import select
+import sys
+import threading
+import time
+import types
+from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
+
+_POOLS = {}
+_LOCK = threading.Lock()
+# The file descriptor workers get as their stderr; None: this process's.
+WORKER_STDERR = None
+
+
+class Died(RuntimeError):
+  """The error of a call whose worker process died each time it ran it."""
+
+
+def default_processes() -> int:
+  """One worker process per core this process may use."""
+  try:
+    return max(1, len(os.sched_getaffinity(0)))
+  except (AttributeError, OSError):
+    return max(1, os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def _starting():
+  """The state in which worker processes are started.
+
+  - `__main__` is a module with neither a file nor a spec: multiprocessing
+    re-imports the parent's main module in every child (for `python -m
+    pipelines.preprocess`, Beam and TensorFlow: seconds and hundreds of
+    megabytes per worker), and a worker needs only the modules it is given.
+  - File descriptor 2 is WORKER_STDERR when set: a command that filters its
+    own stderr through a pipe (pipelines/quiet.py) would otherwise wait at
+    its end for the workers' copies of the pipe.
+  """
+  main = sys.modules['__main__']
+  saved = None
+  if WORKER_STDERR is not None:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(WORKER_STDERR, 2)
+  sys.modules['__main__'] = types.ModuleType('__main__')
+  try:
+    yield
+  finally:
+    sys.modules['__main__'] = main
+    if saved is not None:
+      os.dup2(saved, 2)
+      os.close(saved)
+
+
+def _watch_parent(parent: int) -> None:
+  """Ends this worker when the process that started it ends, whatever way
+  it ends (an exit without teardown, SIGKILL): a worker otherwise waits
+  for work forever."""
+  try:
+    fd = os.pidfd_open(parent)
+  except (AttributeError, OSError):
+    fd = None
+  if fd is not None:
+    select.select([fd], [], [])
+  else:
+    while os.getppid() == parent:
+      time.sleep(1.0)
+  os._exit(0)  # pylint: disable=protected-access
+
+
+def _init_worker(modules: Tuple[str, ...], parent: int) -> None:
+  for name in modules:
+    importlib.import_module(name)
+  threading.Thread(target=_watch_parent, args=(parent,), daemon=True,
+                   name='watch-parent').start()
+
+
+def _new_pool(key: Tuple[int, Tuple[str, ...]]):
+  """A started pool of key = (processes, modules to import)."""
+  processes, modules = key
+  pool = concurrent.futures.ProcessPoolExecutor(
+      processes, mp_context=multiprocessing.get_context('spawn'),
+      initializer=_init_worker, initargs=(modules, os.getpid()))
+  # The executor starts a worker for each call submitted while none is
+  # idle; these are submitted together, long before a worker can have
+  # started and finished one, so each starts a worker, now.
+  with _starting():
+    calls = [pool.submit(time.sleep, 0.01) for _ in range(processes)]
+  for call in calls:
+    call.result()
+  return pool
+
+
+def stop_all() -> None:
+  """Stops every pool's workers and waits for them (before a command ends
+  without interpreter teardown)."""
+  with _LOCK:
+    pools = list(_POOLS.values())
+    _POOLS.clear()
+  for pool in pools:
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def shared_pool(processes: int, preload: Sequence[str]
+                ) -> concurrent.futures.ProcessPoolExecutor:
+  """The process pool of this process for `preload`, started on first use.
+
+  Args:
+    processes: Worker processes (at least 1).
+    preload: Modules the workers import when they start (those that hold
+      the functions they will run), and nothing else.
+  """
+  key = (processes, tuple(preload))
+  with _LOCK:
+    if key not in _POOLS:
+      _POOLS[key] = _new_pool(key)
+    return _POOLS[key]
+
+
+def _replaced(key, broken) -> concurrent.futures.ProcessPoolExecutor:
+  """The pool of `key` after `broken` broke: a new one, or the one another
+  thread has already put in its place."""
+  with _LOCK:
+    if _POOLS.get(key) is broken:
+      broken.shutdown(wait=False, cancel_futures=True)
+      _POOLS[key] = _new_pool(key)
+    return _POOLS[key]
+
+
+class Ahead:
+  """Runs calls in the shared process pool, at most `depth` ahead of their
+  results, and returns the results in submission order.
+
+  Not thread-safe: one per DoFn instance (Beam calls a DoFn instance from
+  one thread at a time).
+  """
+
+  # A call whose worker died is run again alone this many times before it
+  # is given up as Died (another DoFn's call may have killed the worker).
+  ATTEMPTS_ALONE = 2
+
+  def __init__(self, processes: int, preload: Sequence[str], depth: int):
+    self._key = (processes, tuple(preload))
+    self._pool = shared_pool(processes, preload)
+    self._depth = max(1, depth)
+    self._pending = collections.deque()  # (key, fn, args, future)
+
+  def submit(self, key: Any, fn: Callable, *args
+             ) -> Iterator[Tuple[Any, Any, Optional[BaseException]]]:
+    """Starts fn(*args); yields the (key, result, error) triples now due,
+    oldest first: while more than `depth` calls are in flight, and any
+    finished ones at the head. `error` is what fn raised (result None), or
+    a Died when its worker died; else None."""
+    self._pending.append((key, fn, args, self._start(fn, args)))
+    while self._pending and (len(self._pending) > self._depth or
+                             self._pending[0][3].done()):
+      yield from self._pop()
+
+  def drain(self) -> Iterator[Tuple[Any, Any, Optional[BaseException]]]:
+    """Yields every remaining (key, result, error), oldest first."""
+    while self._pending:
+      yield from self._pop()
+
+  def _start(self, fn, args):
+    try:
+      return self._pool.submit(fn, *args)
+    except concurrent.futures.process.BrokenProcessPool:
+      self._pool = _replaced(self._key, self._pool)
+      return self._pool.submit(fn, *args)
+
+  def _pop(self):
+    key, _, _, future = self._pending[0]
+    try:
+      result = future.result()
+    except concurrent.futures.process.BrokenProcessPool:
+      yield from self._recover()
+      return
+    except Exception as e:  # pylint: disable=broad-except
+      self._pending.popleft()
+      yield key, None, e
+      return
+    self._pending.popleft()
+    yield key, result, None
+
+  def _recover(self):
+    """After a worker died: runs every call that was in flight and had not
+    finished again, alone, in a new pool, so that the one that kills a
+    worker again comes back as Died and the others are not lost."""
+    pending, self._pending = list(self._pending), collections.deque()
+    self._pool = _replaced(self._key, self._pool)
+    for key, fn, args, future in pending:
+      if future.done() and not isinstance(
+          future.exception(), concurrent.futures.process.BrokenProcessPool):
+        error = future.exception()
+        yield key, (None if error else future.result()), error
+        continue
+      yield (key,) + self._alone(fn, args)
+
+  def _alone(self, fn, args):
+    for _ in range(self.ATTEMPTS_ALONE):
+      try:
+        return self._start(fn, args).result(), None
+      except concurrent.futures.process.BrokenProcessPool:
+        self._pool = _replaced(self._key, self._pool)
+      except Exception as e:  # pylint: disable=broad-except
+        return None, e
+    return None, Died(
+        'the worker process died each time it processed this input (killed, '
+        'out of memory, or a crash in a decoder)')
