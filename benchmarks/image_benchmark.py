@@ -119,9 +119,18 @@ def records_written(name, out, log_path):
       raise BenchmarkError(f'{name} exited 0 but its manifest is unreadable '
                            f'({type(e).__name__}: {e}); see {log_path}') from None
   report = harness.last_json_line(log_path)
-  if report is None:
-    raise BenchmarkError(f'{name} printed no result line; see {log_path}')
-  return report['records']
+  # baseline_pool.py says "written", the other baselines "records".
+  key = 'records' if report and 'records' in report else 'written'
+  if report is None or key not in report:
+    raise BenchmarkError(f'{name} printed no result line with a record '
+                         f'count; see {log_path}')
+  return report[key]
+
+
+def pool_command(corpus, out):
+  """benchmarks/baseline_pool.py: multiprocessing.Pool, one process per core."""
+  return [sys.executable, os.path.join(BENCH_DIR, 'baseline_pool.py'),
+          corpus, out]
 
 
 def commands(corpus, outdir, n):
