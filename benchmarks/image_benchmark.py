@@ -149,11 +149,12 @@ def commands(corpus, outdir, n):
   }
 
 
-def _inspect(name, out, log_path):
+def inspect_run(name, out, log_path):
+  """A harness.measure inspect: the records a finished run wrote."""
   return {'records': records_written(harness.base_name(name), out, log_path)}
 
 
-def _check_count(jobs):
+def check_count(jobs):
   """A harness.measure check: warns when a run wrote a short output."""
 
   def check(name, res, out, repeat):
@@ -173,8 +174,8 @@ def _check_count(jobs):
 
 def measure(jobs, repeats, logdir):
   """Runs `jobs` ({name: (argv, out, n)}) interleaved `repeats` times."""
-  return harness.measure(jobs, repeats, logdir, UNIT, _inspect,
-                         _check_count(jobs))
+  return harness.measure(jobs, repeats, logdir, UNIT, inspect_run,
+                         check_count(jobs))
 
 
 def record_problems(runs, expected):
