@@ -1,4 +1,4 @@
-"""Measurement code shared by image_benchmark.py and sensor_benchmark.py.
+"""Measurement code shared by the benchmarks in this folder.
 
 Runs each measured command as its own child process (cwd and PYTHONPATH =
 repository root, output to a log file) and records:
