@@ -1,4 +1,4 @@
-"""Measurement code shared by image_benchmark.py and sensor_benchmark.py.
+"""Measurement code shared by the benchmarks in this folder.
 
 Runs each measured command as its own child process (cwd and PYTHONPATH =
 repository root, output to a log file) and records:
@@ -19,6 +19,7 @@ per "unit" (images, rows, ...): the keys are `<unit>_per_second` per run and
 `<unit>_per_second_median` per command.
 """
 
+import importlib.metadata
 import json
 import os
 import platform
@@ -314,9 +315,51 @@ def print_problems(problems, what='wrong number of records written'):
       print(f'  {p}')
 
 
+def _cpu_model():
+  """The first 'model name' of /proc/cpuinfo (else platform.processor())."""
+  try:
+    with open('/proc/cpuinfo') as f:
+      for line in f:
+        key, _, value = line.partition(':')
+        if key.strip() == 'model name':
+          return value.strip()
+  except OSError:
+    pass
+  return platform.processor() or None
+
+
+def _memory_gib():
+  """Total memory of the machine in GiB (MemTotal of /proc/meminfo)."""
+  try:
+    with open('/proc/meminfo') as f:
+      for line in f:
+        if line.startswith('MemTotal:'):
+          return int(line.split()[1]) / 2**20
+  except (OSError, ValueError, IndexError):
+    pass
+  return None
+
+
+def _version(*dists):
+  """The installed version of the first of `dists` found, else None.
+
+  From the package metadata: nothing is imported.
+  """
+  for dist in dists:
+    try:
+      return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+      continue
+  return None
+
+
 def machine_info():
-  return {'cpus': os.cpu_count(), 'python': sys.executable,
+  return {'cpus': os.cpu_count(), 'cpu_model': _cpu_model(),
+          'memory_gib': _memory_gib(), 'python': sys.executable,
           'python_version': platform.python_version(),
+          'apache_beam': _version('apache-beam'),
+          'tensorflow': _version('tensorflow', 'tensorflow-cpu'),
+          'tensorflow_transform': _version('tensorflow-transform'),
           'platform': platform.platform(),
           'rss_method': 'gnu-time' if os.access(GNU_TIME, os.X_OK) else
                         'rusage-wrapper'}

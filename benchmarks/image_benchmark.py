@@ -119,9 +119,18 @@ def records_written(name, out, log_path):
       raise BenchmarkError(f'{name} exited 0 but its manifest is unreadable '
                            f'({type(e).__name__}: {e}); see {log_path}') from None
   report = harness.last_json_line(log_path)
-  if report is None:
-    raise BenchmarkError(f'{name} printed no result line; see {log_path}')
-  return report['records']
+  # baseline_pool.py says "written", the other baselines "records".
+  key = 'records' if report and 'records' in report else 'written'
+  if report is None or key not in report:
+    raise BenchmarkError(f'{name} printed no result line with a record '
+                         f'count; see {log_path}')
+  return report[key]
+
+
+def pool_command(corpus, out):
+  """benchmarks/baseline_pool.py: multiprocessing.Pool, one process per core."""
+  return [sys.executable, os.path.join(BENCH_DIR, 'baseline_pool.py'),
+          corpus, out]
 
 
 def commands(corpus, outdir, n):
@@ -140,11 +149,12 @@ def commands(corpus, outdir, n):
   }
 
 
-def _inspect(name, out, log_path):
+def inspect_run(name, out, log_path):
+  """A harness.measure inspect: the records a finished run wrote."""
   return {'records': records_written(harness.base_name(name), out, log_path)}
 
 
-def _check_count(jobs):
+def check_count(jobs):
   """A harness.measure check: warns when a run wrote a short output."""
 
   def check(name, res, out, repeat):
@@ -164,8 +174,8 @@ def _check_count(jobs):
 
 def measure(jobs, repeats, logdir):
   """Runs `jobs` ({name: (argv, out, n)}) interleaved `repeats` times."""
-  return harness.measure(jobs, repeats, logdir, UNIT, _inspect,
-                         _check_count(jobs))
+  return harness.measure(jobs, repeats, logdir, UNIT, inspect_run,
+                         check_count(jobs))
 
 
 def record_problems(runs, expected):

@@ -136,7 +136,8 @@ def commands(csv, outdir, rows):
           'baseline': (baseline_command(csv, base_out), base_out)}
 
 
-def _inspect(name, out, log_path):
+def inspect_run(name, out, log_path):
+  """A harness.measure inspect: the per-split records a finished run wrote."""
   return harness.split_records(harness.base_name(name), out, log_path, UNIT)
 
 
@@ -154,7 +155,7 @@ def compare(args):
   expected = expected_split_records(args.rows)
   per_job = {n: expected for n in jobs}
   harness.print_commands(jobs)
-  runs = harness.measure(jobs, args.repeats, logdir, UNIT, _inspect,
+  runs = harness.measure(jobs, args.repeats, logdir, UNIT, inspect_run,
                          harness.split_count_check(per_job))
   s = harness.summarize(runs, UNIT)
   problems = harness.split_count_problems(
@@ -206,7 +207,7 @@ def memory_scaling(args):
     jobs[f'ours@{n}'] = (cmd, out, n)
     expected[f'ours@{n}'] = expected_split_records(n)
   harness.print_commands(jobs)
-  runs = harness.measure(jobs, args.repeats, logdir, UNIT, _inspect,
+  runs = harness.measure(jobs, args.repeats, logdir, UNIT, inspect_run,
                          harness.split_count_check(expected))
   s = harness.summarize(runs, UNIT)
   problems = harness.split_count_problems(

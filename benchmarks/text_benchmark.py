@@ -146,7 +146,8 @@ def commands(csv_path, outdir, docs):
           'baseline': (baseline_command(csv_path, base_out), base_out)}
 
 
-def _inspect(name, out, log_path):
+def inspect_run(name, out, log_path):
+  """A harness.measure inspect: the per-split records a finished run wrote."""
   return harness.split_records(harness.base_name(name), out, log_path, UNIT)
 
 
@@ -169,7 +170,7 @@ def compare(args):
               'baseline': expected_split_records(csv_path, args.docs, 'id')}
   per_job = {n: expected[n] for n in jobs}
   harness.print_commands(jobs)
-  runs = harness.measure(jobs, args.repeats, logdir, UNIT, _inspect,
+  runs = harness.measure(jobs, args.repeats, logdir, UNIT, inspect_run,
                          harness.split_count_check(per_job))
   s = harness.summarize(runs, UNIT)
   problems = harness.split_count_problems(
