@@ -211,6 +211,24 @@ def test_decoding_in_worker_processes_or_in_line_writes_the_same(
           _dead_letters(tmp_path / 'drop2', dropped['2']))
 
 
+def test_decoding_goes_on_in_line_when_processes_cannot_start(
+    tree, dataset, tmp_path, caplog):
+  import multiprocessing  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  from transforms.core import processes  # pylint: disable=import-outside-toplevel
+  processes.stop_all()
+  # A worker that exits at once, before it can take any work.
+  multiprocessing.set_executable('/bin/false')
+  try:
+    manifest = preprocess.run(_args(tree[0], tmp_path / 'out',
+                                    '--local_processes', '2'))
+  finally:
+    multiprocessing.set_executable(sys.executable)
+    processes.stop_all()
+  assert manifest['fingerprint'] == dataset[1]['fingerprint']
+  assert 'could not start 2 image decoding processes' in caplog.text
+
+
 def test_local_processes_is_checked():
   with pytest.raises(preprocess.UsageError, match='--local_processes'):
     preprocess.run(_args('/nonexistent', '/tmp/x', '--local_processes',

@@ -1,5 +1,7 @@
 """The parallel read-decode-resize-encode step, as a Beam transform."""
 
+import logging
+
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.windowed_value import WindowedValue
@@ -87,10 +89,18 @@ class _PooledFn(beam.DoFn):
     self._ahead = None
 
   def setup(self):
-    if self._processes > 0:
+    if self._processes <= 0:
+      return
+    try:
       self._ahead = processes_lib.Ahead(
           self._processes, (images.__name__,),
           depth=self.DEPTH_PER_PROCESS * self._processes)
+    except Exception as e:  # pylint: disable=broad-except
+      # The same work, only slower: say so and go on in-line.
+      logging.getLogger(__name__).warning(
+          'could not start %d image decoding processes (%s: %s); decoding '
+          'in the runner\'s own workers', self._processes, type(e).__name__,
+          e)
 
   def process(self, element, window=beam.DoFn.WindowParam,
               timestamp=beam.DoFn.TimestampParam):
