@@ -545,18 +545,52 @@ def draft_calls(monkeypatch):
   return calls
 
 
+@pytest.fixture
+def jpeg_decodes(monkeypatch):
+  """Records the (height, width) of every simplejpeg decode (the JPEG fast
+  path's)."""
+  shapes = []
+  original = simplejpeg.decode_jpeg
+
+  def spy(*args, **kwargs):
+    arr = original(*args, **kwargs)
+    shapes.append(arr.shape[:2])
+    return arr
+
+  monkeypatch.setattr(simplejpeg, 'decode_jpeg', spy)
+  return shapes
+
+
 @pytest.mark.parametrize('mode', images.RESIZE_MODES)
 @pytest.mark.parametrize('color', images.COLOR_MODES)
-def test_draft_decode_is_close_to_full_decode(draft_calls, mode, color):
+def test_draft_decode_is_close_to_full_decode(jpeg_decodes, draft_calls,
+                                              mode, color):
   data = _image_bytes(Image.fromarray(_smooth_photo(640, 480)), 'JPEG',
                       quality=92)
   kwargs = dict(width=224, height=224, resize_mode=mode, color=color)
+  _, drafted = _process_raw(data, **kwargs)
+  # The fast path decodes at half size (Pillow's draft() rule), once.
+  assert jpeg_decodes == [(240, 320)]
+  del jpeg_decodes[:]
+  _, full = _process_raw(data, draft=False, **kwargs)
+  assert jpeg_decodes == [(480, 640)], 'ImageConfig(draft=False) still scaled'
+  assert not draft_calls  # Pillow's decoder was not used at all
+  assert drafted.shape == full.shape
+  mad = np.abs(drafted.astype(np.int32) - full.astype(np.int32)).mean()
+  assert mad < 3.0
+
+
+@pytest.mark.parametrize('mode', images.RESIZE_MODES)
+def test_draft_decode_of_cmyk_jpeg_is_close_to_full_decode(draft_calls, mode):
+  # CMYK takes Pillow's path, which still uses its decoder's draft().
+  img = Image.fromarray(_smooth_photo(640, 480)).convert('CMYK')
+  data = _image_bytes(img, 'JPEG', quality=92)
+  kwargs = dict(width=224, height=224, resize_mode=mode)
   _, drafted = _process_raw(data, **kwargs)
   assert draft_calls, 'the draft (DCT-scaled) path was not taken'
   del draft_calls[:]
   _, full = _process_raw(data, draft=False, **kwargs)
   assert not draft_calls, 'ImageConfig(draft=False) still used draft()'
-  assert drafted.shape == full.shape
   mad = np.abs(drafted.astype(np.int32) - full.astype(np.int32)).mean()
   assert mad < 3.0
 
