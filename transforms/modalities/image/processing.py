@@ -4,6 +4,11 @@ Everything here is a plain function of bytes and options, so the pipeline's
 DoFn, the benchmark's single-process baseline and the tests all call the same
 code.
 
+A YCbCr, RGB or grey JPEG is decoded by simplejpeg (_decode_jpeg), any other
+image, or a JPEG that path declines, by Pillow (_decode_with_pillow); both
+give a uint8 numpy array, which _resize_to resizes and the rest (sums,
+content digest, encoding) reads as it is.
+
 Example:
 
     >>> cfg = ImageConfig(height=224, width=224)
