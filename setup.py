@@ -23,6 +23,8 @@ setuptools.setup(
         'tensorflow-transform>=1.21,<1.22',
         'pillow>=11,<14',
         'simplejpeg>=1.7,<2',
+        # Image resizes: antialiased shrinking (INTER_AREA), GIL released.
+        'opencv-python-headless>=4.8,<6',
         'google-crc32c>=1.5',
         'numpy>=1.26',
         # Used directly (they also come with Beam and tf.Transform): Arrow

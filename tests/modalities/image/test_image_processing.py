@@ -7,11 +7,13 @@ import zlib
 import numpy as np
 import pytest
 from PIL import Image
+from PIL import ImageOps
 from PIL import JpegImagePlugin
 from PIL import features
 import simplejpeg
 
 import imagegen
+from pipelines import sample_data
 from transforms.modalities.image import processing as images
 
 RED = (255, 0, 0)
@@ -181,7 +183,8 @@ def test_crop_upscales_small_input_without_padding():
   assert (out == 255).all()
 
 
-@pytest.mark.parametrize('src_size', [(640, 480), (480, 640), (6, 4)])
+@pytest.mark.parametrize('src_size', [(640, 480), (480, 640), (6, 4),
+                                      (300, 80)])
 def test_stretch_fills_target_and_keeps_layout(src_size):
   data = _image_bytes(Image.fromarray(_left_right(*src_size)), 'PNG')
   _, out = _process_raw(data, width=200, height=100, resize_mode='stretch')
@@ -487,6 +490,13 @@ def test_grey_color_gives_one_channel(storage):
 # ------------------------------------------------------------------ EXIF
 
 
+def _assert_fast_path(data, orientation=1, cfg=None):
+  """Asserts that the JPEG `data` takes the fast (simplejpeg) path."""
+  img = Image.open(io.BytesIO(data))
+  assert images._decode_jpeg(img, data, cfg or images.ImageConfig(),
+                             orientation) is not None
+
+
 def test_exif_orientation_6_rotates_clockwise_and_swaps_original_size():
   # 80 wide, 60 high: left half red, right half blue. Orientation 6 means
   # "rotate 90 degrees clockwise to display": left goes to the top.
@@ -508,6 +518,7 @@ def test_exif_orientation_matches_numpy_rotation(orientation, expected):
   want = expected(src)
   data = _with_exif_orientation(src, orientation)
   h, w = want.shape[:2]
+  _assert_fast_path(data, orientation)
   out, got = _process_raw(data, width=w, height=h, resize_mode='stretch')
   assert (out.original_height, out.original_width) == (h, w)
   h2, w2 = h // 2, w // 2
@@ -522,6 +533,7 @@ def test_exif_orientation_6_with_draft_decode():
   # Large enough for the DCT-scaled decode; rotated content must still match.
   src = _left_right(640, 480)
   data = _with_exif_orientation(src, 6)
+  _assert_fast_path(data, 6)
   out, got = _process_raw(data, width=96, height=128, resize_mode='stretch')
   assert (out.original_height, out.original_width) == (640, 480)
   _assert_color(got[:60], RED)
@@ -545,18 +557,52 @@ def draft_calls(monkeypatch):
   return calls
 
 
+@pytest.fixture
+def jpeg_decodes(monkeypatch):
+  """Records the (height, width) of every simplejpeg decode (the JPEG fast
+  path's)."""
+  shapes = []
+  original = simplejpeg.decode_jpeg
+
+  def spy(*args, **kwargs):
+    arr = original(*args, **kwargs)
+    shapes.append(arr.shape[:2])
+    return arr
+
+  monkeypatch.setattr(simplejpeg, 'decode_jpeg', spy)
+  return shapes
+
+
 @pytest.mark.parametrize('mode', images.RESIZE_MODES)
 @pytest.mark.parametrize('color', images.COLOR_MODES)
-def test_draft_decode_is_close_to_full_decode(draft_calls, mode, color):
+def test_draft_decode_is_close_to_full_decode(jpeg_decodes, draft_calls,
+                                              mode, color):
   data = _image_bytes(Image.fromarray(_smooth_photo(640, 480)), 'JPEG',
                       quality=92)
   kwargs = dict(width=224, height=224, resize_mode=mode, color=color)
+  _, drafted = _process_raw(data, **kwargs)
+  # The fast path decodes at half size (Pillow's draft() rule), once.
+  assert jpeg_decodes == [(240, 320)]
+  del jpeg_decodes[:]
+  _, full = _process_raw(data, draft=False, **kwargs)
+  assert jpeg_decodes == [(480, 640)], 'ImageConfig(draft=False) still scaled'
+  assert not draft_calls  # Pillow's decoder was not used at all
+  assert drafted.shape == full.shape
+  mad = np.abs(drafted.astype(np.int32) - full.astype(np.int32)).mean()
+  assert mad < 3.0
+
+
+@pytest.mark.parametrize('mode', images.RESIZE_MODES)
+def test_draft_decode_of_cmyk_jpeg_is_close_to_full_decode(draft_calls, mode):
+  # CMYK takes Pillow's path, which still uses its decoder's draft().
+  img = Image.fromarray(_smooth_photo(640, 480)).convert('CMYK')
+  data = _image_bytes(img, 'JPEG', quality=92)
+  kwargs = dict(width=224, height=224, resize_mode=mode)
   _, drafted = _process_raw(data, **kwargs)
   assert draft_calls, 'the draft (DCT-scaled) path was not taken'
   del draft_calls[:]
   _, full = _process_raw(data, draft=False, **kwargs)
   assert not draft_calls, 'ImageConfig(draft=False) still used draft()'
-  assert drafted.shape == full.shape
   mad = np.abs(drafted.astype(np.int32) - full.astype(np.int32)).mean()
   assert mad < 3.0
 
@@ -567,6 +613,132 @@ def test_draft_not_used_when_no_reduction_is_possible(draft_calls):
   _, with_draft = _process_raw(data, width=224, height=224)
   _, without = _process_raw(data, width=224, height=224, draft=False)
   np.testing.assert_array_equal(with_draft, without)
+
+
+# ------------------------------------------------------- JPEG fast path
+
+
+def _psnr(a: np.ndarray, b: np.ndarray) -> float:
+  mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+  return float('inf') if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+_FAST_KINDS = {'baseline': {}, '444': {'subsampling': 0},
+               'progressive': {'progressive': True}, 'grey': {'mode': 'L'}}
+
+
+@pytest.mark.parametrize('kind', sorted(_FAST_KINDS))
+@pytest.mark.parametrize('mode,color', [('fit', 'rgb'), ('crop', 'grey'),
+                                        ('stretch', 'rgb'), ('fit', 'grey')])
+@pytest.mark.parametrize('size', [(224, 224), (400, 300)],
+                         ids=['reduced', 'full-size'])
+def test_fast_path_decodes_as_pillows_path_does(kind, mode, color, size):
+  data = _noisy_jpeg(640, 480, **dict(_FAST_KINDS[kind]))
+  cfg = images.ImageConfig(width=size[0], height=size[1], resize_mode=mode,
+                           color=color)
+  fast = images._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg, 1)
+  assert fast is not None
+  slow, _ = images._decode_with_pillow(Image.open(io.BytesIO(data)), data,
+                                       cfg, 1)
+  if fast.ndim == 2 and slow.ndim == 3:  # a grey file, for RGB output
+    fast = np.repeat(fast[:, :, None], 3, axis=2)
+  assert fast.shape == slow.shape
+  # Grey from colour: the decoder's luma against Pillow's conversion.
+  assert _psnr(fast, slow) > 45
+
+
+@pytest.mark.parametrize('orientation', range(1, 9))
+def test_fast_path_orients_as_exif_transpose(orientation):
+  data = _with_exif_orientation(_quadrants(640, 480), orientation)
+  cfg = images.ImageConfig(width=96, height=128)  # reduced 4x either way
+  img = Image.open(io.BytesIO(data))
+  assert images._orientation(img) == orientation
+  fast = images._decode_jpeg(img, data, cfg, orientation)
+  slow, applied = images._decode_with_pillow(Image.open(io.BytesIO(data)),
+                                             data, cfg, orientation)
+  assert applied == orientation
+  assert fast.shape == slow.shape == (
+      (160, 120, 3) if orientation > 4 else (120, 160, 3))
+  np.testing.assert_array_equal(fast, slow)
+  full = np.asarray(ImageOps.exif_transpose(Image.open(io.BytesIO(data))))
+  out = images.process_image(data, cfg)
+  assert (out.original_height, out.original_width) == full.shape[:2]
+
+
+def test_fast_path_leaves_other_jpegs_to_pillows_path():
+  sound = _noisy_jpeg()
+  progressive = _noisy_jpeg(progressive=True)
+  cut = sound[:len(sound) // 2]
+  declined = {
+      'cmyk': _noisy_jpeg(mode='CMYK'),
+      'cut': cut,
+      'cut, end marker': cut + b'\xff\xd9',
+      'cut between scans': (progressive[:_scan_starts(progressive)[3]] +
+                            b'\xff\xd9'),
+      'cut in last scan': (progressive[:int(len(progressive) * 0.9)] +
+                           b'\xff\xd9'),
+      'taller than its data': imagegen.with_frame_size(sound, 400, 600),
+  }
+  cfg = images.ImageConfig(width=64, height=64)
+  for name, data in declined.items():
+    img = Image.open(io.BytesIO(data))
+    assert images._decode_jpeg(img, data, cfg, 1) is None, name
+  for data in (sound, progressive):
+    assert images._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg,
+                               1) is not None
+
+
+# ---------------------------------------------------------- resize quality
+
+
+def _previous_fit(data: bytes, width: int, height: int) -> np.ndarray:
+  """The previous method, for comparison: Pillow's reduced-size decode
+  (draft(), asked for the fitted size) and its antialiased BILINEAR resize
+  to the fitted size (without the padding)."""
+  img = Image.open(io.BytesIO(data))
+  w, h = img.size
+  if img.format == 'JPEG':
+    s = min(width / w, height / h)
+    need = (max(1, int(np.ceil(w * s))), max(1, int(np.ceil(h * s))))
+    if need[0] * 2 <= w and need[1] * 2 <= h:
+      img.draft('RGB', need)
+  img = img.convert('RGB')
+  s = min(width / img.width, height / img.height)
+  size = (max(1, min(width, round(img.width * s))),
+          max(1, min(height, round(img.height * s))))
+  return np.asarray(img.resize(size, Image.Resampling.BILINEAR))
+
+
+def _lanczos(data: bytes, size) -> np.ndarray:
+  """The reference: the full-size decode, resized with LANCZOS."""
+  img = Image.open(io.BytesIO(data)).convert('RGB')
+  return np.asarray(img.resize(size, Image.Resampling.LANCZOS))
+
+
+@pytest.mark.parametrize('fmt', ['JPEG', 'PNG'])
+@pytest.mark.parametrize('target', [224, 128])
+def test_resize_is_as_close_to_lanczos_as_the_previous_method(fmt, target):
+  rng = np.random.default_rng(5)
+  tint = np.array([1.0, 0.9, 0.75])
+  cfg = images.ImageConfig(width=target, height=target)
+  new_db, old_db = [], []
+  for w, h in [(640, 480), (500, 375), (433, 301), (360, 270), (300, 200),
+               (620, 330), (250, 240)]:
+    photo = sample_data.photo_like(rng, w, h, tint)
+    data = _image_bytes(photo, fmt, **({'quality': 90} if fmt == 'JPEG'
+                                       else {}))
+    old = _previous_fit(data, target, target)
+    ref = _lanczos(data, old.shape[1::-1])
+    resized, _, _ = images.decode_and_resize(data, cfg)
+    left = (target - old.shape[1]) // 2
+    top = (target - old.shape[0]) // 2
+    new = np.asarray(resized)[top:top + old.shape[0],
+                              left:left + old.shape[1]]
+    new_db.append(_psnr(new, ref))
+    old_db.append(_psnr(old, ref))
+    assert new_db[-1] > 30, (w, h, new_db[-1])
+    assert new_db[-1] >= old_db[-1] - 0.5, (w, h, new_db[-1], old_db[-1])
+  assert np.mean(new_db) >= np.mean(old_db) - 0.1, (new_db, old_db)
 
 
 # --------------------------------------------------------- storage / sums
@@ -625,6 +797,37 @@ def test_channel_sums_are_exact(storage, color, mode):
   assert out.pixel_count == 50 * 60
   assert list(out.channel_sum) == arr.sum(axis=(0, 1)).tolist()
   assert list(out.channel_sum_squares) == (arr * arr).sum(axis=(0, 1)).tolist()
+
+
+def test_channel_sums_are_exact_past_float32_counts():
+  # OpenCV counts a histogram in float32, exact below 2**24 per value.
+  arr = np.full((4200, 4100), 255, np.uint8)
+  arr[0, :7] = 3
+  sums, squares, count = images._channel_sums(arr)
+  values = arr.astype(np.int64)
+  assert count == 4200 * 4100
+  assert sums == (float(values.sum()),)
+  assert squares == (float((values * values).sum()),)
+
+
+def test_content_digest_of_pixels_is_that_of_the_image():
+  rgb = _smooth_photo(40, 30)
+  grey = np.ascontiguousarray(rgb[:, :, 1])
+  assert images.content_digest(rgb) == images.content_digest(
+      Image.fromarray(rgb, 'RGB'))
+  assert images.content_digest(grey) == images.content_digest(
+      Image.fromarray(grey, 'L'))
+  assert images.content_digest(rgb) != images.content_digest(rgb[::-1])
+  with pytest.raises(ValueError):
+    images.content_digest(np.zeros((3, 4, 4), np.uint8))
+
+
+def test_png_and_bmp_of_the_same_pixels_are_one_content():
+  img = Image.fromarray(_smooth_photo(90, 70))
+  cfg = images.ImageConfig(height=48, width=64)
+  png, bmp = _image_bytes(img, 'PNG'), _image_bytes(img, 'BMP')
+  assert images.identify_content(png, cfg) == images.identify_content(
+      bmp, cfg) == images.process_image(png, cfg).content
 
 
 def test_zscore_from_sums_matches_numpy():
