@@ -221,7 +221,8 @@ def run(argv: Optional[List[str]] = None) -> dict:
   report_path = args.report or manifest_lib.join(output, REPORT)
   options = PipelineOptions(beam_args)
   preprocess.apply_local_defaults(options, beam_args)
-  with beam.Pipeline(options=options) as p:
+  with beam.Pipeline(runner=preprocess.local_runner(options),
+                     options=options) as p:
     checked = (p
                | 'ListShards' >> beam.Create(shards)
                | 'SpreadShards' >> beam.Reshuffle()

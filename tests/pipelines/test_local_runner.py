@@ -82,3 +82,32 @@ if __name__ == '__main__':
   outcome = run_child(guard=sys.argv[1:] != ['noguard'])
   print(outcome.returncode, outcome.stdout.strip()[-200:],
         outcome.stderr.strip()[-300:])
+
+
+def test_a_local_run_goes_straight_to_the_fn_api_runner(caplog):
+  # Beam's DirectRunner would first translate the pipeline for its Prism
+  # runner and try to download the Prism binary; ours runs the FnApiRunner
+  # it would fall back to, with the options the DirectRunner gives it.
+  import logging  # pylint: disable=import-outside-toplevel
+  import apache_beam as beam  # pylint: disable=import-outside-toplevel
+  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
+  from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
+  from apache_beam.testing.util import assert_that, equal_to  # pylint: disable=import-outside-toplevel
+  from pipelines import preprocess  # pylint: disable=import-outside-toplevel
+  options = PipelineOptions(['--direct_num_workers', '2',
+                             '--direct_running_mode', 'multi_threading'])
+  runner = preprocess.local_runner(options)
+  assert isinstance(runner, fn_runner.FnApiRunner)
+  assert preprocess.local_runner(PipelineOptions(
+      ['--runner', 'DataflowRunner'])) is None
+  caplog.set_level(logging.INFO)
+  with beam.Pipeline(runner=runner, options=options) as p:
+    assert_that(p | beam.Create(range(100)) | beam.Map(lambda x: x * 2),
+                equal_to([x * 2 for x in range(100)]))
+  assert 'Prism' not in caplog.text
+  # What the same pipeline logs through Beam's DirectRunner: the check
+  # above can see the attempt.
+  caplog.clear()
+  with beam.Pipeline(options=options) as p:
+    assert_that(p | beam.Create(range(3)), equal_to([0, 1, 2]))
+  assert 'PrismRunner' in caplog.text
