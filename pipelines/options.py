@@ -115,8 +115,8 @@ class PreprocessOptions(PipelineOptions):
         help='Text and sensor: the label column. Default: label.')
     add('--workers', default=None,
         help='Workers on the DirectRunner (threads; --direct_num_workers '
-        'and --direct_running_mode still win). Default: one per core for '
-        'images, 1 for text and sensor, which were fastest that way.')
+        'and --direct_running_mode still win). Default: 1 (for images, one '
+        'per core with --local_processes 0), which was fastest.')
     add('--local_processes', default='auto',
         help='Images: processes that decode beside the DirectRunner\'s '
         'threads, which share one interpreter lock. auto (default): one per '

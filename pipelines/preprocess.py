@@ -134,8 +134,9 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
   """Picks the DirectRunner's mode unless the flags name one.
 
   `--workers N` sets the number of workers (threads when N > 1). Without
-  it, `default_workers` (the modality's choice: images, one per core, as
-  Pillow releases the GIL while decoding; text and sensor rows, one, as
+  it, `default_workers` (the modality's choice: images, one while worker
+  processes decode, else one per core, as the decoders release the GIL;
+  text and sensor rows, one, as
   their work is NumPy and TensorFlow batches and two threads or processes
   were not faster on 2 cores), or one per core when None. Whatever the
   runner, the timed flush of the local data plane is turned off (see
@@ -318,7 +319,7 @@ def run(argv: Optional[List[str]] = None,
     check_output(cfg)
   modality = cfg.plugin
   apply_local_defaults(options, argv,
-                       modality.default_workers(os.cpu_count() or 1))
+                       modality.default_workers(os.cpu_count() or 1, cfg))
   run_id = time.strftime('%Y%m%dT%H%M%S', time.gmtime()) + '-' + (
       secrets.token_hex(3))
   run_info = {'run_id': run_id, 'started': time.time()}

@@ -153,7 +153,11 @@ def test_help_lists_every_option(capsys):
 
 
 @pytest.mark.parametrize('argv,modality,expected', [
-    ([], 'image', (os.cpu_count() or 1, 'multi_threading')),
+    # Worker processes decode the images: one runner thread feeds them.
+    ([], 'image', (1, 'in_memory')),
+    # Decoding in-line: a thread per core.
+    (['--local_processes', '0'], 'image',
+     (os.cpu_count() or 1, 'multi_threading')),
     ([], 'text', (1, 'in_memory')),
     (['--workers', '3'], 'sensor', (3, 'multi_threading')),
     (['--workers', '1'], 'image', (1, 'in_memory')),
@@ -165,10 +169,14 @@ def test_help_lists_every_option(capsys):
 def test_local_runner_defaults(argv, modality, expected):
   from apache_beam.options.pipeline_options import DirectOptions
   from apache_beam.options.pipeline_options import PipelineOptions
+  import types  # pylint: disable=import-outside-toplevel
+  from pipelines import options as options_lib  # pylint: disable=import-outside-toplevel
   options = PipelineOptions(argv)
+  cfg = types.SimpleNamespace(
+      local_processes=options_lib.local_processes(options))
   preprocess.apply_local_defaults(
       options, argv,
-      modalities.get(modality).default_workers(os.cpu_count() or 1))
+      modalities.get(modality).default_workers(os.cpu_count() or 1, cfg))
   direct = options.view_as(DirectOptions)
   if expected[0] == 1 and expected[1] == 'multi_threading':
     pytest.skip('one core')

@@ -94,9 +94,9 @@ class Modality:
     del settings
     return 'none'
 
-  def default_workers(self, cpus: int) -> int:
+  def default_workers(self, cpus: int, cfg) -> int:
     """DirectRunner workers when --workers is not given."""
-    del cpus
+    del cpus, cfg
     return 1
 
   def check_input(self, cfg) -> Any:

@@ -28,9 +28,13 @@ class ImageModality(Modality):
     # Raw pixels compress; JPEG/PNG bytes and normalized floats hardly do.
     return 'gzip' if settings.storage in ('uint8', 'float32') else 'none'
 
-  def default_workers(self, cpus: int) -> int:
-    # Pillow releases the GIL while decoding: one thread per core.
-    return cpus
+  def default_workers(self, cpus: int, cfg) -> int:
+    # With worker processes decoding (--local_processes), one runner thread
+    # feeds them and writes what they return, without the data plane
+    # between threads (10,000 images: 38 s against 39-47 s with two
+    # threads). Decoding in-line, one thread per core: the decoders release
+    # the GIL.
+    return 1 if cfg.local_processes > 0 else cpus
 
   def check_input(self, cfg):
     from transforms.modalities.image import inputs  # pylint: disable=import-outside-toplevel
