@@ -131,3 +131,12 @@ def test_workers_end_with_the_process_that_started_them(how):
   while time.time() < deadline and any(_alive(p) for p in pids):
     time.sleep(0.1)
   assert not any(_alive(p) for p in pids)
+
+
+def test_discarded_calls_do_not_come_back():
+  ahead = processes.Ahead(2, CALLS, depth=8)
+  for x in range(4):
+    list(ahead.submit(x, process_calls.square_after, x, 0.05))
+  ahead.discard()
+  out = _all(ahead, process_calls.square_after, [7, 8], 0.0)
+  assert [(k, r) for k, r, _ in out] == [(7, 49), (8, 64)]

@@ -193,6 +193,12 @@ class Ahead:
                              self._pending[0][3].done()):
       yield from self._pop()
 
+  def discard(self) -> None:
+    """Forgets the calls in flight (their results are not wanted)."""
+    for _, _, _, future in self._pending:
+      future.cancel()
+    self._pending.clear()
+
   def drain(self) -> Iterator[Tuple[Any, Any, Optional[BaseException]]]:
     """Yields every remaining (key, result, error), oldest first."""
     while self._pending:

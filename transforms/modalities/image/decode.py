@@ -74,9 +74,9 @@ class _PooledFn(beam.DoFn):
 
   Subclasses define `_kernel` (a module-level function of processing.py),
   `_ref(element)` (the element's InputRef) and `_results(element, result,
-  error)`, which yields the outputs of one element. Outputs leave as WindowedValues of their own element, also when
-  they are yielded while a later element is processed or at the end of the
-  bundle.
+  error)`, which yields the outputs of one element. Outputs leave as
+  WindowedValues of their own element, also when they are yielded while a
+  later element is processed or at the end of the bundle.
   """
 
   # Calls in flight per DoFn instance and worker process: enough to keep
@@ -101,6 +101,12 @@ class _PooledFn(beam.DoFn):
           'could not start %d image decoding processes (%s: %s); decoding '
           'in the runner\'s own workers', self._processes, type(e).__name__,
           e)
+
+  def start_bundle(self):
+    if self._ahead is not None:
+      # What a failed bundle left in flight belongs to that bundle, which
+      # the runner retries as a whole.
+      self._ahead.discard()
 
   def process(self, element, window=beam.DoFn.WindowParam,
               timestamp=beam.DoFn.TimestampParam):
