@@ -123,6 +123,14 @@ class PreprocessOptions(PipelineOptions):
         'core on the DirectRunner (in_memory and multi_threading modes), 0 '
         'on other runners, which run a process per core themselves; 0 '
         'decodes in the runner\'s own workers.')
+    add('--local_shuffle', default='auto',
+        help='Text and sensor: where the shuffle keeps the records while it '
+        'groups them on the DirectRunner, which holds every grouping in '
+        'memory: disk (a folder in the run\'s folder, removed once the '
+        'shards are written; memory then stays flat as the data grows) or '
+        'memory. auto (default): disk on the DirectRunner when --output is '
+        'on the local file system, else memory. Other runners group in '
+        'their own shuffle.')
     add('--partition', default=None,
         help='A partition value (such as a run date, 2026-11-20) put in '
         'place of {partition} in --input and --output, so a nightly job '
@@ -203,6 +211,10 @@ class PreprocessConfig:
   # decoding; core/processes.py); 0: in the runner's own workers. How the
   # work is spread, not what it makes: not part of the config hash.
   local_processes: int = 0
+  # The shuffle's records wait in files in the run's folder while they are
+  # grouped (core/shuffle.py; DirectRunner, local output). Where the
+  # records wait, not what they are: not part of the config hash.
+  local_shuffle: bool = False
 
   @property
   def plugin(self) -> modalities.Modality:
@@ -236,7 +248,7 @@ class PreprocessConfig:
     nor the TFDS metadata or index files written beside them)."""
     d = self.to_json()
     for key in ('output', 'overwrite', 'tfds_metadata', 'index_files',
-                'local_processes'):
+                'local_processes', 'local_shuffle'):
       d.pop(key)
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
@@ -433,7 +445,32 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
       tfds_metadata=_tfds_wanted(tfds_mode, name, known, compression,
                                  num_shards),
       index_files=index_files, contents=content_rules,
-      local_processes=local_processes(options))
+      local_processes=local_processes(options),
+      local_shuffle=local_shuffle(options, output))
+
+
+def _direct_runner(options: PipelineOptions) -> bool:
+  return options.view_as(StandardOptions).runner in (None, 'DirectRunner',
+                                                     'direct')
+
+
+def local_shuffle(options: PipelineOptions, output: str) -> bool:
+  """--local_shuffle as a bool (True: the records wait on disk).
+
+  Raises:
+    UsageError: disk asked for where it cannot be (another runner, or an
+      output that is not on the local file system).
+  """
+  value = flags.choice('local_shuffle',
+                       options.view_as(PreprocessOptions).local_shuffle,
+                       ('auto', 'disk', 'memory'))
+  possible = _direct_runner(options) and '://' not in output
+  if value == 'disk' and not possible:
+    raise UsageError(
+        '--local_shuffle disk needs the DirectRunner and an --output on the '
+        'local file system; other runners group records in their own '
+        'shuffle.')
+  return value != 'memory' and possible
 
 
 def local_processes(options: PipelineOptions) -> int:

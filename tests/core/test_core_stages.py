@@ -214,11 +214,13 @@ def test_seeded_shuffle_emits_each_element_once_in_seeded_order():
                   label=f'Order{seed}')
 
 
-def test_shuffle_groups_merges_the_groups_of_a_key_in_position_order():
-  rng = np.random.default_rng(3)
+def _bucketed_groups(seed, keys=((0, 0), (0, 3), (1, 3), (2, 1)),
+                     name=''):
+  """(groups as producers emit them, in random order; expected output)."""
+  rng = np.random.default_rng(seed)
   keyed, expected = [], []
-  for tag, b in [(0, 0), (0, 3), (1, 3), (2, 1)]:
-    values = [(float(u), f'{tag}/{b}/{i}') for i, u in
+  for tag, b in keys:
+    values = [(float(u), f'{name}{tag}/{b}/{i}'.encode()) for i, u in
               enumerate(rng.random(int(rng.integers(5, 40))))]
     expected.append((tag, [v for _, v in sorted(values)]))
     # Several groups per key, as one per input batch.
@@ -226,9 +228,61 @@ def test_shuffle_groups_merges_the_groups_of_a_key_in_position_order():
     for part in np.split(np.arange(len(values)), cuts):
       keyed.append(((tag, b), [values[i] for i in part]))
   rng.shuffle(keyed)
+  return keyed, expected
+
+
+@pytest.mark.parametrize('spill', [False, True], ids=['memory', 'disk'])
+def test_shuffle_groups_merges_the_groups_of_a_key_in_position_order(
+    spill, tmp_path):
+  keyed, expected = _bucketed_groups(3)
+  folder = str(tmp_path / 'shuffle') if spill else None
   with TestPipeline() as p:
-    out = p | beam.Create(keyed) | shuffle.ShuffleGroups()
+    out = p | beam.Create(keyed) | shuffle.ShuffleGroups(folder)
     assert_that(out, equal_to(expected))
+  if spill:
+    assert os.listdir(folder), 'nothing was written to the spill folder'
+
+
+def test_spilled_shuffle_of_several_inputs_in_many_files_loses_nothing(
+    tmp_path, monkeypatch):
+  """Each input is written to files of at most a few groups (a tiny
+  SPILL_BYTES), and every group comes back whole, in position order."""
+  monkeypatch.setattr(shuffle, 'SPILL_BYTES', 200)
+  first, _ = _bucketed_groups(5, keys=((0, 0), (1, 1)), name='a')
+  second, _ = _bucketed_groups(6, keys=((0, 0), (2, 2)), name='b')
+  # Key (0, 0) has values from both inputs: one bucket.
+  pairs = collections.defaultdict(list)
+  for key, group in first + second:
+    pairs[key].extend(group)
+  want = [(key[0], [v for _, v in sorted(group)])
+          for key, group in pairs.items()]
+  folder = str(tmp_path / 'shuffle')
+  with TestPipeline() as p:
+    a = p | 'First' >> beam.Create(first)
+    b = p | 'Second' >> beam.Create(second)
+    out = (a, b) | shuffle.ShuffleGroups(folder)
+    assert_that(out, equal_to(want))
+  assert len(os.listdir(folder)) > 4, os.listdir(folder)
+
+
+def test_a_damaged_spill_file_fails_with_its_name(tmp_path):
+  folder = str(tmp_path)
+  fn = shuffle.SpillGroups(folder)
+  fn.start_bundle()
+  assert not list(fn.process(((0, 1), [(0.5, b'abc'), (0.25, b'de')])))
+  [(key, ref)] = [wv.value for wv in fn.finish_bundle()]
+  assert key == (0, 1)
+  assert shuffle.read_spilled(folder, ref) == [(0.5, b'abc'), (0.25, b'de')]
+  name, offset, length, count = ref
+  with pytest.raises(IOError, match=f'{name} does not hold the 3 values'):
+    shuffle.read_spilled(folder, (name, offset, length, count + 1))
+  with open(os.path.join(folder, name), 'r+b') as f:
+    f.truncate(length - 1)
+  with pytest.raises(IOError, match=f'{name} ends 1 bytes before'):
+    shuffle.read_spilled(folder, ref)
+  os.remove(os.path.join(folder, name))
+  with pytest.raises(IOError):
+    shuffle.read_spilled(folder, ref)
 
 
 # --------------------------------------------------------------- labels
@@ -289,7 +343,9 @@ def test_dead_letters_are_written_one_json_line_each_and_counted(tmp_path):
 # -------------------------------------------------------- ShuffleRecords
 
 
-def test_shuffle_records_gives_each_split_its_buckets_in_position_order():
+@pytest.mark.parametrize('spill', [False, True], ids=['memory', 'disk'])
+def test_shuffle_records_gives_each_split_its_buckets_in_position_order(
+    spill, tmp_path):
   names = ['train', 'validation', 'test', 'unused']
   buckets = 5
   rng = np.random.default_rng(11)
@@ -307,7 +363,8 @@ def test_shuffle_records_gives_each_split_its_buckets_in_position_order():
     grouped += list(groups.items())
   with TestPipeline() as p:
     per_split = (p | beam.Create(grouped)
-                 | batches.ShuffleRecords(names))
+                 | batches.ShuffleRecords(
+                     names, str(tmp_path) if spill else None))
     assert len(per_split) == len(names)
     for index, split in enumerate(names):
       want = [[r for _, r in sorted(pairs)]

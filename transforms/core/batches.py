@@ -212,18 +212,21 @@ class ToRecords(beam.DoFn):
 
 
 class ShuffleRecords(beam.PTransform):
-  """ToRecords' main output -> one PCollection of record lists per split
-  (in the order of the split names), each list a shuffle bucket in
-  position order: the input of output/shards.WriteSplits."""
+  """ToRecords' main output (one PCollection, or a tuple of them) -> one
+  PCollection of record lists per split (in the order of the split names),
+  each list a shuffle bucket in position order: the input of
+  output/shards.WriteSplits. With `spill_folder`, the records wait there
+  while they are grouped (core/shuffle.py; local runs)."""
 
-  def __init__(self, split_names):
+  def __init__(self, split_names, spill_folder=None):
     super().__init__()
     self._names = list(split_names)
+    self._spill = spill_folder
 
   def expand(self, grouped):
     names = self._names
     by_split = (grouped
-                | 'ShuffleGroups' >> shuffle.ShuffleGroups()
+                | 'ShuffleGroups' >> shuffle.ShuffleGroups(self._spill)
                 # -> (split index, [records])
                 | 'PartitionBySplit' >> beam.Partition(
                     lambda group, n: group[0], len(names)))

@@ -85,6 +85,13 @@ class BuildRecords(beam.PTransform):
     self._cfg, self._plan = cfg, plan
     self._staging, self._transform = staging, transform
 
+  def spill_folder(self):
+    """Where the shuffle keeps its records while they are grouped
+    (core/shuffle.py), on runs with --local_shuffle disk; else None."""
+    if not getattr(self._cfg, 'local_shuffle', False):
+      return None
+    return manifest_lib.join(self._staging, manifest_lib.SHUFFLE_TEMP)
+
 
 def records_key(split: str) -> str:
   """BuildRecords' output key of a split's record lists."""

@@ -64,6 +64,9 @@ RUN_FOLDER = re.compile(r'^run-(\d{8}T\d{6})-[0-9a-f]+$')
 # Inside a run folder: tf.Transform's temporary files, and the TFDS files
 # until they are published beside the manifest.
 TFT_TEMP = 'tft_tmp'
+# The shuffle's records on a local run (core/shuffle.py), inside the run's
+# folder; removed once the shards are written.
+SHUFFLE_TEMP = 'shuffle_tmp'
 TFDS_FOLDER = 'tfds'
 VALIDATION_REPORT = 'validation_report.json'
 _VERSIONED = ('apache-beam', 'tensorflow', 'tensorflow-transform', 'tfx-bsl',
@@ -213,7 +216,7 @@ def finish_publish(output: str, manifest: dict) -> None:
     remove_tree(join(output, name))
   _remove_flat_dataset(output)
   _remove_stale_reports(output, manifest['run_id'])
-  for temporary in (TFDS_FOLDER, TFT_TEMP):
+  for temporary in (TFDS_FOLDER, TFT_TEMP, SHUFFLE_TEMP):
     remove_tree(join(output, data_dir, temporary))
 
 
@@ -513,6 +516,10 @@ class FinalizeDataset(beam.PTransform):
 
     def finalize(_, **values):
       values.pop('transform_done', None)  # only orders this step
+      # Every shard is written: the shuffle's files are not needed again
+      # (kept neither in a published dataset nor in a refused run's folder).
+      if getattr(cfg, 'local_shuffle', False):
+        remove_tree(join(staging, SHUFFLE_TEMP))
       # The manifest names the folder the files were written into.
       manifest = build_manifest(
           cfg, dict(run, data_dir=posixpath.basename(staging.rstrip('/'))),

@@ -666,8 +666,10 @@ class BuildSensorRecords(skeleton.BuildRecords):
       return [getattr(p, tag) for p in parts] | f'All[{tag}]' >> (
           beam.Flatten())
 
-    per_split = tagged('records') | 'ShuffleRecords' >> (
-        batch_examples.ShuffleRecords(cfg.split_names))
+    # Not flattened first: ShuffleRecords spills each part on local runs.
+    per_split = tuple(p.records for p in parts) | 'ShuffleRecords' >> (
+        batch_examples.ShuffleRecords(cfg.split_names,
+                                      self.spill_folder()))
     out = {records_key(s): r for s, r in zip(cfg.split_names, per_split)}
     out.update(
         before=batch_examples.sum_counts(tagged('before'), 'SumBefore'),

@@ -433,7 +433,8 @@ class BuildTextRecords(skeleton.BuildRecords):
         beam.pvalue.AsSingleton(buckets)).with_outputs(
             'formed', 'before', 'after', 'extra', main='records')
     per_split = records.records | 'ShuffleRecords' >> (
-        batch_examples.ShuffleRecords(cfg.split_names))
+        batch_examples.ShuffleRecords(cfg.split_names,
+                                      self.spill_folder()))
     out = {records_key(s): r for s, r in zip(cfg.split_names, per_split)}
     out.update(
         before=batch_examples.sum_counts(records.before, 'SumBefore'),
