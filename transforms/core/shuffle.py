@@ -171,8 +171,8 @@ class ReadSpilledGroups(beam.DoFn):
   def process(self, item):
     (tag, _), refs = item
     pairs: List[Tuple[float, bytes]] = []
-    # In file order first, so equal positions (which only equal keys give)
-    # come out the same way every time.
+    # The grouping hands references over in any order; positions decide
+    # the order (ids are unique, so no two records share a position).
     for ref in sorted(refs):
       pairs.extend(read_spilled(self._folder, ref))
     pairs.sort(key=lambda p: p[0])
