@@ -39,8 +39,8 @@ repeats (the tree RSS a maximum). From the medians it reports:
   faster); the target (at least 1.0) is read at size 1 for images (10,000)
   and at size 2 for sensor rows (4,000,000) and text (800,000);
 - peak RSS of ours and the baseline at both sizes and size2/size1, of the
-  largest single process and of the whole process tree; target for sensor
-  rows and text: at most 1.25x for ours (largest process);
+  largest single process and of the whole process tree; target for every
+  modality: at most 1.25x for ours (largest process);
 - CPU cores busy on average, and the other load (noise) during the runs;
 - each target with PASS or MISS (information only: not an exit code).
 
@@ -155,7 +155,6 @@ class _Image(_SplitModality):
   default_sizes, default_tiny = (10_000, 20_000), 20
   ratio_at = 0
   steady_target = IMAGE_STEADY_TARGET
-  memory_target = None
 
   def data(self, workdir, n):
     return image_benchmark.ensure_corpus(workdir, n)

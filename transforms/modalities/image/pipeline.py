@@ -170,8 +170,13 @@ class ReadImages(skeleton.ReadInputs):
       out[f'examples[{split}]'] = by_split[index]
       out[f'first[{split}]'] = by_split[index] | (
           f'FirstCopies[{split}]' >> beam.Filter(lambda ex: ex['copy'] == 0))
+    # Only what the count reads crosses the Flatten: the local runner holds
+    # a Flatten's input in memory, image bytes included (memory then grew
+    # with the number of images).
     out['formats'] = (
-        tuple(out[f'first[{split}]'] for split in names)
+        tuple(out[f'first[{split}]'] | f'FormatOf[{split}]' >> beam.Map(
+            lambda ex: {'format': ex['format'], 'input': ex['input']})
+              for split in names)
         | 'AllFirstCopies' >> beam.Flatten()
         | 'CountFormats' >> beam.CombineGlobally(FormatCountsFn()))
     train = (out['first[train]'] if 'train' in names else
