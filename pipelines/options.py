@@ -449,7 +449,8 @@ def resolve_config(options: PipelineOptions) -> PreprocessConfig:
       local_shuffle=local_shuffle(options, output))
 
 
-def _direct_runner(options: PipelineOptions) -> bool:
+def direct_runner(options: PipelineOptions) -> bool:
+  """Whether the job runs on the DirectRunner (the default runner)."""
   return options.view_as(StandardOptions).runner in (None, 'DirectRunner',
                                                      'direct')
 
@@ -464,7 +465,7 @@ def local_shuffle(options: PipelineOptions, output: str) -> bool:
   value = flags.choice('local_shuffle',
                        options.view_as(PreprocessOptions).local_shuffle,
                        ('auto', 'disk', 'memory'))
-  possible = _direct_runner(options) and '://' not in output
+  possible = direct_runner(options) and '://' not in output
   if value == 'disk' and not possible:
     raise UsageError(
         '--local_shuffle disk needs the DirectRunner and an --output on the '
@@ -480,10 +481,8 @@ def local_processes(options: PipelineOptions) -> int:
   value = options.view_as(PreprocessOptions).local_processes
   if str(value).strip().lower() != 'auto':
     return flags.whole_number('local_processes', value, 0, 256)
-  runner = options.view_as(StandardOptions).runner
   mode = options.view_as(DirectOptions).direct_running_mode
-  if runner not in (None, 'DirectRunner', 'direct') or (
-      mode == 'multi_processing'):
+  if not direct_runner(options) or mode == 'multi_processing':
     return 0
   return processes_lib.default_processes()
 

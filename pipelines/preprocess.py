@@ -145,8 +145,7 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
   # Also for a PortableRunner whose job service runs in this process
   # (--job_endpoint embed): it is the same local runner.
   disable_timed_flush()
-  runner = options.view_as(StandardOptions).runner
-  if runner not in (None, 'DirectRunner', 'direct'):
+  if not options_lib.direct_runner(options):
     return
   direct = options.view_as(DirectOptions)
   workers = options.view_as(options_lib.PreprocessOptions).workers
@@ -522,8 +521,7 @@ def local_runner(options: PipelineOptions):
   the download works, a local run would run on another runner than the
   one this project is tested with.
   """
-  runner = options.view_as(StandardOptions).runner
-  if runner not in (None, 'DirectRunner', 'direct'):
+  if not options_lib.direct_runner(options):
     return None
   # pylint: disable=import-outside-toplevel
   from apache_beam.portability.api import beam_provision_api_pb2

@@ -216,7 +216,7 @@ def finish_publish(output: str, manifest: dict) -> None:
     remove_tree(join(output, name))
   _remove_flat_dataset(output)
   _remove_stale_reports(output, manifest['run_id'])
-  for temporary in (TFDS_FOLDER, TFT_TEMP, SHUFFLE_TEMP):
+  for temporary in (TFDS_FOLDER, TFT_TEMP):
     remove_tree(join(output, data_dir, temporary))
 
 
