@@ -19,12 +19,17 @@ label, split), which finds
   <id>", the copy of smallest id kept) with `--drop_duplicates`.
 
 The manifest's `contents` section holds the counts and a few examples.
-Everything here but `ContentGroups` is plain Python.
+Modalities that read examples in batches (text) hand the digests over a
+batch at a time, spread over `content_buckets` groups by the digest: the
+runner then moves a few elements per batch, not one per example, and a
+group holds the digests of a bounded share of the input. Everything here
+but `ContentGroups` is plain Python.
 """
 
 import bisect
 import dataclasses
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import (Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple)
 
 import apache_beam as beam
 
@@ -39,6 +44,8 @@ STAGE = 'content'
 MAX_LISTED = 10
 # Ids listed per group.
 _IDS_PER_GROUP = 10
+# Input bytes per group of batched contents (see content_buckets).
+BUCKET_INPUT_BYTES = 8 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,16 +226,55 @@ def summary(rules: ContentRules, acc: Optional[dict] = None) -> dict:
   }
 
 
-class _DecideFn(beam.DoFn):
-  """(digest, members) -> drops (main: (id, dead letter)) and the finding
-  ('finding') of a repeated content."""
+def content_buckets(input_bytes: Optional[int]) -> int:
+  """How many groups batched contents are spread over (`ContentGroups`
+  with `batched=True`): one per BUCKET_INPUT_BYTES of input, so a group
+  holds the digests of about that much input whatever the size of the
+  dataset, and memory per worker stays flat."""
+  if not input_bytes:
+    return 1
+  return max(1, -(-input_bytes // BUCKET_INPUT_BYTES))
 
-  def __init__(self, rules: ContentRules):
+
+def content_bucket(digest: str, buckets: int) -> int:
+  """The group of a content's digest (a hex string) among `buckets`."""
+  return int(digest[:15], 16) % buckets
+
+
+def batched(digests: Sequence[str], members: Iterable[Member],
+            buckets: int) -> Iterator[Tuple[int, List[Tuple[str, Member]]]]:
+  """A batch's (digest, member) pairs as ContentGroups' batched input:
+  (bucket, [(digest, member)]) per bucket the batch has contents in."""
+  groups: Dict[int, List[Tuple[str, Member]]] = {}
+  for digest, member in zip(digests, members):
+    groups.setdefault(content_bucket(digest, buckets), []).append(
+        (digest, member))
+  return iter(groups.items())
+
+
+class _DecideFn(beam.DoFn):
+  """(digest, members), or with `batched` (bucket, [[(digest, member)]]),
+  -> drops (main: (id, dead letter)) and the finding ('finding') of every
+  repeated content."""
+
+  def __init__(self, rules: ContentRules, batched_input: bool = False):
     super().__init__()
-    self._rules = rules
+    self._rules, self._batched = rules, batched_input
 
   def process(self, group):
-    digest, members = group
+    if not self._batched:
+      yield from self._decide(*group)
+      return
+    _, pair_lists = group
+    by_digest: Dict[str, List[Member]] = {}
+    for pairs in pair_lists:
+      for digest, member in pairs:
+        by_digest.setdefault(digest, []).append(member)
+    for digest, members in by_digest.items():
+      if len(members) > 1:
+        yield from self._decide(digest, members)
+
+  def _decide(self, digest, members):
     members = list(members)
     if len(members) < 2:
       return
@@ -245,20 +291,24 @@ class _DecideFn(beam.DoFn):
 class ContentGroups(beam.PTransform):
   """Groups examples by content and applies the rules.
 
-  Input: (content digest, (id, label, split)) for every example.
+  Input: (content digest, (id, label, split)) for every example; with
+  `batched=True`, `batched()`'s (bucket, [(digest, (id, label, split))])
+  elements, a few per batch of examples instead of one per example (the
+  runner's cost is per element).
   Output: (drops, summary): (id, dead letter) of every example the rules
-  drop, and one manifest `contents` dict.
+  drop, and one manifest `contents` dict; the same for both inputs.
   """
 
-  def __init__(self, rules: ContentRules):
+  def __init__(self, rules: ContentRules, batched_input: bool = False):
     super().__init__()
-    self._rules = rules
+    self._rules, self._batched = rules, batched_input
 
   def expand(self, contents):
     decided = (contents
                | 'GroupByContent' >> beam.GroupByKey()
-               | 'Decide' >> beam.ParDo(_DecideFn(self._rules)).with_outputs(
-                   'finding', main='drops'))
+               | 'Decide' >> beam.ParDo(_DecideFn(
+                   self._rules, self._batched)).with_outputs(
+                       'finding', main='drops'))
     summary_ = decided.finding | 'Summarize' >> beam.CombineGlobally(
         SummaryFn(self._rules))
     return decided.drops, summary_

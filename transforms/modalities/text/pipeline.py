@@ -65,6 +65,13 @@ class TextInput(NamedTuple):
   # Listed files whose names are not valid UTF-8 (as files.printable shows
   # them): each is one dead letter, not read.
   bad_names: Tuple[str, ...] = ()
+  # The total size of the files (None when they cannot be listed again).
+  input_bytes: Optional[int] = None
+
+  @property
+  def content_buckets(self) -> int:
+    """Groups the content digests are spread over (core/contents.py)."""
+    return contents_lib.content_buckets(self.input_bytes)
 
 
 def check_input(cfg) -> TextInput:
@@ -86,7 +93,8 @@ def check_input(cfg) -> TextInput:
     for path in files:
       columns = text_io.check_columns(path, tabular.format_of(path),
                                       tc.text_column, tc.label_column)
-  return TextInput(kind, files, root, columns, bad_names)
+  plan = TextInput(kind, files, root, columns, bad_names)
+  return plan._replace(input_bytes=input_bytes(cfg.input, plan))
 
 
 def _bad_name_letters(plan: TextInput) -> List[dict]:
@@ -150,16 +158,19 @@ def _without(docs, dropped):
 
 
 class DocumentContentsFn(_ReadDocumentsFn):
-  """The contents pass, for runs whose content rules drop documents: (content
-  digest, (id, label, split)) of every good document."""
+  """The contents pass, for runs whose content rules drop documents: the
+  (content digest, (id, label, split)) of every good document, a few
+  elements per batch (core/contents.batched)."""
 
   def process(self, element):
     names = self._cfg.split_names
     for docs, _ in self._batches(element):
       if len(docs.ids):
         split, digests = self._keys(docs)
-        yield from zip(digests, zip(docs.ids, docs.label,
-                                    (names[s] for s in split.tolist())))
+        yield from contents_lib.batched(
+            digests, zip(docs.ids, docs.label,
+                         (names[s] for s in split.tolist())),
+            self._plan.content_buckets)
 
 
 class DocumentStatisticsFn(_ReadDocumentsFn):
@@ -167,7 +178,8 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
   analysis input): dead letters, ((split, 'inputs'|'used'), n), label
   names, ((split, label), n), the training documents as Arrow record
   batches of at most ANALYSIS_BATCH documents, and (without a contents
-  pass) each document's (content digest, (id, label, split))."""
+  pass) each document's (content digest, (id, label, split)), a few
+  elements per batch (core/contents.batched)."""
 
   def __init__(self, cfg, plan: TextInput):
     super().__init__(cfg, plan)
@@ -220,10 +232,11 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
     split, digests = self._keys(docs, digests_needed=dropped is None)
     yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
     if dropped is None:
-      for digest, doc_id, label, s in zip(digests, docs.ids, docs.label,
-                                          split.tolist()):
-        yield beam.pvalue.TaggedOutput(CONTENTS, (digest, (doc_id, label,
-                                                           names[s])))
+      for group in contents_lib.batched(
+          digests, zip(docs.ids, docs.label,
+                       (names[s] for s in split.tolist())),
+          self._plan.content_buckets):
+        yield beam.pvalue.TaggedOutput(CONTENTS, group)
     else:
       # Dropped documents are inputs of their split; their dead letters
       # come from the contents pass.
@@ -315,7 +328,7 @@ def progress_measure(cfg, plan: TextInput) -> progress.BytesMeasure:
   """The progress line's measure: bytes of the input read, over the
   statistics and example passes (and the contents pass, when the content
   rules drop documents)."""
-  return progress.BytesMeasure('text', input_bytes(cfg.input, plan),
+  return progress.BytesMeasure('text', plan.input_bytes,
                                3 if cfg.contents.drops else 2,
                                ('documents', 'documents'))
 
@@ -362,7 +375,7 @@ class ReadDocuments(skeleton.ReadInputs):
                         | 'ReadContents' >> beam.ParDo(
                             DocumentContentsFn(cfg, plan))
                         | 'ContentGroups' >> contents_lib.ContentGroups(
-                            cfg.contents))
+                            cfg.contents, batched_input=True))
       dead.append(drops | 'DroppedDeadLetters' >> beam.Values())
       side = [beam.pvalue.AsDict(drops)]
     stats_out = (elements
@@ -372,7 +385,7 @@ class ReadDocuments(skeleton.ReadInputs):
                          DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS))
     if not cfg.contents.drops:
       _, summary = stats_out[CONTENTS] | 'ContentGroups' >> (
-          contents_lib.ContentGroups(cfg.contents))
+          contents_lib.ContentGroups(cfg.contents, batched_input=True))
     if plan.bad_names:
       dead.append(pbegin | 'BadNames' >> beam.Create(_bad_name_letters(plan)))
       counted = ((stats_out[COUNTS], pbegin | 'BadNameCounts' >> beam.Create(
