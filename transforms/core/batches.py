@@ -14,11 +14,14 @@ Elements are batches until the records meet the writer, so Beam's cost per
 element is paid a few times per batch, not per example.
 """
 
+import collections
+from concurrent import futures
 import itertools
 from typing import Callable, Dict, List
 
 import apache_beam as beam
 from apache_beam.utils import shared
+from apache_beam.utils.windowed_value import WindowedValue
 import numpy as np
 
 from transforms.core import progress
@@ -97,7 +100,17 @@ class ApplyTransform(beam.DoFn):
   `make_inputs(batch, lo, hi)` returns the graph's inputs for examples
   [lo, hi) of a batch; the outputs are added to the batch under their
   names (dense outputs as arrays, sparse ones as lists of arrays).
+
+  The graph runs on a thread of its own, one batch ahead: TensorFlow
+  releases the interpreter lock while it runs, so the next batch is
+  transformed on the second core while this thread reads, encodes and
+  shuffles the one before. A batch's result is handed on when the next
+  batch arrives, or at the end of the bundle; a graph error fails the
+  bundle as before.
   """
+
+  # Batches handed to the graph thread and not yet handed on.
+  AHEAD = 1
 
   def __init__(self, transform_dir: str, make_inputs: Callable,
                size_key: str):
@@ -107,21 +120,22 @@ class ApplyTransform(beam.DoFn):
     # One loaded graph per worker process, shared by its threads.
     self._shared = shared.Shared()
     self._graph = None
+    self._pool = None
+    self._pending = collections.deque()
 
   def setup(self):
     self._graph = None
+    self._pool = None
+
+  def start_bundle(self):
+    self._pending = collections.deque()
 
   def _load(self) -> '_TransformGraph':
     import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
     return _TransformGraph(
         tft.TFTransformOutput(self._dir).transform_features_layer())
 
-  def process(self, batch, transform_done):
-    del transform_done  # only orders this step after the transform write
-    if self._graph is None:
-      # Loaded on first use, not in setup(): the graph is written by the
-      # analysis, which this step's side input waits for.
-      self._graph = self._shared.acquire(self._load, tag=self._dir)
+  def _apply(self, batch) -> dict:
     n = len(batch[self._size_key])
     outs: Dict[str, list] = {}
     for lo in range(0, n, TRANSFORM_BATCH):
@@ -133,7 +147,32 @@ class ApplyTransform(beam.DoFn):
     for key, parts in outs.items():
       out[key] = (list(itertools.chain.from_iterable(parts))
                   if isinstance(parts[0], list) else np.concatenate(parts))
-    yield out
+    return out
+
+  def process(self, batch, transform_done, window=beam.DoFn.WindowParam,
+              timestamp=beam.DoFn.TimestampParam):
+    del transform_done  # only orders this step after the transform write
+    if self._graph is None:
+      # Loaded on first use, not in setup(): the graph is written by the
+      # analysis, which this step's side input waits for.
+      self._graph = self._shared.acquire(self._load, tag=self._dir)
+    if self._pool is None:
+      self._pool = futures.ThreadPoolExecutor(
+          1, thread_name_prefix='apply-transform')
+    self._pending.append((self._pool.submit(self._apply, batch), window,
+                          timestamp))
+    while len(self._pending) > self.AHEAD:
+      yield self._pending.popleft()[0].result()
+
+  def finish_bundle(self):
+    while self._pending:
+      future, window, timestamp = self._pending.popleft()
+      yield WindowedValue(future.result(), timestamp, (window,))
+
+  def teardown(self):
+    if self._pool is not None:
+      self._pool.shutdown(wait=False, cancel_futures=True)
+      self._pool = None
 
 
 class ToRecords(beam.DoFn):
