@@ -3,6 +3,7 @@
 import collections
 import hashlib
 
+import numpy as np
 import pytest
 
 from transforms.core import rebalance
@@ -59,6 +60,30 @@ def _reference_unit_hash(*parts):
   """Independent re-implementation: SHA-256 based, never Python's hash()."""
   digest = hashlib.sha256('\x1f'.join(parts).encode('utf-8')).digest()
   return int.from_bytes(digest[:8], 'big') / 2.0**64
+
+
+@pytest.mark.parametrize('ratios', [
+    [('train', 0.8), ('validation', 0.1), ('test', 0.1)],
+    [('train', 0.5), ('validation', 0.0), ('test', 0.5)],
+    [('test', 0.3), ('train', 0.7)],
+])
+def test_hash_splits_gives_assign_split_for_every_id(ratios):
+  """Batches as the readers make them: distinct row keys, repeated ids
+  (a row the input holds twice), a NumPy object array of entities, odd
+  characters and the empty id."""
+  names = ['train', 'validation', 'test']
+  rows = [f'dev{i % 7}\x1f{1700000000 + i}' for i in range(3000)]
+  repeated = rows[:50] * 3 + ['chat noir/é.png', '', 'a,b'] * 4
+  entities = np.array([f'dev{i % 11}' for i in range(500)], dtype=object)
+  for ids in (rows, repeated, entities, []):
+    want = [names.index(split.assign_split(i, ratios)) for i in list(ids)]
+    got = split.hash_splits(ids, ratios, names)
+    assert got.dtype == np.int8
+    assert got.tolist() == want
+  got = split.hash_splits(rows, ratios, names)
+  shares = np.bincount(got, minlength=3) / len(rows)
+  for name, ratio in ratios:
+    assert abs(shares[names.index(name)] - ratio) < 0.05
 
 
 def test_unit_hash_is_sha256_based_and_in_unit_interval():
