@@ -32,6 +32,10 @@ Decisions:
   lines are skipped and not counted; a line holding only blanks is a
   one-field row (a dead letter). A block is at least 1 MiB; a single record
   longer than a block stops the read with a ValueError.
+- Large local CSV/TSV files can be read in byte ranges, each on its own and
+  by several processes at once (`csv_ranges`, `parse_range`): exact as long
+  as no range holds a double quote; from the first that does, the rest of
+  the file is read in one piece (`iter_csv_from`).
 - Numbers in text cells: pyarrow's string -> float64 cast accepts 'nan',
   'inf', 'infinity' (any case, optional sign) but not surrounding whitespace
   or an empty string. The fast path is that cast; when it fails for a column
@@ -62,8 +66,10 @@ import csv
 import dataclasses
 import io
 import json
+import os
 import re
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import (Dict, Iterator, List, NamedTuple, Optional, Sequence,
+                    Tuple)
 
 import numpy as np
 import pandas as pd
@@ -831,50 +837,178 @@ def _open_binary_csv(f, path: str, fmt: str, needed: Sequence[str],
 
 
 def _iter_csv(path, fmt, columns, unit, batch_rows, reads=None):
+  with _open(path, reads) as f:
+    yield from _iter_csv_file(f, path, fmt, columns, unit, batch_rows)
+
+
+def _iter_csv_file(f, path, fmt, columns, unit, batch_rows, first_row=0):
+  """_iter_csv over an open file object that starts with the header line
+  (the file itself, or a header line and a byte range of it whose first
+  record is data row `first_row` of the file)."""
   needed = _needed(columns)
   pending: List[Tuple[int, str]] = []  # wrong field counts, by row index
 
   def on_invalid_row(row):
     # row.number: 1-based record number, the header being record 1.
-    pending.append((row.number - 2 if row.number is not None else -1,
+    pending.append((row.number - 2 + first_row if row.number is not None
+                    else -1,
                     f'row has {row.actual_columns} fields, the header has '
                     f'{row.expected_columns}'))
     return 'skip'
 
-  next_row = 0
-  with _open(path, reads) as f:
+  next_row = first_row
+  try:
+    reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
+                              on_invalid_row)
+  except pa.ArrowInvalid as e:
+    head, _ = _read_prefix(path, 1 << 16)
+    if len(head.strip().splitlines()) == 1:
+      return  # Only a header line without a newline: no rows.
+    raise ColumnError(f'cannot read the CSV header of {path}: {e}') from None
+  while True:
     try:
-      reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
-                                on_invalid_row)
+      batch = reader.read_next_batch()
+    except StopIteration:
+      break
     except pa.ArrowInvalid as e:
-      head, _ = _read_prefix(path, 1 << 16)
-      if len(head.strip().splitlines()) == 1:
-        return  # Only a header line without a newline: no rows.
-      raise ColumnError(f'cannot read the CSV header of {path}: {e}') from None
-    while True:
-      try:
-        batch = reader.read_next_batch()
-      except StopIteration:
-        break
-      except pa.ArrowInvalid as e:
-        raise ValueError(f'cannot read {path} after data row {next_row}: '
-                         f'{e}') from None
-      for piece in _split(batch, batch_rows):
-        n = piece.num_rows
-        if not n:
-          continue
-        skipped = np.array(sorted(r for r, _ in pending), np.int64)
-        candidates = np.arange(next_row, next_row + n + len(skipped),
-                               dtype=np.int64)
-        rows = candidates[~np.isin(candidates, skipped)][:n]
-        last = int(rows[-1])
-        mine = [p for p in pending if p[0] < last]
-        pending[:] = [p for p in pending if p[0] > last]
-        next_row = last + 1
-        arrays = {name: piece.column(name) for name in needed}
-        yield _convert(arrays, rows, columns, unit, mine)
+      raise ValueError(f'cannot read {path} after data row {next_row}: '
+                       f'{e}') from None
+    for piece in _split(batch, batch_rows):
+      n = piece.num_rows
+      if not n:
+        continue
+      skipped = np.array(sorted(r for r, _ in pending), np.int64)
+      candidates = np.arange(next_row, next_row + n + len(skipped),
+                             dtype=np.int64)
+      rows = candidates[~np.isin(candidates, skipped)][:n]
+      last = int(rows[-1])
+      mine = [p for p in pending if p[0] < last]
+      pending[:] = [p for p in pending if p[0] > last]
+      next_row = last + 1
+      arrays = {name: piece.column(name) for name in needed}
+      yield _convert(arrays, rows, columns, unit, mine)
   if pending:
     yield _empty_batch(len(columns.channels)), sorted(pending)
+
+
+# ---------------------------------------------------------------------------
+# CSV and TSV files in byte ranges (read by several processes at once).
+#
+# A file without a double quote has one record per line, so a range that
+# starts after a newline starts at a record: each range is read on its own,
+# with the header line put in front, and its rows are numbered from 0; the
+# reader adds the records of the ranges before it. The first range that
+# holds a quote (a quoted field may hold a newline), or that fails, ends
+# the ranges: the rest of the file is read in one piece from that range's
+# start, as it would be without ranges (a failure then names the file's own
+# row number).
+
+# Ranges of about this many bytes; smaller files are read in one piece.
+RANGE_BYTES = 16 << 20
+
+
+class Ranges(NamedTuple):
+  """A CSV or TSV file cut at newlines: its header line (with a BOM, if
+  any) and [(start, end)) byte ranges of the rest."""
+  header: bytes
+  spans: List[Tuple[int, int]]
+
+
+def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None
+               ) -> Optional[Ranges]:
+  """The file's ranges of about `range_bytes` (default RANGE_BYTES), or
+  None when it is read in one piece: not a local CSV or TSV file, smaller
+  than two ranges, or a header with a quote."""
+  range_bytes = range_bytes or RANGE_BYTES
+  if fmt not in ('csv', 'tsv') or '://' in path:
+    return None
+  try:
+    size = os.path.getsize(path)
+    if size < 2 * range_bytes:
+      return None
+    spans = []
+    with open(path, 'rb') as f:
+      header = f.readline()
+      if b'"' in header or not header.endswith(b'\n'):
+        return None
+      start = f.tell()
+      while start < size:
+        f.seek(start + range_bytes - 1)
+        f.readline()  # to the end of the line the range ends in
+        end = min(f.tell(), size)
+        spans.append((start, end))
+        start = end
+  except OSError:
+    return None
+  return Ranges(header, spans)
+
+
+class RangeRows(NamedTuple):
+  """What parse_range found: [(good rows, bad rows)] with rows numbered
+  from 0 in the range, and how many records the range holds (good and
+  bad); or quoted=True and nothing else when the range holds a quote."""
+  batches: List[Tuple[RowBatch, List[Tuple[int, str]]]]
+  records: int
+  quoted: bool = False
+
+
+def parse_range(path: str, fmt: str, columns: Columns, unit: str,
+                header: bytes, start: int, end: int,
+                batch_rows: int = 65536) -> RangeRows:
+  """Reads bytes [start, end) of a CSV or TSV file (see csv_ranges): what
+  a worker process runs."""
+  with open(path, 'rb') as f:
+    f.seek(start)
+    data = f.read(end - start)
+  if b'"' in data:
+    return RangeRows([], 0, quoted=True)
+  batches = list(_iter_csv_file(pa.BufferReader(header + data), path, fmt,
+                                columns, unit, batch_rows))
+  records = sum(len(rows.row) + len(bad) for rows, bad in batches)
+  return RangeRows(batches, records)
+
+
+class _Prefixed(io.RawIOBase):
+  """The header line, then the file from byte `start` on, as one stream."""
+
+  def __init__(self, f, header: bytes, start: int):
+    super().__init__()
+    self._f, self._head = f, header
+    f.seek(start)
+
+  def readable(self):
+    return True
+
+  def readinto(self, buffer):
+    if self._head:
+      n = min(len(buffer), len(self._head))
+      buffer[:n] = self._head[:n]
+      self._head = self._head[n:]
+      return n
+    data = self._f.read(len(buffer))
+    buffer[:len(data)] = data
+    return len(data)
+
+
+def iter_csv_from(path: str, fmt: str, columns: Columns, unit: str,
+                  header: bytes, start: int, first_row: int,
+                  batch_rows: int = 65536,
+                  reads: Optional[files.ReadCount] = None):
+  """iter_batches over the file from byte `start` (a range's start, where
+  data row `first_row` begins) to its end, in one piece."""
+  with _open(path, reads) as f:
+    stream = io.BufferedReader(_Prefixed(f, header, start), 1 << 20)
+    yield from _iter_csv_file(stream, path, fmt, columns, unit, batch_rows,
+                              first_row)
+
+
+def shift_rows(rows: RowBatch, bad: List[Tuple[int, str]], offset: int
+               ) -> Tuple[RowBatch, List[Tuple[int, str]]]:
+  """A range's rows numbered in the whole file (row -1, not known, stays)."""
+  if not offset:
+    return rows, bad
+  return (dataclasses.replace(rows, row=rows.row + offset),
+          [(r + offset if r >= 0 else r, reason) for r, reason in bad])
 
 
 def _scan_lines(data: bytes) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:

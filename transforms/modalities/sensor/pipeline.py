@@ -38,12 +38,13 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.core import batches as batch_examples
 from transforms.core import metrics
+from transforms.core import processes
 from transforms.core import progress
 from transforms.core import shuffle
-from transforms.core import splits as split_lib
 from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.modalities.sensor import preprocessing as st
+from transforms.modalities.sensor import ranges as sensor_ranges
 from transforms.sources import files as files_lib
 from transforms.sources import tables as tabular
 from transforms.modalities.sensor import windows as win
@@ -145,32 +146,65 @@ class _ReadRowsFn(beam.DoFn):
   def __init__(self, cfg, plan: SensorInput):
     super().__init__()
     self._cfg, self._plan = cfg, plan
+    self._rule = sensor_ranges.split_rule(cfg)
     self._bytes_read = progress.counter('sensor', 'bytes_read')
 
   def _batches(self, path):
+    """(good rows, bad rows, the good rows' splits) of one file, in file
+    order. A large local CSV or TSV file is parsed in byte ranges by the
+    local worker processes (--local_processes), which also find the rows'
+    splits, while this thread works on the rows before."""
+    fmt = tabular.format_of(path)
+    ranges = (tabular.csv_ranges(path, fmt)
+              if self._cfg.local_processes > 0 else None)
+    if ranges is not None:
+      yield from self._range_batches(path, fmt, ranges)
+      return
     reads = files_lib.ReadCount()
-    for batch in tabular.iter_batches(path, tabular.format_of(path),
-                                      self._plan.columns,
-                                      self._cfg.settings.timestamp_unit,
-                                      reads=reads):
+    for rows, bad in tabular.iter_batches(path, fmt, self._plan.columns,
+                                          self._cfg.settings.timestamp_unit,
+                                          reads=reads):
       self._bytes_read.inc(reads.take())
-      yield batch
+      yield rows, bad, sensor_ranges.row_splits(rows, self._rule)
     self._bytes_read.inc(reads.take())
 
-  def _splits(self, source, rows):
-    cfg, sc = self._cfg, self._cfg.settings
-    names = cfg.split_names
-    if sc.split_by == 'time':
-      return win.time_splits(rows.time, sc.time_cutoffs)
-    if sc.split_by == 'entity':
-      return split_lib.hash_splits(rows.entity, cfg.split_ratios, names)
-    del source
-    # A row is an observation: its entity at its time. Keyed by that (not
-    # by its place in the file), a row the input holds twice is one
-    # observation in one split, never in train and test at once.
-    keys = [f'{e}\x1f{t}' for e, t in zip(rows.entity.tolist(),
-                                           rows.time.tolist())]
-    return split_lib.hash_splits(keys, cfg.split_ratios, names)
+  def _range_batches(self, path, fmt, ranges):
+    """The file's ranges, read by worker processes, results in order;
+    from the first range with a quote (or an error) on, the rest of the
+    file in one piece, here (tables.csv_ranges)."""
+    unit, columns = self._cfg.settings.timestamp_unit, self._plan.columns
+    workers = self._cfg.local_processes
+    ahead = processes.Ahead(workers, [sensor_ranges.__name__],
+                            depth=2 * workers)
+    offset = 0  # records of the ranges before
+    rest_from = None
+
+    def results():
+      for start, end in ranges.spans:
+        yield from ahead.submit((start, end), sensor_ranges.read_range, path,
+                                fmt, columns, unit, ranges.header, start, end,
+                                self._rule)
+      yield from ahead.drain()
+
+    for (start, end), result, error in results():
+      if error is not None or result[0].quoted:
+        rest_from = start
+        ahead.discard()
+        break
+      found, splits = result
+      for (rows, bad), split in zip(found.batches, splits):
+        yield tabular.shift_rows(rows, bad, offset) + (split,)
+      offset += found.records
+      self._bytes_read.inc(end - start)
+    if rest_from is None:
+      return
+    reads = files_lib.ReadCount()
+    for rows, bad in tabular.iter_csv_from(path, fmt, columns, unit,
+                                           ranges.header, rest_from, offset,
+                                           reads=reads):
+      self._bytes_read.inc(reads.take())
+      yield rows, bad, sensor_ranges.row_splits(rows, self._rule)
+    self._bytes_read.inc(reads.take())
 
   def _missing(self, rows):
     """(rows with a missing value, rows kept: all with --missing impute)."""
@@ -203,12 +237,12 @@ class RowStatisticsFn(_ReadRowsFn):
     # order?).
     last_times: Dict[str, int] = {}
     try:
-      for rows, bad in self._batches(path):
+      for rows, bad, split in self._batches(path):
         self._rows.inc(len(rows.row) + len(bad))
         yield from self._dead(source, bad)
         if len(rows.row):
           self._parsed.inc(len(rows.row))
-          yield from self._batch(source, rows, last_times)
+          yield from self._batch(source, rows, split, last_times)
     except tabular.ColumnError as e:
       yield beam.pvalue.TaggedOutput(
           DEAD, dead_letter(source, 'read', str(e)))
@@ -222,9 +256,8 @@ class RowStatisticsFn(_ReadRowsFn):
     if bad:
       yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), len(bad)))
 
-  def _batch(self, source, rows, last_times):
+  def _batch(self, source, rows, split, last_times):
     sc, names = self._cfg.settings, self._cfg.split_names
-    split = self._splits(source, rows)
     missing, keep = self._missing(rows)
     for s, name in enumerate(names):
       in_split = split == s
@@ -299,14 +332,14 @@ class RowExamplesFn(_ReadRowsFn):
     streamer = (win.StreamWindower(sc.window_length, sc.window_stride)
                 if entity_stats is not None else None)
     try:
-      for rows, _ in self._batches(path):
+      for rows, _, split in self._batches(path):
         if len(rows.row):
-          yield from self._batch(source, rows, streamer, entity_stats)
+          yield from self._batch(source, rows, split, streamer,
+                                 entity_stats)
     except tabular.ColumnError:
       return  # the statistics pass dead-lettered the file
 
-  def _batch(self, source, rows, streamer, entity_stats):
-    split = self._splits(source, rows)
+  def _batch(self, source, rows, split, streamer, entity_stats):
     _, keep = self._missing(rows)
     if not keep.all():
       rows, split = _take_rows(rows, keep), split[keep]
