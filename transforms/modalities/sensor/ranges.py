@@ -7,7 +7,7 @@ row) run on the runner's thread.
 in-line for files read in one piece.
 """
 
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -50,6 +50,7 @@ def read_range(path: str, fmt: str, columns: tabular.Columns, unit: str,
 
 
 def split_rule(cfg) -> SplitRule:
+  """The run's SplitRule (picklable, for the worker processes)."""
   sc = cfg.settings
   return SplitRule(sc.split_by, tuple(tuple(r) for r in cfg.split_ratios),
                    tuple(cfg.split_names), tuple(sc.time_cutoffs))
