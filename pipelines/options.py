@@ -118,11 +118,12 @@ class PreprocessOptions(PipelineOptions):
         'and --direct_running_mode still win). Default: 1 (for images, one '
         'per core with --local_processes 0), which was fastest.')
     add('--local_processes', default='auto',
-        help='Images: processes that decode beside the DirectRunner\'s '
-        'threads, which share one interpreter lock. auto (default): one per '
-        'core on the DirectRunner (in_memory and multi_threading modes), 0 '
-        'on other runners, which run a process per core themselves; 0 '
-        'decodes in the runner\'s own workers.')
+        help='Processes beside the DirectRunner\'s threads, which share one '
+        'interpreter lock: images are decoded there, and large local sensor '
+        'CSV/TSV files parsed in byte ranges. auto (default): one per core '
+        'on the DirectRunner (in_memory and multi_threading modes), 0 on '
+        'other runners, which run a process per core themselves; 0 does '
+        'that work in the runner\'s own workers.')
     add('--local_shuffle', default='auto',
         help='Text and sensor: where the shuffle keeps the records while it '
         'groups them on the DirectRunner, which holds every grouping in '
