@@ -104,3 +104,25 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
              for i, r in reasons.items()), ranged[2]
   assert any('not-a-number' in r for r in reasons.values()), ranged[2]
   readback.assert_valid(tmp_path / 'out_2')
+
+
+def test_without_worker_processes_the_file_is_read_in_one_piece(
+    tmp_path, monkeypatch, caplog):
+  """Workers that cannot start: a warning, and the same records."""
+  src = _input(tmp_path / 'logs', quoted=False)
+  monkeypatch.setattr(tabular, 'RANGE_BYTES', 4096)
+  out = tmp_path / 'out_fallback'
+
+  def no_processes(*args, **kwargs):
+    raise OSError('no processes here')
+
+  monkeypatch.setattr(processes, 'Ahead', no_processes)
+  with caplog.at_level('WARNING'):
+    manifest = preprocess.run(['--input', str(src), '--output', str(out),
+                               '--local_processes', '2'] + SENSOR + LOCAL)
+  assert 'could not start 2 processes to parse CSV ranges' in caplog.text
+  whole = preprocess.run(['--input', str(src), '--output',
+                          str(tmp_path / 'out_whole'), '--local_processes',
+                          '0'] + SENSOR + LOCAL)
+  assert manifest['fingerprint'] == whole['fingerprint']
+  assert _dead(out) == _dead(tmp_path / 'out_whole')
