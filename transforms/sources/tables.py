@@ -60,7 +60,12 @@ Decisions:
   the like are kept as text there (only numeric columns know missing words).
 - `read_header` calls a column numeric only when the sampled rows hold at
   least one number and nothing that is not a number or a missing value.
+- Beam is imported on first use (opening a file through FileSystems), not
+  with this module: the worker processes that parse CSV ranges open local
+  files themselves and start without it.
 """
+
+from __future__ import annotations
 
 import csv
 import dataclasses
@@ -68,8 +73,8 @@ import io
 import json
 import os
 import re
-from typing import (Dict, Iterator, List, NamedTuple, Optional, Sequence,
-                    Tuple)
+from typing import (TYPE_CHECKING, Dict, Iterator, List, NamedTuple,
+                    Optional, Sequence, Tuple)
 
 import numpy as np
 import pandas as pd
@@ -78,9 +83,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
-from apache_beam.io.filesystems import FileSystems
 
-from transforms.sources import files
+if TYPE_CHECKING:
+  from transforms.sources import files
 
 FORMATS = ('csv', 'tsv', 'jsonl', 'parquet')
 
@@ -170,6 +175,8 @@ class RowBatch:
 
 def _open(path: str, reads: Optional[files.ReadCount] = None):
   """The file, as bytes; with `reads`, counting how far it is read."""
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  from transforms.sources import files  # pylint: disable=import-outside-toplevel,redefined-outer-name
   f = FileSystems.open(path, compression_type='uncompressed')
   return f if reads is None else files.CountingFile(f, path, reads)
 
@@ -841,10 +848,12 @@ def _iter_csv(path, fmt, columns, unit, batch_rows, reads=None):
     yield from _iter_csv_file(f, path, fmt, columns, unit, batch_rows)
 
 
-def _iter_csv_file(f, path, fmt, columns, unit, batch_rows, first_row=0):
+def _iter_csv_file(f, path, fmt, columns, unit, batch_rows, first_row=0,
+                   block=None):
   """_iter_csv over an open file object that starts with the header line
   (the file itself, or a header line and a byte range of it whose first
-  record is data row `first_row` of the file)."""
+  record is data row `first_row` of the file), in pyarrow blocks of
+  `block` bytes (default: about batch_rows records)."""
   needed = _needed(columns)
   pending: List[Tuple[int, str]] = []  # wrong field counts, by row index
 
@@ -859,7 +868,7 @@ def _iter_csv_file(f, path, fmt, columns, unit, batch_rows, first_row=0):
   next_row = first_row
   try:
     reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
-                              on_invalid_row)
+                              on_invalid_row, block)
   except pa.ArrowInvalid as e:
     head, _ = _read_prefix(path, 1 << 16)
     if len(head.strip().splitlines()) == 1:
@@ -962,8 +971,12 @@ def parse_range(path: str, fmt: str, columns: Columns, unit: str,
     data = f.read(end - start)
   if b'"' in data:
     return RangeRows([], 0, quoted=True)
+  # The range in one block: the block size is then not sampled from the
+  # file through Beam, and rows are batched the same whatever the block.
+  block = min(max(len(header) + len(data), _MIN_BLOCK_BYTES),
+              _LARGEST_BLOCK_BYTES)
   batches = list(_iter_csv_file(pa.BufferReader(header + data), path, fmt,
-                                columns, unit, batch_rows))
+                                columns, unit, batch_rows, block=block))
   records = sum(len(rows.row) + len(bad) for rows, bad in batches)
   return RangeRows(batches, records)
 
@@ -1187,6 +1200,7 @@ def _iter_parquet(path, columns, unit, batch_rows, reads=None):
 
 
 def _size(path: str) -> int:
+  from transforms.sources import files  # pylint: disable=import-outside-toplevel,redefined-outer-name
   meta = files.metadata(path)
   return meta.size_in_bytes if meta is not None else 0
 
