@@ -843,6 +843,23 @@ def _open_binary_csv(f, path: str, fmt: str, needed: Sequence[str],
           null_values=[''], quoted_strings_can_be_null=False))
 
 
+def take_row_numbers(next_row: int, n: int,
+                     skipped: List[Tuple[int, str]]
+                     ) -> Tuple[np.ndarray, List[Tuple[int, str]]]:
+  """The row indices of a piece of n rows pyarrow returned: the first n
+  from next_row on that it did not skip (`skipped`: (row, reason) of the
+  rows it skipped, as its invalid-row handler saw them), and the skipped
+  rows before the last of those, which are taken out of `skipped`."""
+  skipped_rows = np.array([r for r, _ in skipped], np.int64)
+  candidates = np.arange(next_row, next_row + n + len(skipped_rows),
+                         dtype=np.int64)
+  rows = candidates[~np.isin(candidates, skipped_rows)][:n]
+  last = int(rows[-1])
+  mine = [item for item in skipped if item[0] < last]
+  skipped[:] = [item for item in skipped if item[0] > last]
+  return rows, mine
+
+
 def _iter_csv(path, fmt, columns, unit, batch_rows, reads=None):
   with _open(path, reads) as f:
     yield from _iter_csv_file(f, path, fmt, columns, unit, batch_rows)
@@ -886,14 +903,8 @@ def _iter_csv_file(f, path, fmt, columns, unit, batch_rows, first_row=0,
       n = piece.num_rows
       if not n:
         continue
-      skipped = np.array(sorted(r for r, _ in pending), np.int64)
-      candidates = np.arange(next_row, next_row + n + len(skipped),
-                             dtype=np.int64)
-      rows = candidates[~np.isin(candidates, skipped)][:n]
-      last = int(rows[-1])
-      mine = [p for p in pending if p[0] < last]
-      pending[:] = [p for p in pending if p[0] > last]
-      next_row = last + 1
+      rows, mine = take_row_numbers(next_row, n, pending)
+      next_row = int(rows[-1]) + 1
       arrays = {name: piece.column(name) for name in needed}
       yield _convert(arrays, rows, columns, unit, mine)
   if pending:

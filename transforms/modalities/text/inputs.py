@@ -570,15 +570,8 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
 
     for piece in _even_batches(blocks(), batch_rows):
       n = piece.num_rows
-      # The n rows of the piece are the first n row indices from next_row on
-      # that pyarrow did not skip.
-      skipped_rows = np.array([r for r, _ in skipped], np.int64)
-      candidates = np.arange(next_row, next_row + n + len(skipped_rows),
-                             dtype=np.int64)
-      rows = candidates[~np.isin(candidates, skipped_rows)][:n]
+      rows, mine = tabular.take_row_numbers(next_row, n, skipped)
       last = int(rows[-1])
-      mine = [item for item in skipped if item[0] < last]
-      skipped[:] = [item for item in skipped if item[0] > last]
       next_row = last + 1
       if last < skip_rows:
         continue  # given by an earlier attempt
