@@ -519,6 +519,16 @@ def test_apply_transform_runs_the_exported_graph_on_every_batch(tmp_path):
                                                'x'), done))
     assert_that(out, check)
 
+  # The graph runs on a thread of its own, a batch ahead: an error there
+  # still fails the run, naming what went wrong.
+  broken = inputs[:1] + [{'id': ['no-x/0'], 'y': inputs[0]['x'][:1]}]
+  with pytest.raises(KeyError, match='x'):
+    with TestPipeline() as p:
+      done = beam.pvalue.AsList(p | 'Done' >> beam.Create([None]))
+      _ = (p | 'Batches' >> beam.Create(broken)
+           | beam.ParDo(batches.ApplyTransform(transform_dir, _graph_inputs,
+                                               'id'), done))
+
 
 # --------------------------------------------------------------- encode
 
