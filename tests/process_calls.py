@@ -37,3 +37,12 @@ def pid_after(delay):
   """This worker's process id, after `delay` seconds."""
   time.sleep(delay)
   return os.getpid()
+
+
+def process_image_or_die(data, cfg, path):
+  """processing.process_image, except that this worker process ends
+  abruptly on a file named kill.png (a decoder that crashes on one input)."""
+  from transforms.modalities.image import processing  # pylint: disable=import-outside-toplevel
+  if os.path.basename(path) == 'kill.png':
+    os._exit(3)  # pylint: disable=protected-access
+  return processing.process_image(data, cfg, path)

@@ -204,6 +204,13 @@ class Ahead:
     while self._pending:
       yield from self._pop()
 
+  def alone(self, fn: Callable, *args) -> Tuple[Any, Optional[BaseException]]:
+    """(result, error) of fn(*args) run now, by itself, and waited for; a
+    call that kills its worker each time it runs comes back as Died. For a
+    caller that splits a failed call into smaller ones to find which part
+    failed."""
+    return self._alone(fn, args)
+
   def _start(self, fn, args):
     try:
       return self._pool.submit(fn, *args)

@@ -938,6 +938,30 @@ def process_image(data: bytes, cfg: ImageConfig,
       source_format=source_format, content=content_digest(arr))
 
 
+def process_inputs(kernel, inputs, cfg: ImageConfig) -> list:
+  """[(result, error)] of `kernel(data, cfg, path)` for each (path, data)
+  of `inputs`, in their order: `error` is what the kernel (or reading)
+  raised, else None, so that a bad input costs only its own result.
+
+  The unit of work of a local worker process (decode.py): a few inputs per
+  call, because each call costs the launching process interpreter time
+  whatever it carries. `data` None means a local file that is read here,
+  in the process that decodes it, with the errors of Python's `open`
+  (which Beam's local file system also raises); other files come as their
+  bytes, read by the launching process through Beam's FileSystems.
+  """
+  out = []
+  for path, data in inputs:
+    try:
+      if data is None:
+        with open(path, 'rb') as f:
+          data = f.read()
+      out.append((kernel(data, cfg, path), None))
+    except Exception as e:  # pylint: disable=broad-except
+      out.append((None, e))
+  return out
+
+
 def decode_stored(data: bytes, storage: str, height: int, width: int,
                   channels: int) -> np.ndarray:
   """Decodes a stored image back to a uint8 HWC array (for validation).
