@@ -472,7 +472,7 @@ def _configure(argv: List[str]):
   if '--help' in argv or '-h' in argv:
     raise _HelpRequested()
   options_lib.check_beam_options(argv)
-  options = PipelineOptions(argv)
+  options = options_lib.BeamOptions(argv)
   unknown = unknown_flags(argv)
   if unknown:
     raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')

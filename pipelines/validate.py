@@ -219,7 +219,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
                               f'missing {e}') from None
   extra = _unlisted_files(output, manifest)
   report_path = args.report or manifest_lib.join(output, REPORT)
-  options = PipelineOptions(beam_args)
+  options = options_lib.BeamOptions(beam_args)
   preprocess.apply_local_defaults(options, beam_args)
   with beam.Pipeline(runner=preprocess.local_runner(options),
                      options=options) as p:
