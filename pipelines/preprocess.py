@@ -43,6 +43,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 
+from pipelines import dofn_specs
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
@@ -303,6 +304,7 @@ def run(argv: Optional[List[str]] = None,
     Exception: Anything the pipeline raised.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
+  dofn_specs.install()
   options, cfg = _configure(argv)
   progress = progress if progress is not None else {}
   progress.update(modality=cfg.modality, output=cfg.output,

@@ -39,6 +39,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines import dofn_specs
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
@@ -194,6 +195,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     preprocess.UsageError: A bad invocation.
   """
   args, beam_args = _parser().parse_known_args(argv)
+  dofn_specs.install()
   thresholds = _thresholds(args)
   options_lib.check_beam_options(beam_args)
   unknown = preprocess.unknown_flags(beam_args)
