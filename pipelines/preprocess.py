@@ -334,17 +334,9 @@ def run(argv: Optional[List[str]] = None,
   run_info['lease'] = lease
   submitted = None
   try:
-    if _runs_here(options):
-      # Work the local worker processes can start while this process
-      # imports TensorFlow and builds the pipeline on one core.
-      started = modality.start_early(cfg, plan)
-      if started:
-        _LOG.info('started %d inputs in the local worker processes while '
-                  'the pipeline is built', started)
     submitted = _publish_run(options, cfg, run_info, plan, stale_hours,
                              'off' if detach else shown, progress)
   finally:
-    modality.stop_early()
     if submitted is None:
       lease.release()
     # A submitted job publishes by itself; its lease is not renewed from
@@ -498,14 +490,6 @@ def _configure(argv: List[str]):
     _LOG.info('no TFDS metadata (dataset_info.json, features.json) will be '
               'written: %s.', tfds_skipped)
   return options, cfg
-
-
-def _runs_here(options: PipelineOptions) -> bool:
-  """Whether the pipeline's DoFns run in this process (the DirectRunner's
-  in_memory and multi_threading modes)."""
-  return (options_lib.direct_runner(options) and
-          options.view_as(DirectOptions).direct_running_mode !=
-          'multi_processing')
 
 
 def _check_runner(options: PipelineOptions) -> None:

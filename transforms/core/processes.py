@@ -188,24 +188,10 @@ class Ahead:
     oldest first: while more than `depth` calls are in flight, and any
     finished ones at the head. `error` is what fn raised (result None), or
     a Died when its worker died; else None."""
-    yield from self.submit_started(key, self._start(fn, args), fn, *args)
-
-  def submit_started(self, key: Any, future, fn: Callable, *args
-                     ) -> Iterator[Tuple[Any, Any, Optional[BaseException]]]:
-    """As submit, for a call already under way: `future` (done(), result(),
-    exception(), cancel(), as a concurrent.futures.Future has) gives its
-    result, and fn(*args), which gives the same result, is what runs again
-    alone if a worker dies. Start parts of it with `start`."""
-    self._pending.append((key, fn, args, future))
+    self._pending.append((key, fn, args, self._start(fn, args)))
     while self._pending and (len(self._pending) > self._depth or
                              self._pending[0][3].done()):
       yield from self._pop()
-
-  def start(self, fn: Callable, *args):
-    """The future of fn(*args) started now in the pool, outside the order
-    of the calls in flight (for a part of a call given to
-    submit_started)."""
-    return self._start(fn, args)
 
   def discard(self) -> None:
     """Forgets the calls in flight (their results are not wanted)."""

@@ -130,19 +130,6 @@ class Modality:
   # for a list.
   manifest_values: Dict[str, bool] = {}
 
-  def start_early(self, cfg, plan) -> int:
-    """Work this modality can give the local worker processes
-    (--local_processes) before the pipeline is built, while the launching
-    process imports and builds on one core; its results must be taken up
-    only where they are the same as doing the work then. Called on the
-    launching machine after check_input, only when the DirectRunner runs
-    the DoFns in this process. Returns how many inputs were started."""
-    del cfg, plan
-    return 0
-
-  def stop_early(self) -> None:
-    """Forgets what start_early started (the run has ended)."""
-
   def progress(self, cfg, plan):
     """What the progress line measures while the run goes: a
     core/progress.Measure (done of total from its progress counters), or

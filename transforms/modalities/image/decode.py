@@ -1,9 +1,6 @@
 """The parallel read-decode-resize-encode step, as a Beam transform."""
 
 import logging
-import os
-import threading
-from typing import Any, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -67,144 +64,6 @@ def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
   if weight is not None:
     example[schema.WEIGHT] = float(weight)
   return example
-
-
-# ------------------------------------------------------------ early work --
-#
-# On the local runner the launching process spends its first seconds
-# importing TensorFlow and tf.Transform and building the pipeline, on one
-# core, before the first image is decoded. `start_early` hands the first
-# images of a folder to the worker processes right away, in that time; the
-# decoding DoFn then takes their results (`early_result`) instead of
-# decoding them again, in its own order, so the output is the same. A
-# result is used only for the same options and while the file's size and
-# modification time are those it had when it was listed; anything else is
-# decoded as usual.
-
-
-class _Early(NamedTuple):
-  cfg: images.ImageConfig
-  stat: Tuple[int, int]  # size, modification time (ns) when listed
-  future: Any  # of process_inputs' list of (result, error)
-  index: int  # this file's place in that list
-
-
-_EARLY: Dict[str, _Early] = {}
-_EARLY_LOCK = threading.Lock()
-_EARLY_COUNTS = {'started': 0, 'used': 0}
-# Memory the results decoded ahead may take at most, counted at the size
-# of the stored pixels uncompressed (a JPEG or PNG result at a quarter).
-EARLY_BYTES = 192 << 20
-
-
-def early_limit(cfg: images.ImageConfig) -> int:
-  """How many images may be decoded ahead within EARLY_BYTES."""
-  raw = cfg.height * cfg.width * (1 if cfg.color == 'grey' else 3)
-  if cfg.storage in ('jpeg', 'png'):
-    raw = max(1, raw // 4)
-  return max(0, EARLY_BYTES // raw)
-
-
-def start_early(paths: Sequence[str], cfg: images.ImageConfig,
-                processes: int, batch: int = 8) -> int:
-  """Starts decoding `paths` (local files) in the shared worker processes;
-  returns how many were started. Replaces what an earlier call started."""
-  stop_early(log=False)
-  try:
-    pool = processes_lib.shared_pool(processes, (images.__name__,))
-  except Exception:  # pylint: disable=broad-except
-    # The decoding DoFn tries again, and says so when it cannot either.
-    return 0
-  started = {}
-  for first in range(0, len(paths), batch):
-    group = []
-    for path in paths[first:first + batch]:
-      try:
-        st = os.stat(path)
-      except OSError:
-        continue  # decoded (and dead-lettered) in the pipeline as usual
-      group.append((path, (st.st_size, st.st_mtime_ns)))
-    if not group:
-      continue
-    future = pool.submit(images.process_inputs, images.process_image,
-                         [(path, None) for path, _ in group], cfg)
-    for index, (path, stat) in enumerate(group):
-      started[path] = _Early(cfg, stat, future, index)
-  with _EARLY_LOCK:
-    _EARLY.update(started)
-    _EARLY_COUNTS.update(started=len(started), used=0)
-  return len(started)
-
-
-def early_result(path: str, cfg: images.ImageConfig) -> Optional[_Early]:
-  """The early decoding of `path` if it can stand for decoding it now: the
-  same options, the file as it was listed, and a call that did not fail as
-  a whole (its worker died). Taken once: a further copy of the input (an
-  oversampled one) is decoded as usual, and the result's memory goes with
-  the call that takes it."""
-  with _EARLY_LOCK:
-    entry = _EARLY.pop(path, None)
-  if entry is None or entry.cfg != cfg:
-    return None
-  if entry.future.done() and entry.future.exception() is not None:
-    return None
-  try:
-    st = os.stat(path)
-  except OSError:
-    return None
-  if (st.st_size, st.st_mtime_ns) != entry.stat:
-    return None
-  with _EARLY_LOCK:
-    _EARLY_COUNTS['used'] += 1
-  return entry
-
-
-def stop_early(log: bool = True) -> None:
-  """Forgets every early decoding (those not started are cancelled) and
-  logs how many were used."""
-  with _EARLY_LOCK:
-    entries = list(_EARLY.values())
-    _EARLY.clear()
-    counts = dict(_EARLY_COUNTS)
-    _EARLY_COUNTS.update(started=0, used=0)
-  for entry in entries:
-    entry.future.cancel()
-  if log and counts['started']:
-    logging.getLogger(__name__).info(
-        'used %d of the %d images decoded while the pipeline was built',
-        counts['used'], counts['started'])
-
-
-class _Joined:
-  """The future of one call's results when some of its inputs were decoded
-  early: `parts` has, per input, (early future, index) or None for an
-  input of `rest` (a future of the others' results, in order, or None)."""
-
-  def __init__(self, parts, rest):
-    self._parts, self._rest = parts, rest
-
-  def _futures(self):
-    found = [part[0] for part in self._parts if part is not None]
-    return found + ([self._rest] if self._rest is not None else [])
-
-  def done(self) -> bool:
-    return all(f.done() for f in self._futures())
-
-  def exception(self):
-    for f in self._futures():
-      error = f.exception()
-      if error is not None:
-        return error
-    return None
-
-  def cancel(self) -> bool:
-    # Early futures may serve other calls too: only this call's own part.
-    return self._rest.cancel() if self._rest is not None else False
-
-  def result(self) -> list:
-    rest = iter(self._rest.result() if self._rest is not None else ())
-    return [part[0].result()[part[1]] if part is not None else next(rest)
-            for part in self._parts]
 
 
 class _PooledFn(beam.DoFn):
@@ -296,20 +155,8 @@ class _PooledFn(beam.DoFn):
           keys, inputs, images.process_inputs(kernel, inputs, self._cfg),
           None)
       return
-    early = ([early_result(path, self._cfg) for path, _ in inputs]
-             if kernel is images.process_image and _EARLY else [])
-    if any(early):
-      misses = [one for one, e in zip(inputs, early) if e is None]
-      due = self._ahead.submit_started(
-          (keys, inputs),
-          _Joined([(e.future, e.index) if e else None for e in early],
-                  self._ahead.start(images.process_inputs, kernel, misses,
-                                    self._cfg) if misses else None),
-          images.process_inputs, kernel, inputs, self._cfg)
-    else:
-      due = self._ahead.submit((keys, inputs), images.process_inputs, kernel,
-                               inputs, self._cfg)
-    for (done, sent), results, error in due:
+    for (done, sent), results, error in self._ahead.submit(
+        (keys, inputs), images.process_inputs, kernel, inputs, self._cfg):
       yield from self._call_outputs(done, sent, results, error)
 
   def _call_outputs(self, keys, inputs, results, error):

@@ -41,14 +41,6 @@ class ImageModality(Modality):
     return inputs.check_input(cfg.input, cfg.splits_from_input,
                               cfg.settings.nested_folders)
 
-  def start_early(self, cfg, plan):
-    from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
-    return pipeline.start_early(cfg, plan)
-
-  def stop_early(self):
-    from transforms.modalities.image import decode  # pylint: disable=import-outside-toplevel
-    decode.stop_early()
-
   def progress(self, cfg, plan):
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.progress_measure(cfg)

@@ -53,7 +53,6 @@ from transforms.modalities.image import records as image_records
 from transforms.modalities.image import decode
 from transforms.modalities.image.decode import DecodeImages
 from transforms.modalities.image.decode import FindContentFn
-from transforms.sources import files
 
 
 class PlanCopies(beam.PTransform):
@@ -216,32 +215,6 @@ def contents_pass(cfg) -> bool:
   (to drop some, or to know the content splits before rebalancing)."""
   by_content = cfg.contents.split_key == 'content' and cfg.split_ratios
   return bool(cfg.contents.drops or (by_content and cfg.rebalance != 'none'))
-
-
-def start_early(cfg, plan) -> int:
-  """Starts decoding the first images of a local folder in the worker
-  processes before the pipeline is built (decode.start_early), when the
-  run decodes each image once with the default kernel; returns how many."""
-  if (plan is not None or cfg.local_processes <= 0 or contents_pass(cfg)
-      or not files.is_local(cfg.input)):
-    return 0
-  limit = decode.early_limit(cfg.settings)
-  root = files.strip_slash(cfg.input)
-  ratios = sources.split_pairs(cfg.split_ratios)
-  paths = []
-  try:
-    # At most a few entries per image taken, in a folder of other files.
-    for listed in files.list_tree(root, limit=4 * limit):
-      if len(paths) >= limit:
-        break
-      ref, _, _ = sources.ref_from_listed(
-          root, listed, cfg.splits_from_input, ratios,
-          cfg.settings.nested_folders)
-      if ref is not None:
-        paths.append(ref.path)
-  except OSError:
-    return 0  # the pipeline's own listing says what is wrong
-  return decode.start_early(paths, cfg.settings, cfg.local_processes)
 
 
 def progress_measure(cfg) -> progress.ItemMeasure:
