@@ -27,6 +27,7 @@ from transforms.core import processes as processes_lib
 from transforms.core import rebalance
 from transforms.core import splits as split_lib
 from transforms.output import tfds_metadata as tfds_lib
+from transforms.sources import files
 
 COMPRESSIONS = ('auto', 'none', 'gzip')
 # The runners this pipeline has been run on end to end (see README, Runners).
@@ -323,7 +324,7 @@ def check_output_outside_input(input_path: str, output: str) -> None:
   """
   import os  # pylint: disable=import-outside-toplevel
   if any(c in input_path for c in '*?[') and not (
-      is_local_path(input_path) and os.path.exists(input_path)):
+      files.is_local(input_path) and os.path.exists(input_path)):
     return  # a pattern (a folder named `photos [2019]` is not one)
   if '://' in input_path or '://' in output:
     folder, target = input_path, output
@@ -709,19 +710,11 @@ def check_runner(runner, allow_unverified: bool) -> Optional[str]:
   return name
 
 
-_SCHEME = re.compile(r'^[a-zA-Z][-a-zA-Z0-9+.]*://')
-
-
-def is_local_path(path: str) -> bool:
-  """Whether a path is on this machine's file system (no scheme://)."""
-  return not _SCHEME.match(path)
-
-
 def absolute_local_path(path):
   """A local path made absolute against the current folder (so workers
   started in another folder read and write the same files); a path with a
   scheme (gs://, s3://, ...) or none at all unchanged."""
-  if not path or not is_local_path(str(path)):
+  if not path or not files.is_local(str(path)):
     return path
   import os  # pylint: disable=import-outside-toplevel
   return os.path.abspath(str(path))

@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence
 
 from pipelines import errors
 from pipelines.options import UsageError
-from pipelines.options import is_local_path
+from transforms.sources import files
 
 # How long a remote path may take to answer.
 PROBE_SECONDS = 12.0
@@ -111,7 +111,7 @@ def check_reachable(paths: Sequence[str], options=None,
     UsageError: A path whose file system is missing, that raised, or that
       did not answer in time: "cannot reach PATH (reason)".
   """
-  remote = [p for p in dict.fromkeys(paths) if p and not is_local_path(p)]
+  remote = [p for p in dict.fromkeys(paths) if p and not files.is_local(p)]
   for path in remote:
     missing = _no_filesystem(path)
     if missing:
