@@ -12,7 +12,7 @@
                         rebalancing (core/rebalance.Plan), the seeded
                         shuffle (core/shuffle.py) and serialization
                         (output/example_encoding.py) -> record lists per split
-    WriteSplits         WriteToTFRecord per split, shard summaries,
+    WriteSplits         TFRecord files per split, shard summaries,
                         fingerprints (output/shards.py)
     FinalizeDataset     manifest, quality gate, publish, manifest last
                         (output/manifest.py)

@@ -2,11 +2,13 @@
 
 - `WriteSplits`: per split, the fingerprint of the records and their
   shards; the one place every modality writes through.
-- `WriteSplit`: WriteToTFRecord with TFDS-style names
+- `WriteSplit`: lists of records to TFRecord files with TFDS-style names
   (`<name>-<split>.tfrecord-00000-of-00004`), then one summary per shard
   (records, bytes, SHA-256) read back from the written files; with
   `index=True` the same read writes each shard's index file
   (`<shard>.idx`, DALI's tfrecord2idx format) beside it.
+- `RecordListSink`: Beam's file sink (what WriteToTFRecord writes
+  through) taking a whole list of records per element.
 - `FingerprintFn`: an order-independent fingerprint of a split's records
   (the sum of their SHA-256 digests modulo 2**128), equal on every runner
   and for every shard count.
@@ -15,6 +17,9 @@
 import hashlib
 
 import apache_beam as beam
+from apache_beam import coders
+from apache_beam.io import filebasedsink
+from apache_beam.io import iobase
 from apache_beam.io.filesystem import CompressionTypes
 
 from transforms.core import metrics
@@ -65,8 +70,35 @@ def shard_prefix(output_dir: str, name: str, split: str) -> str:
   return f'{output_dir.rstrip("/")}/{name}-{split}.tfrecord'
 
 
+class RecordListSink(filebasedsink.FileBasedSink):
+  """TFRecord files written through Beam's file sink, a list per element.
+
+  The same sink WriteToTFRecord uses (temporary files per bundle, renamed
+  to `-SSSSS-of-NNNNN` names when every bundle is done, sharding by the
+  runner), but each element is a list of records written in one call:
+  the files' bytes are those of writing the records one element each, in
+  the same order, without the runner's per-element work for each record.
+  """
+
+  def __init__(self, file_path_prefix: str, file_name_suffix: str,
+               shard_name_template: str, compression_type):
+    super().__init__(file_path_prefix, coder=coders.BytesCoder(),
+                     file_name_suffix=file_name_suffix, num_shards=0,
+                     shard_name_template=shard_name_template,
+                     mime_type='application/octet-stream',
+                     compression_type=compression_type)
+
+  def write_record(self, file_handle, records):
+    file_handle.write(tfrecord_files.frame_records(records))
+
+
 class WriteSplit(beam.PTransform):
-  """Writes one split's records and summarizes every shard written.
+  """Writes one split's record lists and summarizes every shard written.
+
+  With the runner choosing the shards (`num_shards` 0), each list is one
+  element of `RecordListSink`. A fixed count goes through WriteToTFRecord
+  one record per element, so that Beam's round-robin spreads records, not
+  lists, evenly over the shards.
 
   Output: one dict per shard, {'path', 'records', 'bytes', 'sha256'}, and
   'index' (the index file's path) with `index=True`.
@@ -80,15 +112,22 @@ class WriteSplit(beam.PTransform):
     self._compressed = compressed
     self._index = index
 
-  def expand(self, records):
+  def expand(self, lists):
     compressed, index = self._compressed, self._index
-    written = records | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
-        self._prefix,
-        file_name_suffix='.gz' if compressed else '',
-        num_shards=self._num_shards,
-        shard_name_template='-SSSSS-of-NNNNN',
-        compression_type=(CompressionTypes.GZIP if compressed else
-                          CompressionTypes.UNCOMPRESSED))
+    suffix = '.gz' if compressed else ''
+    compression = (CompressionTypes.GZIP if compressed else
+                   CompressionTypes.UNCOMPRESSED)
+    if self._num_shards:
+      written = (lists
+                 | 'OneRecordEach' >> beam.FlatMap(lambda records: records)
+                 | 'WriteToTFRecord' >> beam.io.WriteToTFRecord(
+                     self._prefix, file_name_suffix=suffix,
+                     num_shards=self._num_shards,
+                     shard_name_template=_SHARD_NAMES,
+                     compression_type=compression))
+    else:
+      written = lists | 'WriteRecordLists' >> iobase.Write(RecordListSink(
+          self._prefix, suffix, _SHARD_NAMES, compression))
     # -> shard path per written file
     return (written
             | 'SpreadShards' >> beam.Reshuffle()
@@ -97,13 +136,18 @@ class WriteSplit(beam.PTransform):
                 index=index))
 
 
+_SHARD_NAMES = '-SSSSS-of-NNNNN'
+
+
 # The progress counter of the records handed to the writer
 # (core/progress.py).
 WRITTEN = 'written'
 
 
-class _EachRecord(beam.DoFn):
-  """A record list -> its records, counted (also for the progress line)."""
+class _CountRecords(beam.DoFn):
+  """Counts the records of each list (also for the progress line). An
+  empty list goes no further: alone in a bundle, it would open a writer,
+  and leave a file, of its own."""
 
   def __init__(self, modality: str):
     super().__init__()
@@ -111,9 +155,10 @@ class _EachRecord(beam.DoFn):
     self._written = progress.counter(modality, WRITTEN)
 
   def process(self, records):
-    self._serialized.inc(len(records))
-    self._written.inc(len(records))
-    yield from records
+    if records:
+      self._serialized.inc(len(records))
+      self._written.inc(len(records))
+      yield records
 
 
 class WriteSplits(beam.PTransform):
@@ -141,8 +186,8 @@ class WriteSplits(beam.PTransform):
           | f'TagFingerprint[{split}]' >> beam.Map(
               lambda fp, s=split: (s, fp)))
       shards = (lists
-                | f'OneRecordEach[{split}]' >> beam.ParDo(
-                    _EachRecord(cfg.modality))
+                | f'CountRecords[{split}]' >> beam.ParDo(
+                    _CountRecords(cfg.modality))
                 | f'WriteSplit[{split}]' >> WriteSplit(
                     self._staging, cfg.name, split, cfg.num_shards,
                     cfg.compression == 'gzip', cfg.index_files))

@@ -1,4 +1,4 @@
-"""Reading TFRecord files record by record, with CRC checks. No Beam here.
+"""Reading and framing TFRecord records, with CRC checks. No Beam here.
 
 The TFRecord framing is: uint64 length, uint32 masked CRC32C of the length,
 the data, uint32 masked CRC32C of the data (all little-endian). Reading it
@@ -28,6 +28,20 @@ class CorruptRecordError(ValueError):
 def masked_crc32c(data: bytes) -> int:
   crc = google_crc32c.value(data)
   return (((crc >> 15) | (crc << 17)) + 0xa282ead8) & 0xffffffff
+
+
+def frame_records(records) -> bytes:
+  """The TFRecord framing of `records`, in order, as one bytes object:
+  what writing them one at a time with a TFRecord writer would write."""
+  parts = []
+  append = parts.append
+  for record in records:
+    length = len(record).to_bytes(8, 'little')
+    append(length)
+    append(masked_crc32c(length).to_bytes(4, 'little'))
+    append(record)
+    append(masked_crc32c(record).to_bytes(4, 'little'))
+  return b''.join(parts)
 
 
 def iter_records(stream: BinaryIO, verify: bool = True) -> Iterator[bytes]:
