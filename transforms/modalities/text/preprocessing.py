@@ -224,7 +224,11 @@ def make_preprocessing_fn(tc: TextConfig):
         frequency_threshold=tc.min_frequency if tc.min_frequency > 1
         else None,
         num_oov_buckets=tc.oov_buckets, vocab_filename=TOKENS_VOCABULARY)
-    _ = tft.vocabulary(inputs[LABEL], vocab_filename=LABELS_VOCABULARY)
+    # The same for the labels: a few distinct labels per batch reach Beam,
+    # not one label per document.
+    labels = inputs[LABEL]
+    _ = tft.vocabulary(labels, weights=tf.ones_like(labels, tf.float32),
+                       vocab_filename=LABELS_VOCABULARY)
     known = tft.experimental.get_vocabulary_size_by_name(TOKENS_VOCABULARY)
     unknown = tf.logical_or(ids < 0, ids >= known)
     outputs = {
