@@ -76,7 +76,7 @@ class ContentRules:
 
 def split_key(digest: str) -> str:
   """What a content's split is a hash of (see core/splits.assign_split)."""
-  return 'content:' + digest
+  return split_lib.content_split_key(digest)
 
 
 def content_split(digest: str, ratios) -> str:

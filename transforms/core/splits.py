@@ -69,6 +69,12 @@ def parse_ratios(text: str) -> List[Tuple[str, float]]:
   return pairs
 
 
+def content_split_key(digest: str) -> str:
+  """What a content's split is a hash of (core/contents.py; here, without
+  Beam, for worker processes)."""
+  return 'content:' + digest
+
+
 def assign_split(example_id: str, ratios: List[Tuple[str, float]]) -> str:
   """The split of an example, from the hash of its id."""
   u = unit_hash('split', example_id)

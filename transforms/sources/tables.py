@@ -934,11 +934,26 @@ class Ranges(NamedTuple):
   spans: List[Tuple[int, int]]
 
 
-def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None
-               ) -> Optional[Ranges]:
+# With quotes=True, how far past a range's nominal end a newline outside
+# quotes (by the count of quotes) is looked for before the range is cut at
+# the next newline anyway (the reader then finds out, and reads on in one
+# piece).
+_QUOTED_LINE_SEARCH = 4 << 20
+
+
+def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None,
+               quotes: bool = False) -> Optional[Ranges]:
   """The file's ranges of about `range_bytes` (default RANGE_BYTES), or
   None when it is read in one piece: not a local CSV or TSV file, smaller
-  than two ranges, or a header with a quote."""
+  than two ranges, or a header with a quote.
+
+  With `quotes`, quotes are allowed (not in an odd number in the header)
+  and each range ends at the first newline after its nominal end where the
+  number of quotes since the header is even: outside any quoted field in a
+  file whose quotes open and close fields (a doubled quote counts twice).
+  A quote inside an unquoted field breaks that rule, so the reader must
+  check that each range ended outside a quoted field (see
+  modalities/text/inputs.parse_csv_range)."""
   range_bytes = range_bytes or RANGE_BYTES
   if fmt not in ('csv', 'tsv') or '://' in path:
     return None
@@ -949,15 +964,28 @@ def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None
     spans = []
     with open(path, 'rb') as f:
       header = f.readline()
-      if b'"' in header or not header.endswith(b'\n'):
+      if not header.endswith(b'\n'):
+        return None
+      if b'"' in header and (not quotes or header.count(b'"') % 2):
         return None
       start = f.tell()
       while start < size:
-        f.seek(start + range_bytes - 1)
-        f.readline()  # to the end of the line the range ends in
+        if quotes:
+          odd = f.read(range_bytes - 1).count(b'"') % 2
+          line = f.readline()  # to the end of the line the range ends in
+          odd ^= line.count(b'"') % 2
+          searched = 0
+          while odd and line and searched < _QUOTED_LINE_SEARCH:
+            line = f.readline()
+            odd ^= line.count(b'"') % 2
+            searched += len(line)
+        else:
+          f.seek(start + range_bytes - 1)
+          f.readline()  # to the end of the line the range ends in
         end = min(f.tell(), size)
         spans.append((start, end))
         start = end
+        f.seek(start)
   except OSError:
     return None
   return Ranges(header, spans)

@@ -23,6 +23,11 @@ Decisions:
 - Class folders: every `root/<label>/<name>.txt` (the extension in any case),
   exactly one folder level deep. Other files, deeper files and hidden names
   (starting with '.', such as `.ipynb_checkpoints/`) are ignored.
+- A large local CSV/TSV file can also be read in byte ranges, each on its
+  own (by worker processes): `parse_csv_range` gives a range's documents
+  numbered from its first row, or None when the range did not end between
+  records; the caller then reads the rest of the file in one piece from
+  that range's start (`iter_table_batches` with `start`).
 - CSV/TSV are read the way `tabular` reads them: `pyarrow.csv.open_csv`,
   single-threaded (so pyarrow reports the record number of a row with the
   wrong number of fields, which keeps the row indices exact), with only the
@@ -56,20 +61,21 @@ Decisions:
   other errors propagate, so that Beam retries them.
 """
 
+from __future__ import annotations
+
 import csv
 import dataclasses
 import io
 import json
 import logging
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Callable, Iterator, List, NamedTuple,
+                    Optional, Sequence, Tuple)
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from apache_beam.io.filesystems import FileSystems
-
+import pyarrow.csv as pa_csv
 from transforms.core.errors import UsageError
-from transforms.sources import files
 from transforms.sources import tables as tabular
 # Shared private helpers of the sensor reader (same file handling).
 from transforms.sources.tables import _BOM
@@ -80,6 +86,9 @@ from transforms.sources.tables import _json_fast
 from transforms.sources.tables import _open
 from transforms.sources.tables import _open_binary_csv
 from transforms.sources.tables import _read_prefix
+
+if TYPE_CHECKING:
+  from transforms.sources import files
 
 _LOG = logging.getLogger(__name__)
 
@@ -167,6 +176,8 @@ def _common_folder(paths: Sequence[str]) -> str:
 
 def _class_files(root: str) -> List[str]:
   """Every root/<label>/<name>.txt, sorted."""
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  from transforms.sources import files  # pylint: disable=import-outside-toplevel,redefined-outer-name
   found = []
   for meta in files.match(FileSystems.join(root, '*', '*')):
     parts = files.relative_parts(root, meta.path)
@@ -192,6 +203,8 @@ def list_inputs(path: str) -> Tuple[str, List[str], str]:
     UsageError: The path does not exist, a glob matches no table file,
       every table file is empty, or a folder holds no <label>/*.txt file.
   """
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  from transforms.sources import files  # pylint: disable=import-outside-toplevel,redefined-outer-name
   if not path:
     raise UsageError('no input path was given')
   if any(c in path for c in _GLOB_CHARS):
@@ -453,7 +466,7 @@ def _documents(text, label, rows: np.ndarray,
   return batch, [(i, reason) for i, (_, reason) in zip(bad_ids, bad)]
 
 
-def _table_ids(source: str) -> Callable[[List[int]], List[str]]:
+def table_ids(source: str) -> Callable[[List[int]], List[str]]:
   return lambda rows: [f'{source}:{row}' for row in rows]
 
 
@@ -493,16 +506,18 @@ def _even_batches(batches: Iterator[pa.RecordBatch],
 
 
 def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows,
-              reads=None):
+              reads=None, start=None):
   """The document batches of a CSV/TSV file. A field larger than the
   reader's block (one enormous text) makes it read the file again with a
-  larger block, skipping the rows it already gave."""
-  block, done = None, 0
+  larger block, skipping the rows it already gave. `start`: (header line,
+  byte offset, its data row) to read from a range's start on."""
+  block, done = None, (start[2] if start else 0)
   while True:
     progress = {'next_row': done}
     try:
       yield from _iter_csv_from(path, fmt, columns, make_ids, replace,
-                                batch_rows, block, done, progress, reads)
+                                batch_rows, block, done, progress, reads,
+                                start)
       return
     except _BlockTooSmall as e:
       done = progress['next_row']
@@ -523,26 +538,32 @@ class _BlockTooSmall(Exception):
 
 
 def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
-                   skip_rows, progress, reads=None):
+                   skip_rows, progress, reads=None, start=None):
   """_iter_csv, with blocks of `block` bytes, leaving out the data rows
   before `skip_rows` (given by an earlier attempt); progress['next_row']
   follows the rows given."""
   needed = list(dict.fromkeys((columns.text, columns.label)))
   skipped: _BadList = []  # rows pyarrow skipped (wrong field count)
   block = block or _csv_block_bytes(path, batch_rows)
+  first_row = start[2] if start else 0
 
   def on_invalid_row(row):
     # row.number: 1-based record number, the header being record 1; empty
     # lines are not counted.
-    number = row.number - 2 if row.number is not None else -1
+    number = (row.number - 2 + first_row if row.number is not None
+              else -1)
     skipped.append((number, f'row has {_fields(row.actual_columns)}, the '
                             f'header has {row.expected_columns}'))
     return 'skip'
 
-  next_row = 0
+  next_row = first_row
   with _open(path, reads) as f:
+    stream = f
+    if start:
+      stream = io.BufferedReader(tabular._Prefixed(f, start[0], start[1]),
+                                 1 << 20)
     try:
-      reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
+      reader = _open_binary_csv(stream, path, fmt, needed, batch_rows,
                                 on_invalid_row, block)
     except pa.ArrowKeyError:
       check_columns(path, fmt, columns.text, columns.label)
@@ -587,6 +608,91 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
   if skipped:
     yield _documents(pa.array([], pa.string()), pa.array([], pa.string()),
                      np.zeros(0, np.int64), make_ids, replace, skipped)
+
+
+# The text of the row put after a range's bytes (parse_csv_range): no
+# quote, delimiter or newline, and NUL bytes no document holds.
+RANGE_END = b'\x00tfrecord-pipelines: end of range\x00'
+
+
+class TextRange(NamedTuple):
+  """What parse_csv_range found: [(good documents, [(row, reason)])] in
+  file order, with rows numbered from 0 at the range's first record (the
+  documents' ids are those row numbers), and how many records the range
+  holds (good and bad)."""
+  batches: List[Tuple[TextBatch, List[Tuple[int, str]]]]
+  records: int
+
+
+def _range_end_row(header: bytes, fmt: str, column: str) -> Optional[bytes]:
+  """A data row of the header's columns with RANGE_END in `column`, or
+  None when the header cannot say where that column is."""
+  delimiter = '\t' if fmt == 'tsv' else ','
+  try:
+    names = pa_csv.read_csv(pa.BufferReader(header), parse_options=(
+        pa_csv.ParseOptions(delimiter=delimiter))).column_names
+  except pa.ArrowInvalid:
+    return None
+  if names.count(column) != 1:
+    return None
+  cells = [RANGE_END if name == column else b'' for name in names]
+  return delimiter.encode().join(cells) + b'\n'
+
+
+def parse_csv_range(path: str, fmt: str, columns: TextColumns,
+                    invalid_utf8: str, header: bytes, start: int, end: int,
+                    batch_rows: int = 10000) -> Optional[TextRange]:
+  """Reads bytes [start, end) of a CSV or TSV file (tables.csv_ranges with
+  quotes), which must start at a record, on their own: what a worker
+  process runs.
+
+  Returns None when the range does not end between two records (it ends
+  inside a quoted field, or cannot be read): a row holding RANGE_END is put
+  after the range's bytes, and it is read back as a row of its own only
+  when the reader was outside any field at the range's end. (The reader
+  leaves a quoted field only at a quote, and that row has none.)
+  """
+  with open(path, 'rb') as f:
+    f.seek(start)
+    data = f.read(end - start)
+  last = _range_end_row(header, fmt, columns.text)
+  if last is None:
+    return None
+  if data and not data.endswith(b'\n'):
+    data += b'\n'  # the file's last line, without its newline
+  body = header + data + last
+  needed = list(dict.fromkeys((columns.text, columns.label)))
+  skipped: _BadList = []
+
+  def on_invalid_row(row):
+    number = row.number - 2 if row.number is not None else -1
+    skipped.append((number, f'row has {_fields(row.actual_columns)}, the '
+                            f'header has {row.expected_columns}'))
+    return 'skip'
+
+  # The range in one block: no record straddles two blocks.
+  block = min(max(len(body), tabular._MIN_BLOCK_BYTES),
+              tabular._LARGEST_BLOCK_BYTES)
+  table = _open_binary_csv(pa.BufferReader(body), path, fmt, needed,
+                           batch_rows, on_invalid_row, block).read_all()
+  n = table.num_rows - 1
+  if n < 0 or table.column(columns.text)[n].as_py() != RANGE_END:
+    return None
+  table = table.slice(0, n)
+  records = n + len(skipped)
+  replace = invalid_utf8 == 'replace'
+  batches, next_row = [], 0
+  for piece in _even_batches(iter(table.to_batches()), batch_rows):
+    rows, mine = tabular.take_row_numbers(next_row, piece.num_rows, skipped)
+    next_row = int(rows[-1]) + 1
+    batches.append(_documents(piece.column(columns.text),
+                              piece.column(columns.label), rows, list,
+                              replace, mine))
+  if skipped:
+    batches.append(_documents(pa.array([], pa.string()),
+                              pa.array([], pa.string()),
+                              np.zeros(0, np.int64), list, replace, skipped))
+  return TextRange(batches, records)
 
 
 def _json_value(value, role: str) -> Tuple[Optional[bytes], Optional[str]]:
@@ -672,7 +778,8 @@ def _iter_jsonl(path, columns, make_ids, replace, batch_rows, reads=None):
 
 def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
                        invalid_utf8: str = 'replace', batch_rows: int = 10000,
-                       reads: Optional[files.ReadCount] = None
+                       reads: Optional[files.ReadCount] = None,
+                       start: Optional[Tuple[bytes, int, int]] = None
                        ) -> Iterator[Tuple[TextBatch, List[Tuple[str, str]]]]:
   """Streams one table file as batches of documents.
 
@@ -685,6 +792,8 @@ def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
       'dead_letter'. Invalid UTF-8 in the label is always a dead letter.
     batch_rows: Rows per batch (at most).
     reads: Told how far the file has been read (for progress reports).
+    start: CSV/TSV only: (header line, byte offset, data row) to read from
+      the start of a range (tables.csv_ranges) to the end of the file.
 
   Yields:
     (good documents, [(id, reason)] of the bad ones sorted by row) per batch;
@@ -701,10 +810,11 @@ def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
   if batch_rows < 1:
     raise ValueError(f'batch_rows must be at least 1, got {batch_rows}')
   replace = invalid_utf8 == 'replace'
-  make_ids = _table_ids(source)
+  make_ids = table_ids(source)
   if fmt == 'jsonl':
     return _iter_jsonl(path, columns, make_ids, replace, batch_rows, reads)
-  return _iter_csv(path, fmt, columns, make_ids, replace, batch_rows, reads)
+  return _iter_csv(path, fmt, columns, make_ids, replace, batch_rows, reads,
+                   start)
 
 
 # ---------------------------------------------------------------------------
@@ -712,6 +822,7 @@ def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
 
 
 def _iter_folder(paths, root, replace, batch_docs, reads=None):
+  from transforms.sources import files  # pylint: disable=import-outside-toplevel,redefined-outer-name
   for start in range(0, len(paths), batch_docs):
     ids, raws, labels, good, bad = [], [], [], [], []
     for i, path in enumerate(paths[start:start + batch_docs]):

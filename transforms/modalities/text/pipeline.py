@@ -25,6 +25,7 @@ their content, the tokens the transform makes of them
 """
 
 import functools
+import logging
 from typing import List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
@@ -34,6 +35,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.core import batches as batch_examples
 from transforms.core import contents as contents_lib
 from transforms.core import metrics
+from transforms.core import processes
 from transforms.core import progress
 from transforms.core import shuffle
 from transforms.core import splits as split_lib
@@ -44,6 +46,7 @@ from transforms.sources import files as files_lib
 from transforms.sources import tables as tabular
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import preprocessing as tt
+from transforms.modalities.text import ranges as text_ranges
 from transforms.core.dead_letters import dead_letter
 
 DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS = (
@@ -107,22 +110,41 @@ def _bad_name_letters(plan: TextInput) -> List[dict]:
 
 class _ReadDocumentsFn(beam.DoFn):
   """Reads one element (a table file, or a group of class-folder files) in
-  document batches: (TextBatch of good documents, [(id, reason)] bad),
-  counting the bytes read for the progress line (every pass)."""
+  document batches: (TextBatch of good documents, [(id, reason)] bad,
+  their keys or None), counting the bytes read for the progress line
+  (every pass). The keys, (split per document, content digests or None),
+  come with the batches the worker processes read (see `_keys`)."""
 
   def __init__(self, cfg, plan: TextInput):
     super().__init__()
     self._cfg, self._plan = cfg, plan
+    self._rule = text_ranges.key_rule(cfg)
+    self._no_workers = False  # set when the worker processes cannot start
     self._bytes_read = progress.counter('text', 'bytes_read')
 
-  def _batches(self, element):
+  def _batches(self, element, digests_needed: bool):
+    """The element's batches in file order. A large local CSV or TSV file
+    is read in byte ranges by the local worker processes
+    (--local_processes), which also find the documents' content digests
+    (when `digests_needed` or splits are keyed by content) and splits,
+    while this thread works on the documents before."""
+    kind, payload = element
+    ranges = ahead = None
+    if kind != 'folder' and self._cfg.local_processes > 0:
+      ranges = tabular.csv_ranges(payload, tabular.format_of(payload),
+                                  quotes=True)
+    if ranges is not None:
+      ahead = self._workers()
+    if ahead is not None:
+      yield from self._range_batches(payload, ranges, ahead, digests_needed)
+      return
     reads = files_lib.ReadCount()
-    for batch in self._read(element, reads):
+    for docs, bad in self._read(element, reads):
       self._bytes_read.inc(reads.take())
-      yield batch
+      yield docs, bad, None
     self._bytes_read.inc(reads.take())
 
-  def _read(self, element, reads):
+  def _read(self, element, reads, start=None):
     kind, payload = element
     tc, plan = self._cfg.settings, self._plan
     if kind == 'folder':
@@ -131,18 +153,80 @@ class _ReadDocumentsFn(beam.DoFn):
     return text_io.iter_table_batches(
         payload, tabular.format_of(payload), plan.columns,
         batch_examples.source_name(plan.root, payload), tc.invalid_utf8,
-        reads=reads)
+        reads=reads, start=start)
 
-  def _keys(self, docs, digests_needed: bool = True):
-    """(split index per document, content digests or None)."""
-    cfg = self._cfg
-    by_content = cfg.contents.split_key == 'content'
-    digests = (tt.content_keys(docs.text, cfg.settings)
-               if by_content or digests_needed else None)
-    keys = ([contents_lib.split_key(d) for d in digests] if by_content else
-            docs.ids)
-    return split_lib.hash_splits(keys, cfg.split_ratios,
-                                 cfg.split_names), digests
+  def _workers(self) -> Optional[processes.Ahead]:
+    """The worker processes' queue for one file, or None when they cannot
+    start (then, once, a warning; files are read in one piece here)."""
+    if self._no_workers:
+      return None
+    workers = self._cfg.local_processes
+    try:
+      return processes.Ahead(workers, [text_ranges.__name__],
+                             depth=2 * workers)
+    except Exception as e:  # pylint: disable=broad-except
+      # The same work, only slower: say so and go on in-line.
+      self._no_workers = True
+      logging.getLogger(__name__).warning(
+          'could not start %d processes to read CSV ranges (%s: %s); '
+          'reading in the runner\'s own workers', workers, type(e).__name__,
+          e)
+      return None
+
+  def _range_batches(self, path, ranges, ahead, digests_needed):
+    """The file's ranges, read by worker processes, results in order; from
+    the first range that did not end between records (or failed) on, the
+    rest of the file in one piece, here (tables.csv_ranges)."""
+    fmt, plan = tabular.format_of(path), self._plan
+    make_ids = text_io.table_ids(batch_examples.source_name(plan.root, path))
+    offset = 0  # records of the ranges before
+    rest_from = None
+
+    def results():
+      for start, end in ranges.spans:
+        yield from ahead.submit(
+            (start, end), text_ranges.read_range, path, fmt, plan.columns,
+            self._cfg.settings.invalid_utf8, ranges.header, start, end,
+            self._rule, digests_needed)
+      yield from ahead.drain()
+
+    def ids(rows):  # a range's row numbers -> the file's ids (-1: unknown)
+      return make_ids([r + offset if r >= 0 else r for r in rows])
+
+    for (start, end), result, error in results():
+      if error is not None or result[0] is None:
+        rest_from = start
+        ahead.discard()
+        break
+      found, keys = result
+      for (docs, bad), known in zip(found.batches, keys):
+        bad_ids = ids([row for row, _ in bad])
+        yield (text_io.TextBatch(ids=ids(docs.ids), text=docs.text,
+                                 label=docs.label),
+               [(i, reason) for i, (_, reason) in zip(bad_ids, bad)], known)
+      offset += found.records
+      self._bytes_read.inc(end - start)
+    if rest_from is None:
+      return
+    reads = files_lib.ReadCount()
+    for docs, bad in self._read(('table', path), reads,
+                                (ranges.header, rest_from, offset)):
+      self._bytes_read.inc(reads.take())
+      yield docs, bad, None
+    self._bytes_read.inc(reads.take())
+
+  def _keys(self, docs, digests_needed: bool = True, known=None):
+    """(split index per document, content digests or None): `known` (what
+    a worker found for the batch), with the splits found here from the ids
+    when they are keyed by id; else text_ranges.batch_keys here."""
+    if known is None:
+      return text_ranges.batch_keys(docs.text, docs.ids, self._rule,
+                                    digests_needed)
+    split, digests = known
+    if split is None:
+      split = split_lib.hash_splits(docs.ids, self._rule.ratios,
+                                    self._rule.names)
+    return split, digests
 
 
 def _without(docs, dropped):
@@ -164,9 +248,9 @@ class DocumentContentsFn(_ReadDocumentsFn):
 
   def process(self, element):
     names = self._cfg.split_names
-    for docs, _ in self._batches(element):
+    for docs, _, known in self._batches(element, True):
       if len(docs.ids):
-        split, digests = self._keys(docs)
+        split, digests = self._keys(docs, True, known)
         yield from contents_lib.batched(
             digests, zip(docs.ids, docs.label,
                          (names[s] for s in split.tolist())),
@@ -188,12 +272,12 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
 
   def process(self, element, dropped=None):
     pending = ([], [])  # training documents not yet sent to the analysis
-    for docs, bad in self._batches(element):
+    for docs, bad, known in self._batches(element, dropped is None):
       self._documents.inc(len(docs.ids) + len(bad))
       yield from self._dead(bad)
       if len(docs.ids):
         self._parsed.inc(len(docs.ids))
-        yield from self._summaries(docs, pending, dropped)
+        yield from self._summaries(docs, pending, dropped, known)
       if len(pending[0]) >= ANALYSIS_BATCH:
         yield self._analysis(pending)
     if pending[0]:
@@ -227,9 +311,9 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
       yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), int(
           (bad_split == s).sum())))
 
-  def _summaries(self, docs, pending, dropped):
+  def _summaries(self, docs, pending, dropped, known):
     names = self._cfg.split_names
-    split, digests = self._keys(docs, digests_needed=dropped is None)
+    split, digests = self._keys(docs, dropped is None, known)
     yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
     if dropped is None:
       for group in contents_lib.batched(
@@ -267,11 +351,13 @@ class DocumentBatchesFn(_ReadDocumentsFn):
   the statistics pass, and so were those the content rules drop)."""
 
   def process(self, element, dropped=None):
-    for docs, _ in self._batches(element):
+    for docs, _, known in self._batches(element, False):
       if dropped:
-        docs, _ = _without(docs, dropped)
+        docs, mask = _without(docs, dropped)
+        if known is not None and known[0] is not None:
+          known = (known[0][~mask], None)
       if len(docs.ids):
-        split, _ = self._keys(docs, digests_needed=False)
+        split, _ = self._keys(docs, False, known)
         yield {tt.ID: docs.ids, tt.TEXT: docs.text,
                tt.LABEL_TEXT: docs.label, 'split': split}
 
