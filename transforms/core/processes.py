@@ -34,6 +34,7 @@ import collections
 import concurrent.futures
 import contextlib
 import importlib
+import logging
 import multiprocessing
 import os
 import select
@@ -257,3 +258,30 @@ class Ahead:
     return None, Died(
         'the worker process died each time it processed this input (killed, '
         'out of memory, or a crash in a decoder)')
+
+
+class MaybeAhead:
+  """Ahead queues for a DoFn that can also do its work in-line: `start()`
+  gives a new Ahead, or None once the processes could not start (then a
+  warning, once per DoFn instance, and None from then on: the same work,
+  only slower, in the runner's own workers)."""
+
+  def __init__(self, processes: int, preload: Sequence[str], depth: int,
+               work: str):
+    self._args = (processes, tuple(preload), depth)
+    self._work = work  # what the processes would do, for the warning
+    self._failed = False
+
+  def start(self) -> Optional[Ahead]:
+    if self._failed:
+      return None
+    processes, preload, depth = self._args
+    try:
+      return Ahead(processes, preload, depth=depth)
+    except Exception as e:  # pylint: disable=broad-except
+      self._failed = True
+      logging.getLogger(__name__).warning(
+          'could not start %d processes to %s (%s: %s); doing it in the '
+          'runner\'s own workers', processes, self._work, type(e).__name__,
+          e)
+      return None

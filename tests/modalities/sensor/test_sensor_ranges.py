@@ -9,14 +9,12 @@ holding a newline in the middle (the ranges then stop there and the rest
 is read in one piece).
 """
 
-import glob
-import json
 
 import pytest
 
+import range_runs
 import readback
 import sensorgen
-from pipelines import preprocess
 from transforms.core import processes
 from transforms.modalities.sensor import ranges as sensor_ranges
 from transforms.sources import tables as tabular
@@ -49,49 +47,13 @@ def _input(folder, quoted: bool):
   return folder
 
 
-def _dead(out):
-  """(input, reason) of every dead letter of the published run."""
-  found = []
-  for path in glob.glob(str(out / 'run-*' / 'dead_letter-*.jsonl')):
-    with open(path, encoding='utf-8') as f:
-      found += [(d['input'], d['reason']) for d in map(
-          json.loads, filter(None, f.read().splitlines()))]
-  return sorted(found)
-
-
-class _CountRanges:
-  """Counts the files the reader cut into ranges."""
-
-  def __init__(self):
-    self.files = 0
-    self._original = tabular.csv_ranges
-
-  def __enter__(self):
-    def counting(*args, **kwargs):
-      found = self._original(*args, **kwargs)
-      self.files += found is not None
-      return found
-    tabular.csv_ranges = counting
-    return self
-
-  def __exit__(self, *exc):
-    tabular.csv_ranges = self._original
-
-
 @pytest.mark.parametrize('quoted', [False, True], ids=['plain', 'quoted'])
 def test_ranges_give_the_records_and_dead_letters_of_one_piece(
     tmp_path, monkeypatch, quoted):
   src = _input(tmp_path / 'logs', quoted)
   monkeypatch.setattr(tabular, 'RANGE_BYTES', 4096)
-  results = {}
-  for workers in ('2', '0'):
-    out = tmp_path / f'out_{workers}'
-    with _CountRanges() as ranges:
-      manifest = preprocess.run(['--input', str(src), '--output', str(out),
-                                 '--local_processes', workers] + SENSOR +
-                                LOCAL)
-    results[workers] = (manifest, ranges.files, _dead(out))
-  ranged, whole = results['2'], results['0']
+  ranged, whole = range_runs.run_with_and_without_workers(
+      src, tmp_path, SENSOR + LOCAL)
   # Both files, in both passes, were cut; none without workers.
   assert ranged[1] == 4 and whole[1] == 0
   assert (2, (sensor_ranges.__name__,)) in processes._POOLS  # pylint: disable=protected-access
@@ -99,7 +61,7 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
   assert ranged[0]['totals'] == whole[0]['totals']
   assert ranged[2] == whole[2]
   # What the fixture is about: the bad rows, by their row in the file.
-  reasons = dict(ranged[2])
+  reasons = {i: r for i, r, _ in ranged[2]}
   assert any(i.startswith('b.csv:') and 'fields' in r
              for i, r in reasons.items()), ranged[2]
   assert any('not-a-number' in r for r in reasons.values()), ranged[2]
@@ -111,18 +73,5 @@ def test_without_worker_processes_the_file_is_read_in_one_piece(
   """Workers that cannot start: a warning, and the same records."""
   src = _input(tmp_path / 'logs', quoted=False)
   monkeypatch.setattr(tabular, 'RANGE_BYTES', 4096)
-  out = tmp_path / 'out_fallback'
-
-  def no_processes(*args, **kwargs):
-    raise OSError('no processes here')
-
-  monkeypatch.setattr(processes, 'Ahead', no_processes)
-  with caplog.at_level('WARNING'):
-    manifest = preprocess.run(['--input', str(src), '--output', str(out),
-                               '--local_processes', '2'] + SENSOR + LOCAL)
-  assert 'could not start 2 processes to parse CSV ranges' in caplog.text
-  whole = preprocess.run(['--input', str(src), '--output',
-                          str(tmp_path / 'out_whole'), '--local_processes',
-                          '0'] + SENSOR + LOCAL)
-  assert manifest['fingerprint'] == whole['fingerprint']
-  assert _dead(out) == _dead(tmp_path / 'out_whole')
+  range_runs.assert_same_without_workers(src, tmp_path, monkeypatch, caplog,
+                                         SENSOR + LOCAL, 'parse CSV ranges')

@@ -17,15 +17,13 @@ an empty text, a missing label, invalid UTF-8, empty lines.
 """
 
 import csv
-import glob
 import io
-import json
 import random
 
 import pytest
 
+import range_runs
 import readback
-from pipelines import preprocess
 from transforms.core import processes
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import ranges as text_ranges
@@ -161,34 +159,6 @@ def test_lone_quotes_are_caught_and_read_in_one_piece(tmp_path):
              for i, t in enumerate(whole[1][1:]))
 
 
-def _dead(out):
-  found = []
-  for path in glob.glob(str(out / 'run-*' / 'dead_letter-*.jsonl')):
-    with open(path, encoding='utf-8') as f:
-      found += [(d['input'], d['reason'], d['split']) for d in map(
-          json.loads, filter(None, f.read().splitlines()))]
-  return sorted(found)
-
-
-class _CountRanges:
-  """Counts the files the reader cut into ranges (quotes allowed)."""
-
-  def __init__(self):
-    self.files = 0
-    self._original = tabular.csv_ranges
-
-  def __enter__(self):
-    def counting(*args, **kwargs):
-      found = self._original(*args, **kwargs)
-      self.files += found is not None
-      return found
-    tabular.csv_ranges = counting
-    return self
-
-  def __exit__(self, *exc):
-    tabular.csv_ranges = self._original
-
-
 @pytest.mark.parametrize('extra', [[], ['--split_key', 'id'],
                                    ['--drop_duplicates']],
                          ids=['content', 'id', 'drop_duplicates'])
@@ -198,15 +168,8 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv() if kind == 'quoted' else _lone_quotes_csv())
   monkeypatch.setattr(tabular, 'RANGE_BYTES', RANGE)
-  results = {}
-  for workers in ('2', '0'):
-    out = tmp_path / f'out_{workers}'
-    with _CountRanges() as ranges:
-      manifest = preprocess.run(['--input', str(src), '--output', str(out),
-                                 '--local_processes', workers] + TEXT +
-                                extra + LOCAL)
-    results[workers] = (manifest, ranges.files, _dead(out))
-  ranged, whole = results['2'], results['0']
+  ranged, whole = range_runs.run_with_and_without_workers(
+      src, tmp_path, TEXT + extra + LOCAL)
   passes = 3 if extra == ['--drop_duplicates'] else 2
   assert ranged[1] == passes and whole[1] == 0
   assert (2, (text_ranges.__name__,)) in processes._POOLS  # pylint: disable=protected-access
@@ -231,18 +194,5 @@ def test_without_worker_processes_the_file_is_read_in_one_piece(
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv())
   monkeypatch.setattr(tabular, 'RANGE_BYTES', RANGE)
-
-  def no_processes(*args, **kwargs):
-    raise OSError('no processes here')
-
-  monkeypatch.setattr(processes, 'Ahead', no_processes)
-  out = tmp_path / 'out_fallback'
-  with caplog.at_level('WARNING'):
-    manifest = preprocess.run(['--input', str(src), '--output', str(out),
-                               '--local_processes', '2'] + TEXT + LOCAL)
-  assert 'could not start 2 processes to read CSV ranges' in caplog.text
-  whole = preprocess.run(['--input', str(src), '--output',
-                          str(tmp_path / 'out_whole'), '--local_processes',
-                          '0'] + TEXT + LOCAL)
-  assert manifest['fingerprint'] == whole['fingerprint']
-  assert _dead(out) == _dead(tmp_path / 'out_whole')
+  range_runs.assert_same_without_workers(src, tmp_path, monkeypatch, caplog,
+                                         TEXT + LOCAL, 'read CSV ranges')

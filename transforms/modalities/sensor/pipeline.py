@@ -28,7 +28,6 @@ for how windows are cut without holding an entity's whole history.
 """
 
 import functools
-import logging
 import posixpath
 from typing import Dict, List, NamedTuple, Optional
 
@@ -148,7 +147,9 @@ class _ReadRowsFn(beam.DoFn):
     super().__init__()
     self._cfg, self._plan = cfg, plan
     self._rule = sensor_ranges.split_rule(cfg)
-    self._no_workers = False  # set when the worker processes cannot start
+    workers = cfg.local_processes
+    self._workers = processes.MaybeAhead(
+        workers, [sensor_ranges.__name__], 2 * workers, 'parse CSV ranges')
     self._bytes_read = progress.counter('sensor', 'bytes_read')
 
   def _batches(self, path):
@@ -159,7 +160,7 @@ class _ReadRowsFn(beam.DoFn):
     fmt = tabular.format_of(path)
     ranges = (tabular.csv_ranges(path, fmt)
               if self._cfg.local_processes > 0 else None)
-    ahead = self._workers() if ranges is not None else None
+    ahead = self._workers.start() if ranges is not None else None
     if ahead is not None:
       yield from self._range_batches(path, fmt, ranges, ahead)
       return
@@ -170,24 +171,6 @@ class _ReadRowsFn(beam.DoFn):
       self._bytes_read.inc(reads.take())
       yield rows, bad, sensor_ranges.row_splits(rows, self._rule)
     self._bytes_read.inc(reads.take())
-
-  def _workers(self) -> Optional[processes.Ahead]:
-    """The worker processes' queue for one file, or None when they cannot
-    start (then, once, a warning; files are read in one piece here)."""
-    if self._no_workers:
-      return None
-    workers = self._cfg.local_processes
-    try:
-      return processes.Ahead(workers, [sensor_ranges.__name__],
-                             depth=2 * workers)
-    except Exception as e:  # pylint: disable=broad-except
-      # The same work, only slower: say so and go on in-line.
-      self._no_workers = True
-      logging.getLogger(__name__).warning(
-          'could not start %d processes to parse CSV ranges (%s: %s); '
-          'parsing in the runner\'s own workers', workers, type(e).__name__,
-          e)
-      return None
 
   def _range_batches(self, path, fmt, ranges, ahead):
     """The file's ranges, read by worker processes, results in order;

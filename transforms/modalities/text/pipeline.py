@@ -25,7 +25,6 @@ their content, the tokens the transform makes of them
 """
 
 import functools
-import logging
 from typing import List, NamedTuple, Optional, Tuple
 
 import apache_beam as beam
@@ -119,7 +118,9 @@ class _ReadDocumentsFn(beam.DoFn):
     super().__init__()
     self._cfg, self._plan = cfg, plan
     self._rule = text_ranges.key_rule(cfg)
-    self._no_workers = False  # set when the worker processes cannot start
+    workers = cfg.local_processes
+    self._workers = processes.MaybeAhead(
+        workers, [text_ranges.__name__], 2 * workers, 'read CSV ranges')
     self._bytes_read = progress.counter('text', 'bytes_read')
 
   def _batches(self, element, digests_needed: bool):
@@ -134,7 +135,7 @@ class _ReadDocumentsFn(beam.DoFn):
       ranges = tabular.csv_ranges(payload, tabular.format_of(payload),
                                   quotes=True)
     if ranges is not None:
-      ahead = self._workers()
+      ahead = self._workers.start()
     if ahead is not None:
       yield from self._range_batches(payload, ranges, ahead, digests_needed)
       return
@@ -154,24 +155,6 @@ class _ReadDocumentsFn(beam.DoFn):
         payload, tabular.format_of(payload), plan.columns,
         batch_examples.source_name(plan.root, payload), tc.invalid_utf8,
         reads=reads, start=start)
-
-  def _workers(self) -> Optional[processes.Ahead]:
-    """The worker processes' queue for one file, or None when they cannot
-    start (then, once, a warning; files are read in one piece here)."""
-    if self._no_workers:
-      return None
-    workers = self._cfg.local_processes
-    try:
-      return processes.Ahead(workers, [text_ranges.__name__],
-                             depth=2 * workers)
-    except Exception as e:  # pylint: disable=broad-except
-      # The same work, only slower: say so and go on in-line.
-      self._no_workers = True
-      logging.getLogger(__name__).warning(
-          'could not start %d processes to read CSV ranges (%s: %s); '
-          'reading in the runner\'s own workers', workers, type(e).__name__,
-          e)
-      return None
 
   def _range_batches(self, path, ranges, ahead, digests_needed):
     """The file's ranges, read by worker processes, results in order; from
