@@ -1,9 +1,12 @@
 """pipelines/dofn_specs.py: Beam's state-and-timer introspection of a DoFn
-kept per DoFn object. It must give Beam exactly what Beam computes, for
-plain and stateful DoFns, in real pipelines; compute once per DoFn; and
-keep no DoFn alive."""
+kept per DoFn object, and the arguments of a function or method kept per
+function. It must give Beam exactly what Beam computes, for plain and
+stateful DoFns, in real pipelines; compute once per DoFn or function; and
+keep neither alive."""
 
+import functools
 import gc
+import pickle
 import weakref
 
 import apache_beam as beam
@@ -20,8 +23,9 @@ from pipelines import dofn_specs
 BAG = userstate.BagStateSpec('seen', VarIntCoder())
 TOTAL = userstate.ReadModifyWriteStateSpec('total', VarIntCoder())
 FLUSH = userstate.TimerSpec('flush', TimeDomain.WATERMARK)
-# Beam's own function, whether or not install() has replaced it.
+# Beam's own functions, whether or not install() has replaced them.
 _BEAM = dofn_specs._PLAIN  # pylint: disable=protected-access
+_BEAM_ARGS = dofn_specs._PLAIN_ARGS  # pylint: disable=protected-access
 
 
 class _Plain(beam.DoFn):
@@ -103,10 +107,78 @@ def test_keeps_no_dofn_alive():
   assert gone() is None
 
 
+def _with_defaults(a, b=2, *rest, c=3, **more):
+  return a, b, rest, c, more
+
+
+def _arguments_cases():
+  stateful, plain = _SumPerKey(), _Plain()
+  return [_with_defaults, lambda x, y=1: x, stateful.process,
+          stateful.on_flush, _SumPerKey().process, plain.process,
+          # Not plain functions or methods: left to Beam.
+          functools.partial(_with_defaults, 1), str.strip, len]
+
+
+def test_arguments_are_beams():
+  for f in _arguments_cases():
+    assert dofn_specs.get_function_args_defaults(f) == _BEAM_ARGS(f), f
+  args, defaults = dofn_specs.get_function_args_defaults(
+      _SumPerKey().process)
+  assert args == ['kv', 'total', 'seen', 'flush', 'window']
+  assert [type(d) for d in defaults] == [
+      beam.DoFn.StateParam, beam.DoFn.StateParam, beam.DoFn.TimerParam,
+      type(beam.DoFn.WindowParam)]
+
+
+def test_arguments_computed_once_per_function_as_new_lists(monkeypatch):
+  computed = []
+
+  def plain(f):
+    computed.append(f)
+    return _BEAM_ARGS(f)
+
+  monkeypatch.setattr(dofn_specs, '_PLAIN_ARGS', plain)
+  monkeypatch.setattr(dofn_specs, '_ARGS', {
+      False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()})
+  # Unpickled copies of a DoFn (one per stage of the local runner) share
+  # their methods' functions: one computation for all of them.
+  copies = [pickle.loads(pickle.dumps(_SumPerKey())) for _ in range(4)]
+  for fn in copies:
+    args, defaults = dofn_specs.get_function_args_defaults(fn.process)
+    args.clear()  # a caller that changes what it got changes nothing
+    defaults.clear()
+  assert len(computed) == 1
+  assert dofn_specs.get_function_args_defaults(copies[0].process) == (
+      _BEAM_ARGS(copies[0].process))
+  # The function itself (with self) and bound (without): two answers.
+  assert dofn_specs.get_function_args_defaults(_SumPerKey.process)[0][0] == (
+      'self')
+  assert len(computed) == 2
+  # Not a plain function or method: Beam's answer each time.
+  partial = functools.partial(_with_defaults, 1)
+  for _ in range(3):
+    dofn_specs.get_function_args_defaults(partial)
+  assert computed[2:] == [partial] * 3
+
+
+def test_arguments_keep_no_function_alive():
+  f = eval('lambda x, y=1: x')  # pylint: disable=eval-used
+  gone = weakref.ref(f)
+  dofn_specs.get_function_args_defaults(f)
+  assert f in dofn_specs._ARGS[False]  # pylint: disable=protected-access
+  del f
+  gc.collect()
+  assert gone() is None
+
+
 def test_stateful_and_plain_dofns_run_as_before_once_installed(monkeypatch):
   monkeypatch.setattr(userstate, 'get_dofn_specs', _BEAM)
+  monkeypatch.setattr(beam.transforms.core, 'get_function_args_defaults',
+                      _BEAM_ARGS)
   dofn_specs.install()
   assert userstate.get_dofn_specs is dofn_specs.get_dofn_specs
+  assert beam.transforms.core.get_function_args_defaults is (
+      dofn_specs.get_function_args_defaults)
   data = [('a', 1), ('b', 5), ('a', 2), ('a', 4), ('b', 5)]
   with TestPipeline() as p:
     kvs = p | beam.Create(data)
