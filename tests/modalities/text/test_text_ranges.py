@@ -69,12 +69,17 @@ def _quoted_csv(rows=400, seed=5) -> bytes:
 
 
 def _lone_quotes_csv(rows=300, seed=9) -> bytes:
-  """An unquoted field holding one quote (a 5" screen), which the reader
-  keeps as a character, then quoted texts of two lines each: counted from
-  the header, the quotes are even exactly inside those texts."""
+  """Quoted texts of two lines each, and halfway an unquoted field holding
+  one quote (a 5" screen), which the reader keeps as a character: counted
+  from the header, the quotes are then even exactly inside the quoted
+  texts. A row without a label before and after it."""
   rng = random.Random(seed)
-  lines = [b'text,label', b'a 5" screen,news']
+  lines = [b'text,label']
   for i in range(rows):
+    if i == rows // 2:
+      lines.append(b'a 5" screen,news')
+    if i in (10, rows - 10):
+      lines.append(b'no label here,')
     words = ' '.join(rng.choice(WORDS) for _ in range(rng.randint(3, 20)))
     lines.append(f'"{words}\nsecond line, {i}",'
                  f'{rng.choice(["sports", "news"])}'.encode())
@@ -151,12 +156,18 @@ def test_lone_quotes_are_caught_and_read_in_one_piece(tmp_path):
   path.write_bytes(_lone_quotes_csv())
   ranges = tabular.csv_ranges(str(path), 'csv', RANGE, quotes=True)
   assert ranges is not None
-  # The count of quotes put a cut inside a quoted field: the check sees it.
+  # The ranges before the lone quote end between records; after it, the
+  # count of quotes put a cut inside a quoted field: the check sees it.
+  columns = text_io.TextColumns('text', 'label')
+  first = text_io.parse_csv_range(str(path), 'csv', columns, 'replace',
+                                  ranges.header, *ranges.spans[0])
+  assert first is not None and first.records > 10
   assert _ranged(str(path), ranges) is None
   whole = _whole(str(path))
-  assert len(whole[1]) == 301 and whole[1][0] == 'a 5" screen'
-  assert all(t.endswith(f'\nsecond line, {i}')
-             for i, t in enumerate(whole[1][1:]))
+  assert len(whole[1]) == 301 and 'a 5" screen' in whole[1]
+  quoted = [t for t in whole[1] if t != 'a 5" screen']
+  assert all(t.endswith(f'\nsecond line, {i}') for i, t in enumerate(quoted))
+  assert [reason for _, reason in whole[3]] == [text_io.MISSING_LABEL] * 2
 
 
 @pytest.mark.parametrize('extra', [[], ['--split_key', 'id'],
@@ -180,6 +191,11 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
     reasons = [reason for _, reason, _ in ranged[2]]
     assert any('fields' in r for r in reasons), reasons
     assert text_io.MISSING_LABEL in reasons
+  else:
+    # Rows 10 and 292: the second is read after the ranges stopped.
+    assert [(i, r) for i, r, _ in ranged[2]] == [
+        ('docs.csv:10', text_io.MISSING_LABEL),
+        ('docs.csv:292', text_io.MISSING_LABEL)]
   if kind == 'quoted' and extra == ['--drop_duplicates']:
     assert any('duplicate' in r for _, r, _ in ranged[2]), ranged[2]
   if extra != ['--split_key', 'id']:

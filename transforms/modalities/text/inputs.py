@@ -75,6 +75,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
+
 from transforms.core.errors import UsageError
 from transforms.sources import tables as tabular
 # Shared private helpers of the sensor reader (same file handling).
