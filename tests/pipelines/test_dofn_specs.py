@@ -76,14 +76,21 @@ def test_the_same_answers_as_beam():
     dofn_specs.get_dofn_specs(_SameParamTwice())
 
 
-def test_computed_once_per_dofn_as_new_sets(monkeypatch):
+def _recording(monkeypatch, name, beams):
+  """Replaces dofn_specs.<name> (Beam's function) with one that records
+  what it is asked; returns that record."""
   computed = []
 
-  def plain(fn):
-    computed.append(fn)
-    return _BEAM(fn)
+  def plain(x):
+    computed.append(x)
+    return beams(x)
 
-  monkeypatch.setattr(dofn_specs, '_PLAIN', plain)
+  monkeypatch.setattr(dofn_specs, name, plain)
+  return computed
+
+
+def test_computed_once_per_dofn_as_new_sets(monkeypatch):
+  computed = _recording(monkeypatch, '_PLAIN', _BEAM)
   fn = _SumPerKey()
   first = dofn_specs.get_dofn_specs(fn)
   first[0].clear()  # a caller that changes what it got changes nothing
@@ -131,13 +138,7 @@ def test_arguments_are_beams():
 
 
 def test_arguments_computed_once_per_function_as_new_lists(monkeypatch):
-  computed = []
-
-  def plain(f):
-    computed.append(f)
-    return _BEAM_ARGS(f)
-
-  monkeypatch.setattr(dofn_specs, '_PLAIN_ARGS', plain)
+  computed = _recording(monkeypatch, '_PLAIN_ARGS', _BEAM_ARGS)
   monkeypatch.setattr(dofn_specs, '_ARGS', {
       False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()})
   # Unpickled copies of a DoFn (one per stage of the local runner) share

@@ -949,11 +949,12 @@ def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None,
 
   With `quotes`, quotes are allowed (not in an odd number in the header)
   and each range ends at the first newline after its nominal end where the
-  number of quotes since the header is even: outside any quoted field in a
-  file whose quotes open and close fields (a doubled quote counts twice).
-  A quote inside an unquoted field breaks that rule, so the reader must
-  check that each range ended outside a quoted field (see
-  modalities/text/inputs.parse_csv_range)."""
+  number of quotes since the range's start (itself such a place) is even:
+  outside any quoted field in a file whose quotes open and close fields (a
+  doubled quote counts twice). A quote inside an unquoted field breaks
+  that rule, and so does a range cut after _QUOTED_LINE_SEARCH bytes
+  without such a place, so the reader must check that each range ended
+  outside a quoted field (see modalities/text/inputs.parse_csv_range)."""
   range_bytes = range_bytes or RANGE_BYTES
   if fmt not in ('csv', 'tsv') or '://' in path:
     return None

@@ -212,3 +212,24 @@ def test_without_worker_processes_the_file_is_read_in_one_piece(
   monkeypatch.setattr(tabular, 'RANGE_BYTES', RANGE)
   range_runs.assert_same_without_workers(src, tmp_path, monkeypatch, caplog,
                                          TEXT + LOCAL, 'read CSV ranges')
+
+
+def test_an_odd_count_of_quotes_does_not_make_one_range_of_the_rest(
+    tmp_path, monkeypatch):
+  """One lone quote and no other: the count stays odd to the end. Each
+  range then ends after a bounded search, at a newline, and here those
+  are between records: the ranges are read, and agree with one piece."""
+  rng = random.Random(3)
+  lines = [b'text,label', b'a 5" screen,news']
+  lines += [f'{" ".join(rng.choice(WORDS) for _ in range(8))},arts'.encode()
+            for _ in range(400)]
+  path = tmp_path / 'docs.csv'
+  path.write_bytes(b'\n'.join(lines) + b'\n')
+  monkeypatch.setattr(tabular, '_QUOTED_LINE_SEARCH', 300)
+  ranges = tabular.csv_ranges(str(path), 'csv', RANGE, quotes=True)
+  assert len(ranges.spans) >= 5
+  assert all(end - start < RANGE + 300 + 200 for start, end in ranges.spans)
+  assert ranges.spans[0][0] == len(lines[0]) + 1
+  assert ranges.spans[-1][1] == path.stat().st_size
+  assert all(a[1] == b[0] for a, b in zip(ranges.spans, ranges.spans[1:]))
+  assert _ranged(str(path), ranges) == _whole(str(path))
