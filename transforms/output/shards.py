@@ -27,6 +27,8 @@ from transforms.core import progress
 from transforms.output import tfrecord_files
 
 _MOD = 1 << 128
+# Shard file names after the prefix (TFDS's numbering).
+_SHARD_NAMES = '-SSSSS-of-NNNNN'
 
 
 def record_digest(record: bytes) -> int:
@@ -134,9 +136,6 @@ class WriteSplit(beam.PTransform):
             | 'SummarizeShard' >> beam.Map(
                 tfrecord_files.shard_summary, compressed=compressed,
                 index=index))
-
-
-_SHARD_NAMES = '-SSSSS-of-NNNNN'
 
 
 # The progress counter of the records handed to the writer

@@ -506,6 +506,29 @@ def _even_batches(batches: Iterator[pa.RecordBatch],
     yield pa.Table.from_batches(held)
 
 
+def _skipping_into(skipped: _BadList, first_row: int):
+  """pyarrow's invalid-row handler for a CSV read whose first data row is
+  row `first_row` of the file: the row is skipped and noted in `skipped`
+  as (row, reason)."""
+
+  def on_invalid_row(row):
+    # row.number: 1-based record number, the header being record 1; empty
+    # lines are not counted.
+    number = (row.number - 2 + first_row if row.number is not None
+              else -1)
+    skipped.append((number, f'row has {_fields(row.actual_columns)}, the '
+                            f'header has {row.expected_columns}'))
+    return 'skip'
+
+  return on_invalid_row
+
+
+def _only_bad(skipped: _BadList, make_ids, replace: bool):
+  """The batch of rows pyarrow skipped after the last good one."""
+  return _documents(pa.array([], pa.string()), pa.array([], pa.string()),
+                    np.zeros(0, np.int64), make_ids, replace, skipped)
+
+
 def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows,
               reads=None, start=None):
   """The document batches of a CSV/TSV file. A field larger than the
@@ -548,15 +571,7 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
   block = block or _csv_block_bytes(path, batch_rows)
   first_row = start[2] if start else 0
 
-  def on_invalid_row(row):
-    # row.number: 1-based record number, the header being record 1; empty
-    # lines are not counted.
-    number = (row.number - 2 + first_row if row.number is not None
-              else -1)
-    skipped.append((number, f'row has {_fields(row.actual_columns)}, the '
-                            f'header has {row.expected_columns}'))
-    return 'skip'
-
+  on_invalid_row = _skipping_into(skipped, first_row)
   next_row = first_row
   with _open(path, reads) as f:
     stream = f
@@ -607,8 +622,7 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
                        rows, make_ids, replace, mine)
   skipped[:] = [item for item in skipped if item[0] >= skip_rows]
   if skipped:
-    yield _documents(pa.array([], pa.string()), pa.array([], pa.string()),
-                     np.zeros(0, np.int64), make_ids, replace, skipped)
+    yield _only_bad(skipped, make_ids, replace)
 
 
 # The text of the row put after a range's bytes (parse_csv_range): no
@@ -665,12 +679,7 @@ def parse_csv_range(path: str, fmt: str, columns: TextColumns,
   needed = list(dict.fromkeys((columns.text, columns.label)))
   skipped: _BadList = []
 
-  def on_invalid_row(row):
-    number = row.number - 2 if row.number is not None else -1
-    skipped.append((number, f'row has {_fields(row.actual_columns)}, the '
-                            f'header has {row.expected_columns}'))
-    return 'skip'
-
+  on_invalid_row = _skipping_into(skipped, 0)
   # The range in one block: no record straddles two blocks.
   block = min(max(len(body), tabular._MIN_BLOCK_BYTES),
               tabular._LARGEST_BLOCK_BYTES)
@@ -690,9 +699,7 @@ def parse_csv_range(path: str, fmt: str, columns: TextColumns,
                               piece.column(columns.label), rows, list,
                               replace, mine))
   if skipped:
-    batches.append(_documents(pa.array([], pa.string()),
-                              pa.array([], pa.string()),
-                              np.zeros(0, np.int64), list, replace, skipped))
+    batches.append(_only_bad(skipped, list, replace))
   return TextRange(batches, records)
 
 
