@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -959,7 +960,21 @@ def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None,
   if fmt not in ('csv', 'tsv') or '://' in path:
     return None
   try:
-    size = os.path.getsize(path)
+    stat = os.stat(path)
+  except OSError:
+    return None
+  # Each pass of a run asks again; with quotes the whole file is read.
+  found = _cut_ranges(path, range_bytes, quotes, _QUOTED_LINE_SEARCH,
+                      stat.st_size, stat.st_mtime_ns)
+  return found and Ranges(found.header, list(found.spans))
+
+
+@functools.lru_cache(maxsize=16)
+def _cut_ranges(path: str, range_bytes: int, quotes: bool, search: int,
+                size: int, unused_mtime_ns: int) -> Optional[Ranges]:
+  """csv_ranges for one state of the file (its size and modification
+  time), with spans as a tuple (the cached value is shared)."""
+  try:
     if size < 2 * range_bytes:
       return None
     spans = []
@@ -976,7 +991,7 @@ def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None,
           line = f.readline()  # to the end of the line the range ends in
           odd ^= line.count(b'"') % 2
           searched = 0
-          while odd and line and searched < _QUOTED_LINE_SEARCH:
+          while odd and line and searched < search:
             line = f.readline()
             odd ^= line.count(b'"') % 2
             searched += len(line)
@@ -989,7 +1004,7 @@ def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None,
         f.seek(start)
   except OSError:
     return None
-  return Ranges(header, spans)
+  return Ranges(header, tuple(spans))
 
 
 class RangeRows(NamedTuple):
