@@ -29,8 +29,8 @@ setuptools.setup(
         'numpy>=1.26',
         # Used directly (they also come with Beam and tf.Transform): Arrow
         # for reading tables and feeding tf.Transform, pandas for ISO-8601
-        # timestamps, tfx-bsl's Arrow -> tf.Example encoder and TFXIO
-        # tensor representations (tensorflow-metadata).
+        # timestamps, tfx-bsl's TFXIO tensor representations
+        # (tensorflow-metadata).
         'pyarrow>=14',
         'pandas>=2.0',
         'tfx-bsl>=1.21,<1.22',

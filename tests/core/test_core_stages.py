@@ -578,27 +578,33 @@ def _values(feature):
   return list(getattr(feature, kind).value), kind
 
 
-def test_encode_protos_and_arrow_give_the_same_bytes(monkeypatch):
+def _encode_both_ways(monkeypatch, columns, n):
+  """(batch records, proto records) of the same columns."""
+  monkeypatch.setattr(example_encoding, 'BATCH_MIN_EXAMPLES', 0)
+  batch = example_encoding.encode(columns, n)
+  monkeypatch.setattr(example_encoding, 'BATCH_MIN_EXAMPLES', 10**9)
+  protos = example_encoding.encode(columns, n)
+  monkeypatch.undo()
+  return batch, protos
+
+
+def test_encode_batch_and_protos_give_the_same_bytes(monkeypatch):
   from tensorflow.core.example import example_pb2
   rng = np.random.default_rng(20260101)
   kinds = {'bytes': 'bytes_list', 'int64': 'int64_list',
            'float32': 'float_list'}
-  threshold = example_encoding.ARROW_MIN_EXAMPLES
   for case in range(150):
-    n = int(rng.integers(1, 2 * threshold + 4))
+    n = int(rng.integers(1, 40))
     columns, want = {}, {}
     for c in range(int(rng.integers(1, 5))):
       dtype, values, expected = _random_column(rng, n)
       columns[f'f{c}'] = (dtype, values)
       want[f'f{c}'] = (expected, kinds[dtype])
-    monkeypatch.setattr(example_encoding, 'ARROW_MIN_EXAMPLES', 0)
-    arrow = example_encoding.encode(columns, n)
-    monkeypatch.setattr(example_encoding, 'ARROW_MIN_EXAMPLES', 10**9)
-    protos = example_encoding.encode(columns, n)
-    assert len(arrow) == len(protos) == n, case
-    assert arrow == protos, f'case {case}: {columns}'
+    batch, protos = _encode_both_ways(monkeypatch, columns, n)
+    assert len(batch) == len(protos) == n, case
+    assert batch == protos, f'case {case}: {columns}'
     example = example_pb2.Example()
-    for i, record in enumerate(arrow):
+    for i, record in enumerate(batch):
       example.ParseFromString(record)
       features = example.features.feature
       assert sorted(features) == sorted(columns), case
@@ -606,12 +612,67 @@ def test_encode_protos_and_arrow_give_the_same_bytes(monkeypatch):
         got, got_kind = _values(features[name])
         assert got_kind == kind, (case, name)
         assert got == expected[i], (case, name, i)
-  monkeypatch.undo()
   # The default threshold picks each way by batch size: the same bytes.
-  columns = {'v': ('float32', rng.normal(size=(20, 3))),
-             'id': ('bytes', [f'id{i}' for i in range(20)])}
+  threshold = example_encoding.BATCH_MIN_EXAMPLES
+  n = threshold + 6
+  columns = {'v': ('float32', rng.normal(size=(n, 3))),
+             'id': ('bytes', [f'id{i}' for i in range(n)])}
   few = threshold - 1
-  assert example_encoding.encode(columns, 20)[:few] == (
+  assert example_encoding.encode(columns, n)[:few] == (
       example_encoding.encode(
           {k: (d, v[:few]) for k, (d, v) in columns.items()}, few))
   assert example_encoding.encode(columns, 0) == []
+
+
+def test_encode_batch_bytes_on_odd_names_and_values(monkeypatch):
+  """What the batch way writes by itself (protobuf's wire format) is held
+  to protobuf's own deterministic bytes where it is easiest to get wrong:
+  names that begin other names (protobuf puts the longer first), names
+  that are empty or not ASCII or longer than 127 bytes, ints that take 1
+  to 10 bytes (negatives take 10), NaN and -0.0, empty lists and strings,
+  values longer than 127 and 16,383 bytes, and one long string among
+  short ones (not padded: laid out between two grids)."""
+  rng = np.random.default_rng(7)
+  n = 70
+  names = ['label', 'label_text', 'labels', 'a', '', '\u00e9t\u00e9',
+           'x' * 130, 'id', 'i']
+  rng.shuffle(names)
+  widths = rng.integers(0, 64, (n, 5))
+  ints = (rng.integers(0, 2**62, (n, 5)) >> widths).astype(np.int64)
+  ints[::7] *= -1
+  ints[3] = [0, 127, 128, 2**63 - 1, -2**63]
+  floats = rng.normal(size=(n, 40)).astype(np.float32)
+  floats[1, :3] = [np.nan, -0.0, np.inf]
+  short = [rng.bytes(int(rng.integers(0, 30))) for _ in range(n)]
+  long_one = list(short)
+  long_one[5] = rng.bytes(70_000)
+  ragged = [rng.integers(-300, 300, int(rng.integers(0, 3)) * 80)
+            for _ in range(n)]
+  columns_list = [
+      ('int64', ints), ('float32', floats), ('bytes', short),
+      ('bytes', long_one), ('int64', ragged),
+      ('float32', [r.astype(np.float32) for r in ragged]),
+      ('bytes', [str(v) * (i % 3) for i, v in enumerate(ints[:, 0])]),
+      ('int64', ints[:, 0]), ('bytes', ['chat noir \u00e9'] * n)]
+  columns = dict(zip(names, columns_list))
+  batch, protos = _encode_both_ways(monkeypatch, columns, n)
+  assert batch == protos
+  # Every layout alone, and the long string alone (its own grid on each
+  # side is empty then).
+  for name, column in columns.items():
+    batch, protos = _encode_both_ways(monkeypatch, {name: column}, n)
+    assert batch == protos, name
+  # A batch laid out a chunk at a time (16 examples; with no minimum for
+  # a batch, the last 6 are a chunk of their own).
+  chunks = []
+  lay_out = example_encoding._encode_batch  # pylint: disable=protected-access
+
+  def recorded(chunk, size):
+    chunks.append(size)
+    return lay_out(chunk, size)
+
+  monkeypatch.setattr(example_encoding, 'BATCH_CHUNK', 16)
+  monkeypatch.setattr(example_encoding, '_encode_batch', recorded)
+  batch, protos = _encode_both_ways(monkeypatch, columns, n)
+  assert chunks == [16, 16, 16, 16, 6]
+  assert batch == protos
