@@ -127,9 +127,11 @@ class PreprocessDataset(beam.PTransform):
       labels, label_ids = read['labels'] | 'NameLabels' >> (
           labels_lib.LabelNames())
       metadata, preprocessing_fn = modality.analysis(cfg, plan)
-      transform_fn = ((read['analysis'], metadata)
-                      | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
-                          preprocessing_fn))
+      from transforms.core import analysis  # pylint: disable=import-outside-toplevel
+      with analysis.graph_ahead():
+        transform_fn = ((read['analysis'], metadata)
+                        | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
+                            preprocessing_fn))
       transform_done = transform_fn | 'WriteTransformFn' >> (
           tft_beam.WriteTransformFn(staging))
       transform = Transform(transform_fn, transform_done, label_ids)

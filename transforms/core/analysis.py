@@ -1,0 +1,69 @@
+"""tf.Transform's analysis graph, run one batch ahead on a thread of its own.
+
+`AnalyzeDataset` runs the preprocessing_fn's analysis graph on each batch
+of the training split with tf.Transform's own DoFn, on the runner's
+thread: the thread waits while TensorFlow tokenizes (or whatever the
+modality's graph does), and the runner's other work in the same stage
+(reading, keys, statistics) waits with it. `graph_ahead()` has
+`AnalyzeDataset` use `GraphAhead` instead, tf.Transform's DoFn with one
+change: each batch goes to a thread of its own, and its outputs are handed
+on when the next batch arrives or at the end of the bundle, as
+core/batches.ApplyTransform does for the exported transform. The outputs
+are the same (the analyzers combine them in any order); a graph error
+still fails the bundle.
+"""
+
+import collections
+from concurrent import futures
+import contextlib
+
+from apache_beam.transforms.window import GlobalWindows
+from tensorflow_transform.beam import impl as tft_impl
+
+
+class GraphAhead(tft_impl._RunMetaGraphDoFn):  # pylint: disable=protected-access
+  """tf.Transform's _RunMetaGraphDoFn, one batch ahead (see above)."""
+
+  # Batches handed to the graph thread and not yet handed on.
+  AHEAD = 1
+
+  def setup(self):
+    super().setup()
+    self._pool = None
+    self._pending = collections.deque()
+
+  def start_bundle(self):
+    self._pending = collections.deque()
+
+  def process(self, batch, saved_model_dir):
+    if not hasattr(self, '_graph_state'):
+      self._graph_state = self._shared_graph_state_handle.acquire(
+          lambda: self._make_graph_state(saved_model_dir))
+    assert self._graph_state.saved_model_dir == saved_model_dir
+    if self._pool is None:
+      self._pool = futures.ThreadPoolExecutor(
+          1, thread_name_prefix='analysis-graph')
+    self._pending.append(self._pool.submit(self._handle_batch, batch))
+    while len(self._pending) > self.AHEAD:
+      yield self._pending.popleft().result()
+
+  def finish_bundle(self):
+    # tf.Transform analyzes in the global window only.
+    while self._pending:
+      yield GlobalWindows.windowed_value(self._pending.popleft().result())
+
+  def teardown(self):
+    if self._pool is not None:
+      self._pool.shutdown(wait=False, cancel_futures=True)
+      self._pool = None
+
+
+@contextlib.contextmanager
+def graph_ahead():
+  """While building AnalyzeDataset: its analysis graph runs in GraphAhead."""
+  original = tft_impl._RunMetaGraphDoFn  # pylint: disable=protected-access
+  tft_impl._RunMetaGraphDoFn = GraphAhead  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    tft_impl._RunMetaGraphDoFn = original  # pylint: disable=protected-access
