@@ -117,7 +117,15 @@ def _varints(values: np.ndarray,
     return data.reshape(len(u), -1), _USED[sizes].reshape(len(u), -1)
   word_type, used, more = ((np.uint32, _USED4, _MORE4) if width <= 4 else
                            (np.uint64, _USED8, _MORE8))
-  u = u.astype(word_type)
+  word = _varint_words(u.astype(word_type), sizes, width, more)
+  return word.view(_U8), used[sizes].view(bool)
+
+
+def _varint_words(u: np.ndarray, sizes: np.ndarray, width: int,
+                  more: np.ndarray) -> np.ndarray:
+  """Each value's varint in one machine word of u's type (its bytes in
+  memory order), 7 bits a byte, with the "more" bits of its size (`more`:
+  _MORE4 or _MORE8)."""
   word = u & 0x7f
   part = np.empty_like(u)
   for j in range(1, width):
@@ -125,8 +133,7 @@ def _varints(values: np.ndarray,
     part &= 0x7f
     part <<= 8 * j
     word |= part
-  word |= more[sizes]
-  return word.view(_U8), used[sizes].view(bool)
+  return word | more[sizes]
 
 
 def _fields(tags: list, lengths: np.ndarray,
@@ -138,10 +145,8 @@ def _fields(tags: list, lengths: np.ndarray,
   sizes, width = _sizes(u)
   if width > 7:
     raise ValueError('an example of 2**49 bytes or more')
-  word = u & 0x7f
-  for j in range(1, width):
-    word |= ((u >> (7 * j)) & 0x7f) << (8 * j)
-  word = ((word | _MORE8[sizes]) << 8) | np.array(tags, np.uint64)
+  word = _varint_words(u, sizes, width, _MORE8) << 8
+  word |= np.array(tags, np.uint64)
   used = _USED8[sizes + 1] * keep
   n = len(u)
   return word.view(_U8).reshape(n, -1, 8), used.view(bool).reshape(n, -1, 8)
