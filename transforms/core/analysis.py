@@ -8,17 +8,18 @@ modality's graph does), and the runner's other work in the same stage
 `AnalyzeDataset` use `GraphAhead` instead, tf.Transform's DoFn with one
 change: each batch goes to a thread of its own, and its outputs are handed
 on when the next batch arrives or at the end of the bundle, as
-core/batches.ApplyTransform does for the exported transform. The outputs
+core/batches.ApplyTransform does for the exported transform (both with
+core/batches.ThreadAhead). The outputs
 are the same (the analyzers combine them in any order); a graph error
 still fails the bundle.
 """
 
-import collections
-from concurrent import futures
 import contextlib
 
 from apache_beam.transforms.window import GlobalWindows
 from tensorflow_transform.beam import impl as tft_impl
+
+from transforms.core import batches
 
 
 class GraphAhead(tft_impl._RunMetaGraphDoFn):  # pylint: disable=protected-access
@@ -29,33 +30,26 @@ class GraphAhead(tft_impl._RunMetaGraphDoFn):  # pylint: disable=protected-acces
 
   def setup(self):
     super().setup()
-    self._pool = None
-    self._pending = collections.deque()
+    self._ahead = batches.ThreadAhead('analysis-graph', self.AHEAD)
 
   def start_bundle(self):
-    self._pending = collections.deque()
+    self._ahead.start_bundle()
 
   def process(self, batch, saved_model_dir):
     if not hasattr(self, '_graph_state'):
       self._graph_state = self._shared_graph_state_handle.acquire(
           lambda: self._make_graph_state(saved_model_dir))
     assert self._graph_state.saved_model_dir == saved_model_dir
-    if self._pool is None:
-      self._pool = futures.ThreadPoolExecutor(
-          1, thread_name_prefix='analysis-graph')
-    self._pending.append(self._pool.submit(self._handle_batch, batch))
-    while len(self._pending) > self.AHEAD:
-      yield self._pending.popleft().result()
+    for result, _ in self._ahead.submit(self._handle_batch, batch):
+      yield result
 
   def finish_bundle(self):
     # tf.Transform analyzes in the global window only.
-    while self._pending:
-      yield GlobalWindows.windowed_value(self._pending.popleft().result())
+    for result, _ in self._ahead.drain():
+      yield GlobalWindows.windowed_value(result)
 
   def teardown(self):
-    if self._pool is not None:
-      self._pool.shutdown(wait=False, cancel_futures=True)
-      self._pool = None
+    self._ahead.close()
 
 
 @contextlib.contextmanager

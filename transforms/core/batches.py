@@ -94,6 +94,45 @@ class _TransformGraph:
     self.layer = layer
 
 
+class ThreadAhead:
+  """A DoFn's work on a thread of its own, results handed back in order:
+  `submit` hands the work over and returns the results now due (once more
+  than `ahead` wait), `drain` the rest at the end of a bundle. An error in
+  the work is raised where its result is handed back. Made in setup()."""
+
+  def __init__(self, name: str, ahead: int = 1):
+    self._name, self._ahead = name, ahead
+    self._pool = None
+    self._pending = collections.deque()
+
+  def start_bundle(self):
+    self._pending = collections.deque()
+
+  def submit(self, fn: Callable, arg, tag=None) -> List[tuple]:
+    """Hands fn(arg) to the thread; returns [(result, tag)] of the work
+    now due, oldest first."""
+    if self._pool is None:
+      self._pool = futures.ThreadPoolExecutor(
+          1, thread_name_prefix=self._name)
+    self._pending.append((self._pool.submit(fn, arg), tag))
+    due = []
+    while len(self._pending) > self._ahead:
+      future, due_tag = self._pending.popleft()
+      due.append((future.result(), due_tag))
+    return due
+
+  def drain(self):
+    """(result, tag) of all the work still pending, oldest first."""
+    while self._pending:
+      future, tag = self._pending.popleft()
+      yield future.result(), tag
+
+  def close(self):
+    if self._pool is not None:
+      self._pool.shutdown(wait=False, cancel_futures=True)
+      self._pool = None
+
+
 class ApplyTransform(beam.DoFn):
   """Runs the exported tf.Transform graph on each batch.
 
@@ -120,15 +159,14 @@ class ApplyTransform(beam.DoFn):
     # One loaded graph per worker process, shared by its threads.
     self._shared = shared.Shared()
     self._graph = None
-    self._pool = None
-    self._pending = collections.deque()
+    self._ahead = None
 
   def setup(self):
     self._graph = None
-    self._pool = None
+    self._ahead = ThreadAhead('apply-transform', self.AHEAD)
 
   def start_bundle(self):
-    self._pending = collections.deque()
+    self._ahead.start_bundle()
 
   def _load(self) -> '_TransformGraph':
     import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
@@ -156,23 +194,16 @@ class ApplyTransform(beam.DoFn):
       # Loaded on first use, not in setup(): the graph is written by the
       # analysis, which this step's side input waits for.
       self._graph = self._shared.acquire(self._load, tag=self._dir)
-    if self._pool is None:
-      self._pool = futures.ThreadPoolExecutor(
-          1, thread_name_prefix='apply-transform')
-    self._pending.append((self._pool.submit(self._apply, batch), window,
-                          timestamp))
-    while len(self._pending) > self.AHEAD:
-      yield self._pending.popleft()[0].result()
+    for result, _ in self._ahead.submit(self._apply, batch,
+                                        (window, timestamp)):
+      yield result
 
   def finish_bundle(self):
-    while self._pending:
-      future, window, timestamp = self._pending.popleft()
-      yield WindowedValue(future.result(), timestamp, (window,))
+    for result, (window, timestamp) in self._ahead.drain():
+      yield WindowedValue(result, timestamp, (window,))
 
   def teardown(self):
-    if self._pool is not None:
-      self._pool.shutdown(wait=False, cancel_futures=True)
-      self._pool = None
+    self._ahead.close()
 
 
 class ToRecords(beam.DoFn):
