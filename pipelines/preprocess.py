@@ -332,6 +332,7 @@ def run(argv: Optional[List[str]] = None,
   progress.update(run_id=run_id)
   lease = _take_output(options, cfg, run_id)
   run_info['lease'] = lease
+  _start_workers_early(options, cfg, plan)
   submitted = None
   try:
     submitted = _publish_run(options, cfg, run_info, plan, stale_hours,
@@ -347,6 +348,21 @@ def run(argv: Optional[List[str]] = None,
   if manifest is None or manifest.get('run_id') != run_id:
     raise RuntimeError('the pipeline finished but did not publish a manifest')
   return manifest
+
+
+def _start_workers_early(options, cfg, plan) -> None:
+  """Starts the local worker processes the run's DoFns will use (the
+  modality's worker_modules), when the pipeline runs in this process:
+  they start while this process imports TensorFlow and builds the
+  pipeline on one core, not when the first DoFn is set up. main() stops
+  them however the run ends."""
+  if (cfg.local_processes <= 0 or not options_lib.direct_runner(options) or
+      options.view_as(DirectOptions).direct_running_mode ==
+      'multi_processing'):
+    return
+  modules = cfg.plugin.worker_modules(cfg, plan)
+  if modules:
+    processes.start_early(cfg.local_processes, modules)
 
 
 def _take_output(options, cfg, run_id: str):

@@ -140,3 +140,30 @@ def test_discarded_calls_do_not_come_back():
   ahead.discard()
   out = _all(ahead, process_calls.square_after, [7, 8], 0.0)
   assert [(k, r) for k, r, _ in out] == [(7, 49), (8, 64)]
+
+
+def test_a_pool_started_early_is_the_one_its_dofns_share():
+  preload = ('process_calls', 'colorsys')  # a key no other test uses
+  assert processes.start_early(2, preload)
+  early = processes._POOLS[(2, preload)]  # pylint: disable=protected-access
+  assert processes.start_early(2, preload)  # a second call: the same pool
+  assert processes._POOLS[(2, preload)] is early  # pylint: disable=protected-access
+  ahead = processes.Ahead(2, preload, depth=4)
+  assert processes.shared_pool(2, preload) is early
+  out = _all(ahead, process_calls.square_after, range(6), 0.0)
+  assert [(k, r, e) for k, r, e in out] == [(x, x * x, None)
+                                            for x in range(6)]
+
+
+def test_a_pool_that_fails_to_start_early_fails_as_a_late_one_would():
+  # Its workers cannot import what they are given: the pool breaks while
+  # this process goes on; the first DoFn that wants it gets the error a
+  # pool started then would give, and the DoFn's fallback (in-line work,
+  # with a warning) follows as before.
+  preload = ('no_such_module_for_workers',)
+  assert processes.start_early(2, preload)
+  with pytest.raises(Exception) as raised:
+    processes.Ahead(2, preload, depth=2)
+  assert type(raised.value).__name__ == 'BrokenProcessPool'
+  assert (2, preload) not in processes._POOLS  # pylint: disable=protected-access
+  assert processes.MaybeAhead(2, preload, 2, 'test').start() is None

@@ -81,6 +81,10 @@ def test_a_run_timed_by_phase(tmp_path):
   saved = re.search(r'^ *(\d+) .* tf\.Transform: trace and save', summed,
                     re.M)
   assert saved and int(saved.group(1)) == 2, summed
+  # The image workers were started before the pipeline was built, and the
+  # decoding DoFn used them: it started (and waited for) no pool itself.
+  assert re.search(r'^ *0 +0\.00  start local worker processes', summed,
+                   re.M), summed
   assert 'the 3 longest stages' in run.stdout
 
 

@@ -45,6 +45,9 @@ import types
 from typing import Any, Callable, Iterator, Optional, Sequence, Tuple
 
 _POOLS = {}
+# Warm-up calls of the pools start_early started, until shared_pool has
+# seen them finish.
+_STARTING = {}
 _LOCK = threading.Lock()
 # The file descriptor workers get as their stderr; None: this process's.
 WORKER_STDERR = None
@@ -113,8 +116,10 @@ def _init_worker(modules: Tuple[str, ...], parent: int) -> None:
                    name='watch-parent').start()
 
 
-def _new_pool(key: Tuple[int, Tuple[str, ...]]):
-  """A started pool of key = (processes, modules to import)."""
+def _spawn(key: Tuple[int, Tuple[str, ...]]):
+  """(pool, its warm-up calls): a pool of key = (processes, modules to
+  import) whose workers are starting; each warm-up call's result comes
+  once a worker has started."""
   processes, modules = key
   pool = concurrent.futures.ProcessPoolExecutor(
       processes, mp_context=multiprocessing.get_context('spawn'),
@@ -124,6 +129,12 @@ def _new_pool(key: Tuple[int, Tuple[str, ...]]):
   # started and finished one, so each starts a worker, now.
   with _starting():
     calls = [pool.submit(time.sleep, 0.01) for _ in range(processes)]
+  return pool, calls
+
+
+def _new_pool(key: Tuple[int, Tuple[str, ...]]):
+  """A started pool of key = (processes, modules to import)."""
+  pool, calls = _spawn(key)
   for call in calls:
     call.result()
   return pool
@@ -135,6 +146,7 @@ def stop_all() -> None:
   with _LOCK:
     pools = list(_POOLS.values())
     _POOLS.clear()
+    _STARTING.clear()
   for pool in pools:
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -150,9 +162,41 @@ def shared_pool(processes: int, preload: Sequence[str]
   """
   key = (processes, tuple(preload))
   with _LOCK:
+    if key in _STARTING:
+      # Started early: in use once its workers have started, as a pool
+      # started here would be; else replaced by one started here (which
+      # raises what stops it from starting).
+      try:
+        for call in _STARTING.pop(key):
+          call.result()
+      except Exception:  # pylint: disable=broad-except
+        _POOLS.pop(key).shutdown(wait=False, cancel_futures=True)
     if key not in _POOLS:
       _POOLS[key] = _new_pool(key)
     return _POOLS[key]
+
+
+def start_early(processes: int, preload: Sequence[str]) -> bool:
+  """Starts the pool shared_pool(processes, preload) will return, without
+  waiting for its workers to start; True when it is starting (or was
+  already started).
+
+  For a command that knows, before it imports TensorFlow and builds its
+  pipeline (several seconds on one core), that its DoFns will use the
+  pool: the workers start meanwhile, on the other cores, instead of when
+  the first DoFn is set up. A pool that does not start (its processes
+  cannot be made, or a worker fails to import `preload`) is not used:
+  shared_pool then starts one as it would have without this call, and
+  raises what stops it.
+  """
+  key = (processes, tuple(preload))
+  with _LOCK:
+    if key not in _POOLS:
+      try:
+        _POOLS[key], _STARTING[key] = _spawn(key)
+      except Exception:  # pylint: disable=broad-except
+        return False
+  return True
 
 
 def _replaced(key, broken) -> concurrent.futures.ProcessPoolExecutor:

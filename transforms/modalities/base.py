@@ -99,6 +99,14 @@ class Modality:
     del cpus, cfg
     return 1
 
+  def worker_modules(self, cfg, plan) -> Sequence[str]:
+    """The modules of the local worker processes (core/processes.py) the
+    run's DoFns will use with cfg.local_processes processes, when the
+    launching process can tell from the plan that they will (then it
+    starts them early, see processes.start_early); else ()."""
+    del cfg, plan
+    return ()
+
   def check_input(self, cfg) -> Any:
     """Checks the input on the launching machine, before anything is
     written, and returns what the pipeline needs to know of it (the plan).

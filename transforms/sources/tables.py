@@ -942,6 +942,18 @@ class Ranges(NamedTuple):
 _QUOTED_LINE_SEARCH = 4 << 20
 
 
+def ranges_possible(path: str) -> bool:
+  """Whether csv_ranges may cut the file into ranges (with the default
+  range size), from its name and size alone: a local CSV or TSV file of
+  at least two ranges."""
+  if format_of(path) not in ('csv', 'tsv') or '://' in path:
+    return False
+  try:
+    return os.stat(path).st_size >= 2 * RANGE_BYTES
+  except OSError:
+    return False
+
+
 def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None,
                quotes: bool = False) -> Optional[Ranges]:
   """The file's ranges of about `range_bytes` (default RANGE_BYTES), or

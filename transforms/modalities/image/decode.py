@@ -16,6 +16,9 @@ from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import dead_letter
 from transforms.sources import files
 
+# What the local worker processes that decode images import.
+WORKER_MODULES = (images.__name__,)
+
 # Progress counters (core/progress.py; inputs.LISTED counts the inputs
 # listed): inputs looked at by the first pass (FindContentFn); decoded or
 # dead-lettered by the decoding pass (copy 0); settled without a second pass
@@ -108,7 +111,7 @@ class _PooledFn(beam.DoFn):
       return
     try:
       self._ahead = processes_lib.Ahead(
-          self._processes, (images.__name__,),
+          self._processes, WORKER_MODULES,
           depth=self.DEPTH_PER_PROCESS * self._processes)
     except Exception as e:  # pylint: disable=broad-except
       # The same work, only slower: say so and go on in-line.

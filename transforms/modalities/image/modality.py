@@ -41,6 +41,13 @@ class ImageModality(Modality):
     return inputs.check_input(cfg.input, cfg.splits_from_input,
                               cfg.settings.nested_folders)
 
+  def worker_modules(self, cfg, plan):
+    # Every run decodes its images in the local worker processes, when it
+    # has them.
+    del plan
+    from transforms.modalities.image import decode  # pylint: disable=import-outside-toplevel
+    return decode.WORKER_MODULES if cfg.local_processes > 0 else ()
+
   def progress(self, cfg, plan):
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.progress_measure(cfg)

@@ -58,6 +58,10 @@ class SensorModality(Modality):
     from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.check_input(cfg)
 
+  def worker_modules(self, cfg, plan):
+    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.worker_modules(cfg, plan)
+
   def progress(self, cfg, plan):
     from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.progress_measure(cfg, plan)

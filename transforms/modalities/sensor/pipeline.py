@@ -28,6 +28,7 @@ for how windows are cut without holding an entity's whole history.
 """
 
 import functools
+import glob
 import posixpath
 from typing import Dict, List, NamedTuple, Optional
 
@@ -56,6 +57,21 @@ DEAD = 'dead'
 ENTITY_STATS, COUNTS, LABELS, ANALYSIS, TRAIN_VALUES, ROW_CLASSES = (
     'entity_stats', 'counts', 'labels', 'analysis', 'train_values',
     'row_classes')
+
+
+# What the local worker processes that parse CSV ranges import.
+WORKER_MODULES = (sensor_ranges.__name__,)
+
+
+def worker_modules(cfg, plan: 'SensorInput'):
+  """WORKER_MODULES when the run will parse a file in ranges with local
+  worker processes (a large local CSV or TSV file), else ()."""
+  if cfg.local_processes <= 0 or '://' in plan.pattern:
+    return ()
+  files = glob.glob(plan.pattern) if glob.has_magic(plan.pattern) else [
+      plan.pattern]
+  return (WORKER_MODULES if any(map(tabular.ranges_possible, files))
+          else ())
 
 
 class SensorInput(NamedTuple):
@@ -149,7 +165,7 @@ class _ReadRowsFn(beam.DoFn):
     self._rule = sensor_ranges.split_rule(cfg)
     workers = cfg.local_processes
     self._workers = processes.MaybeAhead(
-        workers, [sensor_ranges.__name__], 2 * workers, 'parse CSV ranges')
+        workers, WORKER_MODULES, 2 * workers, 'parse CSV ranges')
     self._bytes_read = progress.counter('sensor', 'bytes_read')
 
   def _batches(self, path):

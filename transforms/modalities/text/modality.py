@@ -45,6 +45,10 @@ class TextModality(Modality):
     from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.check_input(cfg)
 
+  def worker_modules(self, cfg, plan):
+    from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
+    return pipeline.worker_modules(cfg, plan)
+
   def progress(self, cfg, plan):
     from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.progress_measure(cfg, plan)

@@ -58,6 +58,19 @@ ANALYSIS_BATCH = 50000
 _FILES_PER_ELEMENT = 500
 
 
+# What the local worker processes that read CSV ranges import.
+WORKER_MODULES = (text_ranges.__name__,)
+
+
+def worker_modules(cfg, plan: 'TextInput'):
+  """WORKER_MODULES when the run will read a table file in ranges with
+  local worker processes (a large local CSV or TSV file), else ()."""
+  if cfg.local_processes <= 0 or plan.kind == 'folder':
+    return ()
+  return (WORKER_MODULES if any(map(tabular.ranges_possible, plan.files))
+          else ())
+
+
 class TextInput(NamedTuple):
   """What the launch-time input check found."""
   kind: str  # 'table' or 'folder'
@@ -120,7 +133,7 @@ class _ReadDocumentsFn(beam.DoFn):
     self._rule = text_ranges.key_rule(cfg)
     workers = cfg.local_processes
     self._workers = processes.MaybeAhead(
-        workers, [text_ranges.__name__], 2 * workers, 'read CSV ranges')
+        workers, WORKER_MODULES, 2 * workers, 'read CSV ranges')
     self._bytes_read = progress.counter('text', 'bytes_read')
 
   def _batches(self, element, digests_needed: bool):
