@@ -67,12 +67,15 @@ def test_a_run_timed_by_phase(tmp_path):
   end = [r[0] for r in top if r[3] == 'end of the run'][0]
   phases = [r for r in top if r[3] not in ('end of the run',) and
             not r[3].startswith('not in any phase')]
+  # (The figures are printed rounded to 0.01 s: each is off by up to
+  # 0.005.)
   for (start, seconds, _, label), (after, _, _, _) in zip(phases,
                                                           phases[1:]):
-    assert start + seconds <= after + 0.01, (label, run.stdout)
+    assert start + seconds <= after + 0.0151, (label, run.stdout)
   unaccounted = [r[1] for r in top if r[3].startswith('not in any phase')][0]
   assert 0 <= unaccounted < end
-  assert abs(sum(r[1] for r in phases) + unaccounted - end) < 0.02
+  assert abs(sum(r[1] for r in phases) + unaccounted - end) <= (
+      0.005 * (len(phases) + 2) + 1e-9)
   # The summed functions were called and timed.
   summed = run.stdout.split('summed over the run')[1]
   bundle_setups = re.search(r'^ *(\d+) +(\d+\.\d\d)  Beam: set up a stage',
