@@ -799,15 +799,25 @@ def test_channel_sums_are_exact(storage, color, mode):
   assert list(out.channel_sum_squares) == (arr * arr).sum(axis=(0, 1)).tolist()
 
 
-def test_channel_sums_are_exact_past_float32_counts():
-  # OpenCV counts a histogram in float32, exact below 2**24 per value.
-  arr = np.full((4200, 4100), 255, np.uint8)
+@pytest.mark.parametrize('shape', [(4200, 4100), (8192, 8192, 3)])
+def test_channel_sums_are_exact_on_the_largest_outputs(shape):
+  # Sums of squares past 2**32 (and, at the largest output, 8192x8192, past
+  # 2**42), where a float32 count or a rounded norm would be off.
+  arr = np.full(shape, 255, np.uint8)
   arr[0, :7] = 3
+  arr[-1, -5:] = 200
   sums, squares, count = images._channel_sums(arr)
-  values = arr.astype(np.int64)
-  assert count == 4200 * 4100
-  assert sums == (float(values.sum()),)
-  assert squares == (float((values * values).sum()),)
+  n = shape[0] * shape[1]
+  assert count == n
+  channels = 1 if len(shape) == 2 else shape[2]
+  assert sums == (float(255 * (n - 12) + 3 * 7 + 200 * 5),) * channels
+  assert squares == (float(255**2 * (n - 12) + 9 * 7 + 200**2 * 5),) * channels
+  rng = np.random.default_rng(3)
+  noise = rng.integers(0, 256, (333, 517, 3), dtype=np.uint8)
+  sums, squares, _ = images._channel_sums(noise)
+  values = noise.astype(np.int64)
+  assert list(sums) == values.sum(axis=(0, 1)).tolist()
+  assert list(squares) == (values * values).sum(axis=(0, 1)).tolist()
 
 
 def test_content_digest_of_pixels_is_that_of_the_image():

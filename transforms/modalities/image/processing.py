@@ -742,28 +742,23 @@ def _resize(arr: np.ndarray, cfg: ImageConfig,
   return canvas
 
 
-# Rows of at most this many pixels per histogram: OpenCV counts in float32,
-# exact up to 2**24.
-_HISTOGRAM_PIXELS = 1 << 24
-
-
 def _channel_sums(arr: np.ndarray) -> Tuple[Tuple[float, ...],
                                              Tuple[float, ...], int]:
   """Exact per-channel sums and sums of squares of uint8 pixels ([h, w] or
-  [h, w, c]), from their histograms."""
+  [h, w, c], c at most 4).
+
+  OpenCV adds uint8 pixels in integers, and its squared L2 norm is exact
+  or, where it takes the square of the L2 norm, within a few units in the
+  last place of a double: less than 0.002 for the largest output (8192 x
+  8192 pixels of 255), so the nearest whole number is exact. About a
+  third of the time of a histogram per channel.
+  """
   h, w = arr.shape[:2]
-  channels = 1 if arr.ndim == 2 else arr.shape[2]
-  hist = np.zeros((channels, 256), np.float64)
-  rows = max(1, _HISTOGRAM_PIXELS // max(1, w))
-  for top in range(0, h, rows):
-    part = np.ascontiguousarray(arr[top:top + rows])
-    for c in range(channels):
-      hist[c] += cv2.calcHist([part], [c], None, [256], [0, 256]).ravel()
-  values = np.arange(256, dtype=np.float64)
-  sums = hist @ values
-  squares = hist @ (values * values)
-  return (tuple(float(v) for v in sums), tuple(float(v) for v in squares),
-          h * w)
+  planes = cv2.split(arr) if arr.ndim == 3 else [arr]
+  sums = cv2.sumElems(arr)[:len(planes)]
+  squares = [cv2.norm(p, cv2.NORM_L2SQR) for p in planes]
+  return (tuple(float(round(v)) for v in sums),
+          tuple(float(round(v)) for v in squares), h * w)
 
 
 # ------------------------------------------------------------ the kernel --
