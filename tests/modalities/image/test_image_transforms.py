@@ -33,11 +33,12 @@ def test_list_and_decode_images(tmp_path):
     decoded = (listed.refs
                | beam.Map(lambda r: (r, 0, True, None))
                | decode.DecodeImages(cfg))
+    examples = decoded.examples | 'OneEach' >> beam.FlatMap(lambda xs: xs)
     assert_that(listed[sources.SKIPPED]
                 | 'SkippedName' >> beam.Map(
                     lambda s: os.path.basename(s['input'])),
                 equal_to(['README.txt']), label='Skipped')
-    assert_that(decoded.examples
+    assert_that(examples
                 | beam.Map(lambda e: e[schema.LABEL_TEXT])
                 | beam.combiners.Count.PerElement(),
                 equal_to(list(good.items())), label='Labels')
@@ -53,7 +54,7 @@ def test_list_and_decode_images(tmp_path):
         assert e['split'] in ('train', 'test')
         assert len(e[schema.CHANNEL_MEAN]) == 3
         assert all(0 <= m <= 1 for m in e[schema.CHANNEL_MEAN])
-    assert_that(decoded.examples, check_example, label='Shapes')
+    assert_that(examples, check_example, label='Shapes')
 
 
 def test_shuffle_keeps_every_record_and_mixes_the_written_order(tmp_path):
@@ -233,3 +234,50 @@ def test_count_records_matches_the_records_in_any_block_size():
     if blob:
       with pytest.raises(tfrecord_files.CorruptRecordError):
         tfrecord_files.count_records(io.BytesIO(blob[:-1]), 64)
+
+
+@pytest.mark.parametrize('storage', ['jpeg', 'float32'])
+@pytest.mark.parametrize('weighted', [False, True])
+def test_records_of_a_list_are_those_of_each_example_alone(storage, weighted):
+  # The serializer takes the decoder's lists: each record must be the bytes
+  # of its example serialized alone, with the values it holds.
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from transforms.modalities.image import records  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(5)
+  label_ids = {'cat': 0, 'chat noir \u00e9': 1, 'dog': 2}
+  examples = []
+  for i in range(11):
+    image = (rng.bytes(int(rng.integers(0, 300))) if storage == 'jpeg' else
+             rng.normal(size=(4, 3, 3)).astype(np.float32))
+    example = {schema.ID: f'train/{i} (copy).jpg',
+               schema.LABEL_TEXT: list(label_ids)[i % 3], schema.IMAGE: image,
+               schema.ORIGINAL_HEIGHT: 2**33 + i, schema.ORIGINAL_WIDTH: i,
+               'split': 'train', 'copy': 0}
+    if weighted:
+      example[schema.WEIGHT] = 0.1 * (i + 1)
+    examples.append(example)
+  together = records.to_records(examples, label_ids)
+  assert together == [records.to_records([ex], label_ids)[0]
+                      for ex in examples]
+  assert records.to_records([], label_ids) == []
+  for example, record in zip(examples, together):
+    parsed = tf.train.Example.FromString(record).features.feature
+    assert sorted(parsed) == sorted(
+        [schema.IMAGE, schema.LABEL, schema.LABEL_TEXT, schema.ID,
+         schema.ORIGINAL_HEIGHT, schema.ORIGINAL_WIDTH] +
+        ([schema.WEIGHT] if weighted else []))
+    if storage == 'jpeg':
+      assert parsed[schema.IMAGE].bytes_list.value == [example[schema.IMAGE]]
+    else:
+      assert parsed[schema.IMAGE].float_list.value == pytest.approx(
+          example[schema.IMAGE].ravel().tolist())
+    assert parsed[schema.LABEL].int64_list.value == [
+        label_ids[example[schema.LABEL_TEXT]]]
+    assert parsed[schema.LABEL_TEXT].bytes_list.value == [
+        example[schema.LABEL_TEXT].encode()]
+    assert parsed[schema.ID].bytes_list.value == [example[schema.ID].encode()]
+    assert parsed[schema.ORIGINAL_HEIGHT].int64_list.value == [
+        example[schema.ORIGINAL_HEIGHT]]
+    if weighted:
+      assert parsed[schema.WEIGHT].float_list.value == pytest.approx(
+          [example[schema.WEIGHT]])

@@ -47,7 +47,8 @@ def _check(fn, tasks, ids, dead):
   with TestPipeline() as p:
     out = (p | beam.Create(tasks)
            | beam.ParDo(fn).with_outputs(DEAD, main='examples'))
-    assert_that(out.examples | 'Ids' >> beam.Map(lambda ex: ex['id']),
+    assert_that(out.examples | 'Ids' >> beam.FlatMap(
+        lambda examples: [ex['id'] for ex in examples]),
                 equal_to(ids), label='Ids')
     assert_that(out[DEAD] | 'Why' >> beam.Map(
         lambda d: (d['input'], d['stage'], d['reason'])), equal_to(dead),
@@ -87,3 +88,23 @@ def test_a_worker_dying_on_one_input_costs_only_that_input(tmp_path):
          [(paths[10], 'decode',
            'the worker process died each time it processed this input '
            '(killed, out of memory, or a crash in a decoder)')])
+
+
+def test_examples_leave_in_lists_of_one_call_in_task_order(tmp_path):
+  # 20 inputs, 8 a call, in one bundle: lists of 8, 8 and 4 in the order of
+  # the tasks, in-line and in workers; a bad input leaves its list shorter
+  # and goes to the dead letters alone.
+  names = [f'{i:02d}.png' for i in range(20)]
+  paths = _pngs(str(tmp_path), names)
+  (tmp_path / '09.png').write_bytes(b'not a png')
+  want = [names[:8], [n for n in names[8:16] if n != '09.png'], names[16:]]
+  for processes in (0, 2):
+    with TestPipeline() as p:
+      out = (p | beam.Create(_tasks(paths), reshuffle=False)
+             | beam.ParDo(decode.DecodeImageFn(CFG, processes=processes))
+             .with_outputs(DEAD, main='examples'))
+      assert_that(out.examples | 'Ids' >> beam.Map(
+          lambda examples: [ex['id'] for ex in examples]),
+                  equal_to(want), label='Lists')
+      assert_that(out[DEAD] | 'Input' >> beam.Map(lambda d: d['input']),
+                  equal_to([paths[9]]), label='Dead')

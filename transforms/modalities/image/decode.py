@@ -79,7 +79,8 @@ class _PooledFn(beam.DoFn):
   its bytes are sent. The kernel returns a compact result (encoded pixels,
   or a digest).
 
-  Inputs go to the workers `BATCH` at a time. A call that fails as a whole
+  Inputs are processed `BATCH` at a time (a call), in a worker or
+  in-line. A call to a worker that fails as a whole
   (its worker died on one of its inputs, or a result could not be sent
   back) is split: each of its inputs runs again alone, so that only the
   input at fault is dead-lettered.
@@ -88,7 +89,11 @@ class _PooledFn(beam.DoFn):
   `_ref(element)` (the element's InputRef) and `_results(element, result,
   error)`, which yields the outputs of one element. Outputs leave as
   WindowedValues of their own element, also when they are yielded while a
-  later element is processed or at the end of the bundle.
+  later element is processed or at the end of the bundle. With `LISTS`, the
+  main outputs of one call leave together, as one list per window and
+  timestamp (in the global window of a batch run: one list), so that the
+  steps after see one element per call instead of one per input; tagged
+  outputs still leave one by one.
   """
 
   # Inputs per call to a worker process. Each call costs this process
@@ -99,6 +104,8 @@ class _PooledFn(beam.DoFn):
   # Calls in flight per DoFn instance and worker process: enough to keep
   # the workers busy while this thread writes results.
   DEPTH_PER_PROCESS = 3
+  # Whether the main outputs of a call leave as lists (see above).
+  LISTS = False
 
   def __init__(self, cfg: images.ImageConfig, ratios, processes: int):
     super().__init__()
@@ -135,10 +142,11 @@ class _PooledFn(beam.DoFn):
       try:
         data = read_bytes(path)
       except Exception as e:  # pylint: disable=broad-except
-        yield from self._windowed(element, None, e, window, timestamp)
+        yield from self._call_outputs([(element, window, timestamp)],
+                                      [(path, None)], [(None, e)], None)
         return
     self._batch.append(((element, window, timestamp), (path, data)))
-    if self._ahead is None or len(self._batch) >= self.BATCH:
+    if len(self._batch) >= self.BATCH:
       yield from self._flush()
 
   def finish_bundle(self):
@@ -167,8 +175,25 @@ class _PooledFn(beam.DoFn):
     failed as a whole (`error`), those of each input run again alone."""
     if error is not None:
       results = [self._alone(one) for one in inputs]
+    if not self.LISTS:
+      for (element, window, timestamp), (result, failed) in zip(keys,
+                                                                results):
+        yield from self._windowed(element, result, failed, window, timestamp)
+      return
+    listed, at = [], None  # main outputs of the same window and timestamp
     for (element, window, timestamp), (result, failed) in zip(keys, results):
-      yield from self._windowed(element, result, failed, window, timestamp)
+      for out in self._results(element, result, failed):
+        if isinstance(out, beam.pvalue.TaggedOutput):
+          yield beam.pvalue.TaggedOutput(out.tag, WindowedValue(
+              out.value, timestamp, (window,)))
+          continue
+        if listed and at != (window, timestamp):
+          yield WindowedValue(listed, at[1], (at[0],))
+          listed = []
+        listed.append(out)
+        at = (window, timestamp)
+    if listed:
+      yield WindowedValue(listed, at[1], (at[0],))
 
   def _alone(self, one):
     results, error = self._ahead.alone(
@@ -192,7 +217,8 @@ class _PooledFn(beam.DoFn):
 
 
 class DecodeImageFn(_PooledFn):
-  """Decode task -> example dict; bad inputs go to the 'dead' output.
+  """Decode tasks -> lists of example dicts (those of one call to a worker,
+  see _PooledFn); bad inputs go to the 'dead' output, one by one.
 
   A task is (InputRef, copy index, write, weight). Only copy 0 of a bad
   input is dead-lettered; further copies of it are dropped and counted.
@@ -203,6 +229,7 @@ class DecodeImageFn(_PooledFn):
   """
 
   _kernel = staticmethod(images.process_image)
+  LISTS = True
 
   def __init__(self, cfg: images.ImageConfig, ratios=None,
                processes: int = 0):
@@ -283,7 +310,9 @@ class DecodeImages(beam.PTransform):
   Input: decode tasks, already spread over workers (see
   core/shuffle.SeededShuffle). With `ratios`, each example's split is that
   of its content; with `processes` > 0, local worker processes decode.
-  Returns a DoOutputsTuple: `.examples` (dicts) and `.dead` (dead letters).
+  Returns a DoOutputsTuple: `.examples` (lists of example dicts, in the
+  order of their tasks; a list holds up to DecodeImageFn.BATCH) and `.dead`
+  (dead letters).
   """
 
   def __init__(self, cfg: images.ImageConfig, ratios=None,

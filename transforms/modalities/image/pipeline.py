@@ -13,13 +13,16 @@
          copy each when the split is still to come from the pixels
       -> SeededShuffle of the input references (core/shuffle.py)
       -> DecodeImages (the split from the pixels where it is still to
-         come) --(bad)--> dead letter
+         come) --(bad)--> dead letter; the examples leave in lists, those
+         of one call to a decoding worker
       -> [single pass: ContentGroups of the decoded digests, for the
          manifest's counts]
-      -> per split; the training split's first copies are the analysis
-         input (per-image channel statistics, not the pixels)
+      -> per split (each list cut by split); the training split's first
+         copies are the analysis input (per-image channel statistics, not
+         the pixels)
     BuildImageRecords, per split
-      [float32 storage: TransformDataset] -> serialize (one record each)
+      [float32 storage: TransformDataset, one example at a time]
+      -> serialize (a list of records per list of examples)
 
 Only input references and content digests are ever grouped; decoded
 images flow from the decoder to the shard writer without being collected
@@ -29,8 +32,15 @@ runner keeps the examples until then) and a fixed --num_shards (Beam's
 writer groups the records by shard). Because the references are shuffled
 before decoding, every shard receives examples in a seeded random order,
 whatever the runner does with bundles.
+
+Decoded examples flow a list at a time (a list keeps their order, so the
+shards' bytes are those of one example per element): the runner's work
+per element, in each step and each count, is then done once for a few
+images instead of once for each, in the process that also feeds the
+decoding workers and writes the shards.
 """
 
+import collections
 import logging
 import posixpath
 
@@ -98,10 +108,10 @@ def _count_per_key(pcoll, label: str):
 class ReadImages(skeleton.ReadInputs):
   """Lists, plans, shuffles and decodes the images (see the module
   docstring); returns the skeleton's ReadInputs dict, plus
-  'examples[<split>]' (decoded examples, every copy), 'first[<split>]'
-  (each input's first copy), 'channel_stats' (exact training-split
-  channel statistics for the manifest) and 'formats' (the decoded inputs
-  per content format, see FormatCountsFn)."""
+  'examples[<split>]' (lists of decoded examples, every copy),
+  'first[<split>]' (lists of each input's first copy), 'channel_stats'
+  (exact training-split channel statistics for the manifest) and 'formats'
+  (the decoded inputs per content format, see FormatCountsFn)."""
 
   def expand(self, pbegin):
     # The plan: the manifest file's format, None for folders.
@@ -133,19 +143,20 @@ class ReadImages(skeleton.ReadInputs):
               DEAD, main='refs')
       dead += [found[DEAD], kept[DEAD]]
       decoded = self._decode(kept.refs, None)
+      # Inputs with a split: every one the first pass found.
+      split_counts = assigned | 'SplitOfInput' >> beam.Map(_split_of)
     else:
       decoded = self._decode(listed.refs, by_content)
-      first = decoded.examples | 'FirstCopiesOnly' >> beam.Filter(
-          lambda ex: ex['copy'] == 0)
       _, out_contents = (
-          first
-          | 'ContentOf' >> beam.Map(lambda ex: (
-              ex['content'], (ex[schema.ID], ex[schema.LABEL_TEXT],
-                              ex['split'])))
+          decoded.examples
+          | 'ContentOf' >> beam.FlatMap(_contents_of_first_copies)
           | 'ContentGroups' >> contents_lib.ContentGroups(rules))
-      # Inputs with a split: decoded (a bad one has none when its split was
-      # to come from its content) or all listed.
-      assigned = first if by_content else listed.refs
+      # Inputs with a split: those decoded (a bad one has none when its
+      # split was to come from its content), or every one listed.
+      split_counts = (
+          decoded.examples | 'SplitOfInput' >> beam.FlatMap(
+              _first_copies_per_split) if by_content else
+          listed.refs | 'SplitOfInput' >> beam.Map(_split_of))
     dead.append(decoded[DEAD])
     all_dead = tuple(dead) | 'AllDeadLetters' >> beam.Flatten()
     # Inputs per split: those with a split, and the dead letters without.
@@ -154,10 +165,9 @@ class ReadImages(skeleton.ReadInputs):
         | 'SplitOfDead' >> beam.Map(lambda d: (d['split'] or '', 1))
         | 'UnassignedOnly' >> beam.Filter(lambda kv: kv[0] == ''),
         'CountUnassigned')
-    inputs = _count_per_key(
-        assigned | 'SplitOfInput' >> beam.Map(_split_of), 'CountInputsPerSplit')
-    by_split = decoded.examples | 'PartitionBySplit' >> beam.Partition(
-        lambda ex, n: names.index(ex['split']), len(names))
+    inputs = _count_per_key(split_counts, 'CountInputsPerSplit')
+    by_split = decoded.examples | 'PartitionBySplit' >> beam.ParDo(
+        _BySplitFn(names)).with_outputs(*names)
     out = {
         'dead': all_dead,
         'inputs': (inputs, unassigned) | 'AllInputs' >> beam.Flatten(),
@@ -166,16 +176,16 @@ class ReadImages(skeleton.ReadInputs):
                     | 'CountSkipped' >> beam.combiners.Count.Globally()),
         skeleton.CONTENTS: out_contents,
     }
-    for index, split in enumerate(names):
-      out[f'examples[{split}]'] = by_split[index]
-      out[f'first[{split}]'] = by_split[index] | (
-          f'FirstCopies[{split}]' >> beam.Filter(lambda ex: ex['copy'] == 0))
+    for split in names:
+      out[f'examples[{split}]'] = by_split[split]
+      out[f'first[{split}]'] = by_split[split] | (
+          f'FirstCopies[{split}]' >> beam.FlatMap(_only_first_copies))
     # Only what the count reads crosses the Flatten: the local runner holds
     # a Flatten's input in memory, image bytes included (memory then grew
     # with the number of images).
     out['formats'] = (
         tuple(out[f'first[{split}]'] | f'FormatOf[{split}]' >> beam.Map(
-            lambda ex: {'format': ex['format'], 'input': ex['input']})
+            lambda examples: [(ex['format'], ex['input']) for ex in examples])
               for split in names)
         | 'AllFirstCopies' >> beam.Flatten()
         | 'CountFormats' >> beam.CombineGlobally(FormatCountsFn()))
@@ -183,8 +193,9 @@ class ReadImages(skeleton.ReadInputs):
              pbegin | 'NoTrainSplit' >> beam.Create([]))
     # The analyzers read only the per-image statistics, so the image bytes
     # are left out of the analysis input.
-    out['analysis'] = train | 'ToAnalysisInput' >> beam.Map(
-        normalize.tft_input, with_image=False)
+    out['analysis'] = train | 'ToAnalysisInput' >> beam.FlatMap(
+        lambda examples: [normalize.tft_input(ex, with_image=False)
+                          for ex in examples])
     out['channel_stats'] = train | 'ChannelStats' >> beam.CombineGlobally(
         normalize.PixelStatsFn())
     return out
@@ -225,9 +236,57 @@ def progress_measure(cfg) -> progress.ItemMeasure:
       passes=2 if contents_pass(cfg) else 1)
 
 
-def _split_of(item):
-  """(split, 1) of an InputRef or an example dict."""
-  return (item['split'] if isinstance(item, dict) else item.split), 1
+def _split_of(ref):
+  """(split, 1) of an InputRef."""
+  return ref.split, 1
+
+
+def _first_copies_per_split(examples):
+  """(split, first copies of that split) of a list of examples."""
+  counts = collections.Counter(ex['split'] for ex in examples
+                               if ex['copy'] == 0)
+  return list(counts.items())
+
+
+def _contents_of_first_copies(examples):
+  """(content, (id, label, split)) of each first copy of a list of
+  examples: what core/contents.ContentGroups reads."""
+  return [(ex['content'], (ex[schema.ID], ex[schema.LABEL_TEXT], ex['split']))
+          for ex in examples if ex['copy'] == 0]
+
+
+def _only_first_copies(examples):
+  """The first copies of a list of examples, as a list (none if empty)."""
+  first = [ex for ex in examples if ex['copy'] == 0]
+  if first:
+    yield first
+
+
+def _only_written(examples):
+  """The examples of a list that rebalancing writes, as a list (none if
+  empty)."""
+  written = [ex for ex in examples if ex['write']]
+  if written:
+    yield written
+
+
+class _BySplitFn(beam.DoFn):
+  """A list of examples -> a list per split, each to the output named by
+  its split, in their order."""
+
+  def __init__(self, names):
+    super().__init__()
+    self._names = frozenset(names)
+
+  def process(self, examples):
+    parts = {}
+    for ex in examples:
+      parts.setdefault(ex['split'], []).append(ex)
+    for split, part in parts.items():
+      if split not in self._names:
+        raise ValueError(f'an example of the split {split!r}, which is not '
+                         f'one of {sorted(self._names)}')
+      yield beam.pvalue.TaggedOutput(split, part)
 
 
 class _DropFn(beam.DoFn):
@@ -250,20 +309,22 @@ class _DropFn(beam.DoFn):
 
 class FormatCountsFn(beam.CombineFn):
   """Decoded inputs per content format, and per content format that is not
-  the one the file's extension names ('TIFF in .jpg')."""
+  the one the file's extension names ('TIFF in .jpg'), from lists of
+  (content format, input path)."""
 
   def create_accumulator(self):
     return {}, {}
 
-  def add_input(self, acc, example):
+  def add_input(self, acc, inputs):
     formats, mismatches = acc
-    found = example['format'] or 'unknown'
-    formats[found] = formats.get(found, 0) + 1
-    expected = images.extension_format(example['input'])
-    if expected is not None and found != expected:
-      ext = posixpath.splitext(example['input'])[1].lower()
-      key = f'{found} in {ext}'
-      mismatches[key] = mismatches.get(key, 0) + 1
+    for found, path in inputs:
+      found = found or 'unknown'
+      formats[found] = formats.get(found, 0) + 1
+      expected = images.extension_format(path)
+      if expected is not None and found != expected:
+        ext = posixpath.splitext(path)[1].lower()
+        key = f'{found} in {ext}'
+        mismatches[key] = mismatches.get(key, 0) + 1
     return formats, mismatches
 
   def merge_accumulators(self, accs):
@@ -327,18 +388,23 @@ def manifest_section(cfg, values: dict, splits: dict):
   }
 
 
-def _label_counts(examples, split: str, label: str):
-  """((split, label), examples) of one split's examples."""
-  return (examples
-          | f'Label{label}[{split}]' >> beam.Map(
-              lambda ex, s=split: (s, ex[schema.LABEL_TEXT]))
-          | f'Count{label}[{split}]' >> beam.combiners.Count.PerElement())
+def _label_counts(lists, split: str, label: str):
+  """((split, label), examples) of one split's lists of examples."""
+  return (lists
+          | f'Label{label}[{split}]' >> beam.FlatMap(_labels_of, split)
+          | f'Count{label}[{split}]' >> beam.CombinePerKey(sum))
+
+
+def _labels_of(examples, split: str):
+  """((split, label), examples) of a list of examples."""
+  counts = collections.Counter(ex[schema.LABEL_TEXT] for ex in examples)
+  return [((split, label), n) for label, n in counts.items()]
 
 
 class BuildImageRecords(skeleton.BuildRecords):
   """The skeleton's BuildRecords for images: per split, the examples that
-  rebalancing writes, [float32: normalized by the transform], serialized
-  one record per list."""
+  rebalancing writes, [float32: normalized by the transform, one at a
+  time], serialized a list of records per list of examples."""
 
   def expand(self, read):
     import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
@@ -349,20 +415,20 @@ class BuildImageRecords(skeleton.BuildRecords):
       before_all.append(_label_counts(read[f'first[{split}]'], split,
                                       'Before'))
       written = read[f'examples[{split}]'] | f'Written[{split}]' >> (
-          beam.Filter(lambda ex: ex['write']))
+          beam.FlatMap(_only_written))
       if float32:
-        rows = written | f'ToTransformInput[{split}]' >> beam.Map(
-            normalize.tft_input)
+        rows = written | f'ToTransformInput[{split}]' >> beam.FlatMap(
+            lambda examples: [normalize.tft_input(ex) for ex in examples])
         transformed = (((rows, analysis_metadata(cfg)), self._transform.fn)
                        | f'TransformDataset[{split}]' >> (
                            tft_beam.TransformDataset()))
         written = transformed[0] | f'FromTransformOutput[{split}]' >> (
-            beam.Map(_from_transformed, split=split))
+            beam.Map(lambda row, s: [_from_transformed(row, s)], s=split))
       after_all.append(_label_counts(written, split, 'After'))
       out[records_key(split)] = written | f'Serialize[{split}]' >> beam.Map(
-          lambda ex, ids: [image_records.to_example_bytes(ex, ids)],
+          image_records.to_records,
           beam.pvalue.AsSingleton(self._transform.label_ids))
-      # -> [tf.train.Example bytes]
+      # -> [tf.train.Example bytes], one list per list of examples
     out['before'] = tuple(before_all) | 'AllCountsBefore' >> beam.Flatten()
     out['after'] = tuple(after_all) | 'AllCountsAfter' >> beam.Flatten()
     return out

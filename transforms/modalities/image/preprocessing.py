@@ -128,7 +128,8 @@ def tft_input(example: dict, with_image: bool = True) -> dict:
 
 
 class PixelStatsFn(beam.CombineFn):
-  """Exact (float64) per-channel mean and std over examples, for the manifest.
+  """Exact (float64) per-channel mean and std over lists of examples, for
+  the manifest.
 
   The same quantities tf.Transform computes for the graph; the validation
   pipeline checks that the exported transform reproduces them.
@@ -137,11 +138,16 @@ class PixelStatsFn(beam.CombineFn):
   def create_accumulator(self):
     return (0, None, None)
 
-  def add_input(self, acc, example):
+  def add_input(self, acc, examples):
+    """Adds a list of examples, one after another (the same sums, to the
+    last bit, as adding them one element each)."""
     n, s, sq = acc
-    m = np.asarray(example[schema.CHANNEL_MEAN], np.float64)
-    m2 = np.asarray(example[schema.CHANNEL_MEAN_SQUARES], np.float64)
-    return (n + 1, m if s is None else s + m, m2 if sq is None else sq + m2)
+    for example in examples:
+      m = np.asarray(example[schema.CHANNEL_MEAN], np.float64)
+      m2 = np.asarray(example[schema.CHANNEL_MEAN_SQUARES], np.float64)
+      n, s, sq = (n + 1, m if s is None else s + m,
+                  m2 if sq is None else sq + m2)
+    return n, s, sq
 
   def merge_accumulators(self, accs):
     n, s, sq = 0, None, None

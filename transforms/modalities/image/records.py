@@ -1,8 +1,10 @@
-"""An image example dict -> its serialized tf.train.Example.
+"""Image example dicts -> their serialized tf.train.Examples.
 
 The columns are those of core/features.feature_spec for images; the bytes
 come from the one serializer every modality uses (output/example_encoding).
 """
+
+from typing import List, Sequence
 
 import numpy as np
 
@@ -10,26 +12,41 @@ from transforms.modalities.image import features as schema
 from transforms.output import example_encoding
 
 
-def to_example_bytes(example: dict, label_ids: dict) -> bytes:
-  """Serializes a pipeline example as a tf.train.Example.
+def to_records(examples: Sequence[dict], label_ids: dict) -> List[bytes]:
+  """Serializes pipeline examples as tf.train.Examples, in their order.
 
   Args:
-    example: The pipeline's example dict (see image/decode.py).
+    examples: The pipeline's example dicts (see image/decode.py), all of
+      one storage: encoded bytes, or float32 pixels; with a weight each or
+      none.
     label_ids: {label name: id}.
 
   Returns:
-    Deterministically serialized tf.train.Example bytes.
+    Deterministically serialized tf.train.Example bytes, one per example.
   """
-  image = example[schema.IMAGE]
+  n = len(examples)
+  images = [ex[schema.IMAGE] for ex in examples]
+  if all(isinstance(image, bytes) for image in images):
+    image_column = ('bytes', images)
+  else:
+    image_column = ('float32', np.stack(
+        [np.asarray(image, np.float32) for image in images]).reshape(n, -1))
+
+  def ints(key):
+    return np.array([ex[key] for ex in examples], np.int64).reshape(n, 1)
+
   columns = {
-      schema.IMAGE: (('bytes', [image]) if isinstance(image, bytes) else
-                     ('float32', np.asarray(image, np.float32)[None])),
-      schema.LABEL: ('int64', [[label_ids[example[schema.LABEL_TEXT]]]]),
-      schema.LABEL_TEXT: ('bytes', [example[schema.LABEL_TEXT]]),
-      schema.ID: ('bytes', [example[schema.ID]]),
-      schema.ORIGINAL_HEIGHT: ('int64', [[example[schema.ORIGINAL_HEIGHT]]]),
-      schema.ORIGINAL_WIDTH: ('int64', [[example[schema.ORIGINAL_WIDTH]]]),
+      schema.IMAGE: image_column,
+      schema.LABEL: ('int64', np.array(
+          [label_ids[ex[schema.LABEL_TEXT]] for ex in examples],
+          np.int64).reshape(n, 1)),
+      schema.LABEL_TEXT: ('bytes', [ex[schema.LABEL_TEXT] for ex in examples]),
+      schema.ID: ('bytes', [ex[schema.ID] for ex in examples]),
+      schema.ORIGINAL_HEIGHT: ('int64', ints(schema.ORIGINAL_HEIGHT)),
+      schema.ORIGINAL_WIDTH: ('int64', ints(schema.ORIGINAL_WIDTH)),
   }
-  if schema.WEIGHT in example:
-    columns[schema.WEIGHT] = ('float32', [[example[schema.WEIGHT]]])
-  return example_encoding.encode(columns, 1)[0]
+  if n and schema.WEIGHT in examples[0]:
+    columns[schema.WEIGHT] = ('float32', np.array(
+        [ex[schema.WEIGHT] for ex in examples], np.float32).reshape(n, 1))
+  return example_encoding.encode(columns, n)
+
