@@ -333,7 +333,8 @@ _SPELLINGS = [
     '2026-01-01T00:00:00,5Z', '+2026-01-01T00:00:00Z', '2026-1-1',
     '2026-01-01T0:00:00Z', '2026-01-01T00:00:00 Z', '0001-01-01',
     '1677-09-21T00:12:43.145224192Z', '1677-09-21 00:12:43.145224193',
-    '2262-04-11T23:47:16.854775808Z', 'NaT', 'yesterday', '',
+    '2262-04-11T23:47:16.854775808Z', 'NaT', 'now', 'today', 'yesterday',
+    '',
     '1767225600', '20260101', '2026', '-1.5e9', '  2026-01-01T00:00:00Z ',
 ]
 
@@ -355,6 +356,19 @@ def test_iso_timestamps_read_by_arrow_are_those_pandas_reads(column,
   assert fast[0].tolist() == slow[0].tolist()
   assert fast[1][0].tolist() == slow[1][0].tolist()
   assert fast[1][1] == slow[1][1]
+
+
+def test_words_pandas_reads_as_the_clock_are_dead_letters(tmp_path):
+  # pandas reads 'now' and 'today' as the time it parses them: a run would
+  # store whenever it ran, a different time on every run.
+  path = _write(tmp_path, 'x.csv',
+                't,lab,a\n2026-01-01T00:00:00Z,x,1\nnow,x,1\n Today ,x,1\n'
+                'NOW,x,1\n2026-01-01,x,1\n')
+  batch, bad, _ = _read_all(path, _cols(('a',), entity=None))
+  assert batch.row.tolist() == [0, 4]
+  assert bad == [(1, "timestamp 'now' is not ISO-8601 or a number"),
+                 (2, "timestamp ' Today ' is not ISO-8601 or a number"),
+                 (3, "timestamp 'NOW' is not ISO-8601 or a number")]
 
 
 def test_arrow_reads_a_column_of_one_iso_form_and_no_numbers():

@@ -44,7 +44,10 @@ Decisions:
   missing values; numbers are cast; anything else is a dead letter. Every
   missing or non-finite value (including +-inf) ends up as NaN.
 - Timestamps: numbers (numeric columns or numeric text) are epoch values in
-  `timestamp_unit`; other text is ISO-8601 parsed by pandas (naive = UTC);
+  `timestamp_unit`; other text is ISO-8601 (naive = UTC), read by Arrow's
+  cast when every cell of the batch takes one of its strict forms, else by
+  pandas (the same values; text that does not begin with a digit, such as
+  the 'now' pandas would read as the clock's time, is a dead letter);
   Parquet timestamp and date columns are converted directly. The result is
   int64 nanoseconds; values outside its range (years 1677-2262) are dead
   letters.
@@ -691,6 +694,12 @@ def _timestamps(array: pa.Array, name: str, unit: str) -> Tuple[np.ndarray,
       number = (_mask(pc.match_substring_regex(trimmed, _FINITE_NUMBER))
                 & ~integer)
       iso = ~missing & ~integer & ~number
+      # An ISO-8601 time begins with a digit. pandas also reads the words
+      # 'now' and 'today' (as the clock's time when it reads them): such a
+      # cell is no time of the data.
+      word = iso & ~_mask(pc.match_substring_regex(trimmed, '^[0-9]'))
+      unparsed |= word
+      iso &= ~word
     if integer.any():
       part = trimmed if integer.all() else trimmed.filter(pa.array(integer))
       ns[integer], over[integer] = _integer_text_to_ns(part, factor)
