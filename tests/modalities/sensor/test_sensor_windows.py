@@ -142,3 +142,35 @@ def test_hash_splits_are_stable_and_follow_ratios():
   assert a.tolist() == split_lib.hash_splits(ids, ratios, names).tolist()
   share = np.bincount(a, minlength=3) / len(ids)
   assert abs(share[0] - 0.8) < 0.04 and abs(share[2] - 0.1) < 0.03
+
+
+@pytest.mark.parametrize('keys', [
+    ['b', 'a', 'b', 'c', 'a', 'b'],
+    ['dev\u00e9', 'dev', 'Dev', 'dev\u00e9', '', 'z', '\u732b', 'dev'],
+    [3, 1, 3, 2],  # not text: grouped by their text, as numbers' str
+    ['1', 1, 'x', None, 'None', 1.5],
+    [],
+    [f'dev{i % 37:03d}' for i in range(5000)],
+])
+def test_group_rows_is_a_stable_grouping_in_key_order(keys):
+  # The rows of each key, in their order, keys sorted as text (code
+  # points): what numpy's unique of the keys as str gives.
+  keys = np.array(keys, dtype=object)
+  as_text = keys.astype(str)
+  want = [(k, np.flatnonzero(as_text == k)) for k in np.unique(as_text)]
+  got = win.group_rows(keys)
+  assert [k for k, _ in got] == [str(k) for k, _ in want]
+  assert all(isinstance(k, str) for k, _ in got)
+  for (_, rows), (_, expected) in zip(got, want):
+    assert rows.tolist() == expected.tolist()
+  unicode = win.group_rows(as_text)
+  assert [(k, r.tolist()) for k, r in unicode] == [
+      (k, r.tolist()) for k, r in got]
+
+
+def test_group_rows_past_16_bit_key_numbers():
+  keys = np.array([f'k{i}' for i in range(40000)] * 2, dtype=object)
+  got = win.group_rows(keys)
+  assert len(got) == 40000
+  assert got[0][0] == 'k0' and got[0][1].tolist() == [0, 40000]
+  assert all(len(rows) == 2 for _, rows in got)
