@@ -131,6 +131,18 @@ def test_a_batch_goes_to_one_element_per_bucket_it_touches():
   groups = list(contents.batched([d for d, _ in batch],
                                  [m for _, m in batch], 3))
   assert 1 < len(groups) <= 3
-  assert sorted(pair for _, pairs in groups for pair in pairs) == sorted(batch)
-  for bucket, pairs in groups:
-    assert {contents.content_bucket(d, 3) for d, _ in pairs} == {bucket}
+  pairs = [(d, (i, lab, s)) for _, columns in groups
+           for d, i, lab, s in zip(*columns)]
+  assert sorted(pairs) == sorted(batch)
+  for bucket, (digests, *others) in groups:
+    assert {contents.content_bucket(d, 3) for d in digests} == {bucket}
+    assert all(len(column) == len(digests) for column in others)
+  # In the batch's order within each bucket; one bucket: the whole batch.
+  for bucket, columns in groups:
+    assert [(d, (i, lab, s)) for d, i, lab, s in zip(*columns)] == [
+        p for p in batch if contents.content_bucket(p[0], 3) == bucket]
+  [(only, whole)] = contents.batched([d for d, _ in batch],
+                                     [m for _, m in batch], 1)
+  assert only == 0
+  assert [(d, (i, lab, s)) for d, i, lab, s in zip(*whole)] == batch
+  assert not list(contents.batched([], [], 3))

@@ -27,6 +27,7 @@ but `ContentGroups` is plain Python.
 """
 
 import bisect
+import collections
 import dataclasses
 from typing import (Dict, Iterable, Iterator, List, Optional, Sequence,
                     Tuple)
@@ -242,19 +243,28 @@ def content_bucket(digest: str, buckets: int) -> int:
 
 
 def batched(digests: Sequence[str], members: Iterable[Member],
-            buckets: int) -> Iterator[Tuple[int, List[Tuple[str, Member]]]]:
-  """A batch's (digest, member) pairs as ContentGroups' batched input:
-  (bucket, [(digest, member)]) per bucket the batch has contents in."""
-  groups: Dict[int, List[Tuple[str, Member]]] = {}
-  for digest, member in zip(digests, members):
-    groups.setdefault(content_bucket(digest, buckets), []).append(
-        (digest, member))
-  return iter(groups.items())
+            buckets: int) -> Iterator[Tuple[int, tuple]]:
+  """A batch's contents as ContentGroups' batched input: (bucket,
+  (digests, ids, labels, splits)) per bucket the batch has contents in,
+  four lists of one value per example, in the batch's order. Lists of
+  strings cost the runner's coder (and _DecideFn) less than a tuple per
+  example."""
+  digests = list(digests)
+  if not digests:
+    return iter(())
+  columns = (digests,) + tuple(list(c) for c in zip(*members))
+  if buckets == 1:
+    return iter(((0, columns),))
+  places: Dict[int, List[int]] = {}
+  for i, digest in enumerate(digests):
+    places.setdefault(content_bucket(digest, buckets), []).append(i)
+  return ((bucket, tuple([column[i] for i in at] for column in columns))
+          for bucket, at in places.items())
 
 
 class _DecideFn(beam.DoFn):
-  """(digest, members), or with `batched` (bucket, [[(digest, member)]]),
-  -> drops (main: (id, dead letter)) and the finding ('finding') of every
+  """(digest, members), or with `batched` (bucket, [(digests, ids, labels,
+  splits)]), -> drops (main: (id, dead letter)) and the finding ('finding') of every
   repeated content."""
 
   def __init__(self, rules: ContentRules, batched_input: bool = False):
@@ -265,14 +275,23 @@ class _DecideFn(beam.DoFn):
     if not self._batched:
       yield from self._decide(*group)
       return
-    _, pair_lists = group
-    by_digest: Dict[str, List[Member]] = {}
-    for pairs in pair_lists:
-      for digest, member in pairs:
-        by_digest.setdefault(digest, []).append(member)
+    _, column_lists = group
+    # Most contents appear once: count the digests (in C), then gather the
+    # members of the repeated ones only, in the order they came.
+    counts = collections.Counter()
+    for digests, *_ in column_lists:
+      counts.update(digests)
+    by_digest: Dict[str, List[Member]] = {
+        digest: [] for digest, n in counts.items() if n > 1}
+    if not by_digest:
+      return
+    for digests, ids, labels, splits in column_lists:
+      for i, digest in enumerate(digests):
+        members = by_digest.get(digest)
+        if members is not None:
+          members.append((ids[i], labels[i], splits[i]))
     for digest, members in by_digest.items():
-      if len(members) > 1:
-        yield from self._decide(digest, members)
+      yield from self._decide(digest, members)
 
   def _decide(self, digest, members):
     members = list(members)
@@ -292,7 +311,7 @@ class ContentGroups(beam.PTransform):
   """Groups examples by content and applies the rules.
 
   Input: (content digest, (id, label, split)) for every example; with
-  `batched=True`, `batched()`'s (bucket, [(digest, (id, label, split))])
+  `batched=True`, `batched()`'s (bucket, (digests, ids, labels, splits))
   elements, a few per batch of examples instead of one per example (the
   runner's cost is per element).
   Output: (drops, summary): (id, dead letter) of every example the rules
