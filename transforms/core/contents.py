@@ -264,8 +264,8 @@ def batched(digests: Sequence[str], members: Iterable[Member],
 
 class _DecideFn(beam.DoFn):
   """(digest, members), or with `batched` (bucket, [(digests, ids, labels,
-  splits)]), -> drops (main: (id, dead letter)) and the finding ('finding') of every
-  repeated content."""
+  splits)]), -> drops (main: (id, dead letter)) and the finding
+  ('finding') of every repeated content."""
 
   def __init__(self, rules: ContentRules, batched_input: bool = False):
     super().__init__()

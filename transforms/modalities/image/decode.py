@@ -79,11 +79,10 @@ class _PooledFn(beam.DoFn):
   its bytes are sent. The kernel returns a compact result (encoded pixels,
   or a digest).
 
-  Inputs are processed `BATCH` at a time (a call), in a worker or
-  in-line. A call to a worker that fails as a whole
-  (its worker died on one of its inputs, or a result could not be sent
-  back) is split: each of its inputs runs again alone, so that only the
-  input at fault is dead-lettered.
+  Inputs are processed `BATCH` at a time (a call), in a worker or in-line.
+  A call to a worker that fails as a whole (its worker died on one of its
+  inputs, or a result could not be sent back) is split: each of its inputs
+  runs again alone, so that only the input at fault is dead-lettered.
 
   Subclasses define `_kernel` (a module-level function of processing.py),
   `_ref(element)` (the element's InputRef) and `_results(element, result,

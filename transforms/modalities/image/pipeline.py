@@ -151,12 +151,14 @@ class ReadImages(skeleton.ReadInputs):
           decoded.examples
           | 'ContentOf' >> beam.FlatMap(_contents_of_first_copies)
           | 'ContentGroups' >> contents_lib.ContentGroups(rules))
-      # Inputs with a split: those decoded (a bad one has none when its
-      # split was to come from its content), or every one listed.
-      split_counts = (
-          decoded.examples | 'SplitOfInput' >> beam.FlatMap(
-              _first_copies_per_split) if by_content else
-          listed.refs | 'SplitOfInput' >> beam.Map(_split_of))
+      if by_content:
+        # Inputs with a split: those decoded (a bad one has none, its split
+        # was to come from its content).
+        split_counts = decoded.examples | 'SplitOfInput' >> beam.FlatMap(
+            _first_copies_per_split)
+      else:
+        # Inputs with a split: every one listed.
+        split_counts = listed.refs | 'SplitOfInput' >> beam.Map(_split_of)
     dead.append(decoded[DEAD])
     all_dead = tuple(dead) | 'AllDeadLetters' >> beam.Flatten()
     # Inputs per split: those with a split, and the dead letters without.
