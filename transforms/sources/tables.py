@@ -987,16 +987,23 @@ class Ranges(NamedTuple):
 _QUOTED_LINE_SEARCH = 4 << 20
 
 
+def _local_table_stat(path: str, fmt: str) -> Optional[os.stat_result]:
+  """The os.stat of a local CSV or TSV file; None for another format, a
+  remote path or a path that cannot be read."""
+  if fmt not in ('csv', 'tsv') or '://' in path:
+    return None
+  try:
+    return os.stat(path)
+  except OSError:
+    return None
+
+
 def ranges_possible(path: str) -> bool:
   """Whether csv_ranges may cut the file into ranges (with the default
   range size), from its name and size alone: a local CSV or TSV file of
   at least two ranges."""
-  if format_of(path) not in ('csv', 'tsv') or '://' in path:
-    return False
-  try:
-    return os.stat(path).st_size >= 2 * RANGE_BYTES
-  except OSError:
-    return False
+  stat = _local_table_stat(path, format_of(path))
+  return stat is not None and stat.st_size >= 2 * RANGE_BYTES
 
 
 def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None,
@@ -1014,11 +1021,8 @@ def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None,
   without such a place, so the reader must check that each range ended
   outside a quoted field (see modalities/text/inputs.parse_csv_range)."""
   range_bytes = range_bytes or RANGE_BYTES
-  if fmt not in ('csv', 'tsv') or '://' in path:
-    return None
-  try:
-    stat = os.stat(path)
-  except OSError:
+  stat = _local_table_stat(path, fmt)
+  if stat is None:
     return None
   # Each pass of a run asks again; with quotes the whole file is read.
   found = _cut_ranges(path, range_bytes, quotes, _QUOTED_LINE_SEARCH,
