@@ -214,6 +214,28 @@ def test_seeded_shuffle_emits_each_element_once_in_seeded_order():
                   label=f'Order{seed}')
 
 
+@pytest.mark.parametrize('seed', [0, 7, 'x'])
+def test_positions_and_buckets_of_many_keys_are_those_of_one_key(seed):
+  # Odd keys (non-ASCII, empty, separators) and enough of them that the
+  # places come close to bucket edges.
+  keys = ['', '#0', '\x1f', 'été/ü.txt#3', '数据.csv:12#0'] + [
+      f'file.csv:{i}#{i % 3}' for i in range(20000)]
+  places = shuffle.positions(seed, iter(keys))
+  assert places.dtype == np.float64
+  assert places.tolist() == [shuffle.position(seed, k) for k in keys]
+  for buckets in (1, 16, 1000, 1 << 16):
+    assert shuffle.buckets_of(places, buckets).tolist() == [
+        shuffle.bucket(u, buckets) for u in places.tolist()]
+  # The edges: a place of exactly 1.0 (a digest of all ones rounds up) and
+  # places just below a bucket boundary.
+  edges = np.array([0.0, 1.0, np.nextafter(0.5, 0), 0.5,
+                    np.nextafter(1.0, 0)])
+  for buckets in (2, 3, 1 << 16):
+    assert shuffle.buckets_of(edges, buckets).tolist() == [
+        shuffle.bucket(u, buckets) for u in edges.tolist()]
+  assert len(shuffle.positions(seed, [])) == 0
+
+
 def _bucketed_groups(seed, keys=((0, 0), (0, 3), (1, 3), (2, 1)),
                      name=''):
   """(groups as producers emit them, in random order; expected output)."""

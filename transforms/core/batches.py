@@ -272,12 +272,16 @@ class ToRecords(beam.DoFn):
     records = self._encode(batch, label_ids, weights)
     self._encoded.inc(len(records))
     ids = batch[ID]
+    # Every copy of every record, in order: its record and shuffle key.
+    index = np.repeat(np.arange(len(records)), copies)
+    places = shuffle.positions(cfg.seed, (
+        f'{ids[i]}#{k}' for i, n in enumerate(copies.tolist())
+        for k in range(n)))
     groups: Dict[tuple, list] = {}
-    for i, record in enumerate(records):
-      for k in range(copies[i]):
-        u = shuffle.position(cfg.seed, f'{ids[i]}#{k}')
-        key = (int(split[i]), shuffle.bucket(u, buckets))
-        groups.setdefault(key, []).append((u, record))
+    for u, s, b, i in zip(places.tolist(), split[index].tolist(),
+                          shuffle.buckets_of(places, buckets).tolist(),
+                          index.tolist()):
+      groups.setdefault((s, b), []).append((u, records[i]))
     yield from groups.items()
 
 

@@ -22,15 +22,17 @@ way; distributed runners keep grouping the records (their shuffle does
 not hold them in memory).
 """
 
+import hashlib
 import os
 import struct
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 import uuid
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import MIN_TIMESTAMP
 from apache_beam.utils.windowed_value import WindowedValue
+import numpy as np
 
 from transforms.core.splits import unit_hash
 
@@ -47,6 +49,26 @@ def position(seed, key: str) -> float:
 def bucket(place: float, buckets: int) -> int:
   """The bucket of an element at `place` (0..buckets-1)."""
   return min(int(place * buckets), buckets - 1)
+
+
+def positions(seed, keys: Iterable[str]) -> np.ndarray:
+  """`position` of each key, as float64: the same numbers, about half the
+  time (the hash of the seed's prefix is computed once, and the digests
+  become numbers in one NumPy step)."""
+  prefix = hashlib.sha256(f'shuffle\x1f{seed}\x1f'.encode('utf-8'))
+
+  def first_bytes(key: str) -> bytes:
+    h = prefix.copy()
+    h.update(key.encode('utf-8'))
+    return h.digest()[:8]
+
+  data = b''.join(map(first_bytes, keys))
+  return np.frombuffer(data, '>u8').astype(np.float64) / 2.0**64
+
+
+def buckets_of(places: np.ndarray, buckets: int) -> np.ndarray:
+  """`bucket` of each place (int64)."""
+  return np.minimum((places * buckets).astype(np.int64), buckets - 1)
 
 
 def shuffle_buckets(expected_examples: int) -> int:
