@@ -174,3 +174,30 @@ def test_group_rows_past_16_bit_key_numbers():
   assert len(got) == 40000
   assert got[0][0] == 'k0' and got[0][1].tolist() == [0, 40000]
   assert all(len(rows) == 2 for _, rows in got)
+
+
+def test_label_codes_over_batches_give_what_unique_of_the_names_gives():
+  # Batches of one file: labels that come and go, non-ASCII, empty, a
+  # trailing NUL (str arrays drop it, so 'b\x00' is 'b'), numbers.
+  batches = [['walk', 'run', 'walk', ''], ['été', 'b', 'run'],
+             ['b\x00', 'walk', 'Z', 7], ['zz'] * 3]
+  table = win.LabelCodes()
+  held_codes, held_names = [], []
+  for batch in batches:
+    labels = np.array(batch, dtype=object)
+    codes = table.codes(labels)
+    assert codes.dtype == np.int32
+    assert table.names[codes].tolist() == labels.astype(str).tolist()
+    held_codes.append(codes)
+    held_names.append(labels.astype(str))
+    # Rows held over several batches, as the stream windower joins them.
+    codes_so_far = np.concatenate(held_codes)
+    names_so_far = np.concatenate(held_names)
+    want_names, want_index = np.unique(names_so_far, return_inverse=True)
+    got_names, got_index = win.sorted_labels(codes_so_far, table.names)
+    assert got_names.tolist() == want_names.tolist()
+    assert got_index.tolist() == want_index.tolist()
+  assert sorted(table.names.tolist()) == sorted(
+      {'walk', 'run', '', 'été', 'b', 'Z', '7', 'zz'})
+  empty = table.codes(np.array([], dtype=object))
+  assert empty.dtype == np.int32 and len(empty) == 0

@@ -348,15 +348,16 @@ class RowExamplesFn(_ReadRowsFn):
     source = batch_examples.source_name(self._plan.root, path)
     streamer = (win.StreamWindower(sc.window_length, sc.window_stride)
                 if entity_stats is not None else None)
+    labels = win.LabelCodes()
     try:
       for rows, _, split in self._batches(path):
         if len(rows.row):
-          yield from self._batch(source, rows, split, streamer,
+          yield from self._batch(source, rows, split, streamer, labels,
                                  entity_stats)
     except tabular.ColumnError:
       return  # the statistics pass dead-lettered the file
 
-  def _batch(self, source, rows, split, streamer, entity_stats):
+  def _batch(self, source, rows, split, streamer, labels, entity_stats):
     _, keep = self._missing(rows)
     if not keep.all():
       rows, split = _take_rows(rows, keep), split[keep]
@@ -368,27 +369,32 @@ class RowExamplesFn(_ReadRowsFn):
              'entity': rows.entity, 'label': rows.label, 'values': values,
              'split': split}
       return
-    yield from self._stream(source, rows, values, split, streamer,
+    yield from self._stream(source, rows, values, split, streamer, labels,
                             entity_stats)
 
-  def _stream(self, source, rows, values, split, streamer, entity_stats):
+  def _stream(self, source, rows, values, split, streamer, labels,
+              entity_stats):
     """Windows the entities in time order in this file only; the others go
-    to the (entity, chunk) grouping."""
+    to the (entity, chunk) grouping. The streamed rows' labels are held as
+    codes (`labels`, a win.LabelCodes for the file)."""
     sc, names = self._cfg.settings, self._cfg.split_names
     chunked = np.ones(len(rows.row), bool)
     streamed = np.zeros(len(names), np.int64)
     completed = []
+    codes = None
     for entity, idx in win.group_rows(rows.entity):
       if not _streamable(entity_stats[entity]):
         continue
+      if codes is None:
+        codes = labels.codes(rows.label)
       chunked[idx] = False
       streamed += np.bincount(split[idx], minlength=len(names))
-      done = streamer.add(entity, rows.time[idx], values[idx],
-                          rows.label[idx].astype(str), split[idx])
+      done = streamer.add(entity, rows.time[idx], values[idx], codes[idx],
+                          split[idx])
       if done is not None:
         global_starts, starts, time, vals, label, sp = done
         completed.append(window_batch(entity, global_starts, starts, time,
-                                      vals, label, sp, sc))
+                                      vals, label, sp, sc, labels.names))
     if streamed.any():
       yield beam.pvalue.TaggedOutput('rows', (int(streamed.sum()), streamed))
     if completed:
@@ -470,11 +476,16 @@ class ChunkWindows(beam.DoFn):
 
 
 def window_batch(entity, global_starts, starts, time, values, label, split,
-                 sc) -> dict:
-  """The windows starting at `starts` of a sorted series, as a batch."""
+                 sc, label_names=None) -> dict:
+  """The windows starting at `starts` of a sorted series, as a batch.
+  `label` holds the rows' label names, or with `label_names` their codes
+  (win.LabelCodes)."""
   length = sc.window_length
   index = starts[:, None] + np.arange(length)
-  names, codes = np.unique(label, return_inverse=True)
+  if label_names is None:
+    names, codes = np.unique(label, return_inverse=True)
+  else:
+    names, codes = win.sorted_labels(label, label_names)
   label_codes = win.window_labels(codes, starts, length, sc.window_label,
                                   len(names))
   first, last = split[starts], split[starts + length - 1]

@@ -245,6 +245,41 @@ def group_rows(keys: np.ndarray) -> List[Tuple[str, np.ndarray]]:
           for i in range(len(names))]
 
 
+class LabelCodes:
+  """Label names -> int32 codes that stay the same over the batches of one
+  file, so held rows and new rows can be joined as codes. Names are
+  compared as NumPy's str arrays hold them (what `astype(str)` gives), and
+  coded by hashing each batch's distinct labels (pandas' factorize): far
+  cheaper than turning every row's label into a str array."""
+
+  def __init__(self):
+    self._ids: Dict[str, int] = {}
+    self.names = np.array([], str)  # code -> name
+
+  def codes(self, labels: np.ndarray) -> np.ndarray:
+    codes, uniques = pd.factorize(np.asarray(labels, object),
+                                  use_na_sentinel=False)
+    ids = np.array([self._ids.setdefault(u, len(self._ids)) for u in
+                    np.asarray(uniques, object).astype(str).tolist()],
+                   np.int32)
+    if len(self._ids) != len(self.names):
+      self.names = np.array(list(self._ids), str)
+    return ids[codes]
+
+
+def sorted_labels(codes: np.ndarray, names: np.ndarray
+                  ) -> Tuple[np.ndarray, np.ndarray]:
+  """LabelCodes' codes of some rows -> (their distinct names sorted, each
+  row's index into those): what np.unique(names[codes],
+  return_inverse=True) gives, without sorting strings per row."""
+  present, inverse = np.unique(codes, return_inverse=True)
+  present_names = names[present]
+  order = np.argsort(present_names, kind='stable')
+  rank = np.empty(len(order), np.intp)
+  rank[order] = np.arange(len(order))
+  return present_names[order], rank[inverse.reshape(-1)]
+
+
 class StreamWindower:
   """Windows of entities whose rows arrive in time order.
 
