@@ -28,11 +28,14 @@ import time
 import traceback
 from typing import List, Optional
 
+from pipelines import collector
 from pipelines import quiet
 
 # Before TensorFlow is first imported: TensorFlow's C++ start-up lines are
-# noise for this tool's users (--verbose shows them).
+# noise for this tool's users (--verbose shows them). The garbage collector
+# waits until the pipeline is built (pipelines/collector.py).
 if __name__ == '__main__':
+  collector.pause()
   quiet.start()
 quiet.imported()
 
@@ -553,10 +556,12 @@ def local_runner(options: PipelineOptions):
 
 
 def _build(options, cfg, run_info: dict, staging: str, plan):
-  """A pipeline holding the whole run (core/skeleton.py)."""
+  """A pipeline holding the whole run (core/skeleton.py). The garbage
+  collector, if the command line paused it, starts again here."""
   pipeline = beam.Pipeline(runner=local_runner(options), options=options)
   _ = pipeline | 'PreprocessDataset' >> skeleton.PreprocessDataset(
       cfg, run_info, staging, plan)
+  collector.resume()
   return pipeline
 
 

@@ -1,0 +1,55 @@
+"""Python's cyclic garbage collector around a command-line run.
+
+Starting a run imports Apache Beam, TensorFlow and tf.Transform and traces
+the preprocessing function: about 730,000 objects, 450,000 of them still
+alive when the pipeline runs. With the collector's default thresholds,
+those imports set off 7 full collections, each walking every object made
+so far (0.5-0.7 s of a 3.6 s import on this project's 2-core machine).
+While the pipeline runs, every later full collection walks those 450,000
+long-lived objects again: 1.7 s of a 200,000-document text run, 0.24 s of
+a 4,000,000-row sensor run.
+
+So a command-line entry point (only it: a program or test that imports the
+pipeline modules keeps its collector as it is):
+
+- `pause()`s the collector before its first large import;
+- `resume()`s it just before the pipeline runs: what has been made so far
+  moves to the permanent generation (gc.freeze), which later collections
+  skip, and the first generation is collected every 50,000 new container
+  objects instead of every 700 (a run makes lists and tuples by the
+  million, and each young collection has a fixed cost).
+
+The garbage of the start (cycles among the import's temporary objects,
+about a third of the objects, a few MB) is frozen with the rest instead of
+being collected: one collection of it costs 0.26 s and gives no memory
+back to the system. Nothing else changes: every object made during the run
+is collected as before.
+"""
+
+import gc
+
+# Container objects allocated, less those freed, between young
+# collections while the pipeline runs (Python's default: 700).
+RUN_THRESHOLD = 50000
+
+_paused = False
+
+
+def pause() -> None:
+  """Stops automatic collection until `resume`."""
+  global _paused
+  if gc.isenabled():
+    gc.disable()
+    _paused = True
+
+
+def resume() -> None:
+  """Freezes every object made so far and restarts collection with the run's
+  threshold; nothing when `pause` did not stop the collector."""
+  global _paused
+  if not _paused:
+    return
+  _paused = False
+  gc.freeze()
+  gc.set_threshold(RUN_THRESHOLD, *gc.get_threshold()[1:])
+  gc.enable()
