@@ -4,8 +4,8 @@
 Each quiets TensorFlow's native start-up lines before the command's module,
 and TensorFlow with it, is imported (see pipelines/quiet.py), then runs the
 command as `python -m pipelines.preprocess` / `python -m pipelines.validate`
-would (preprocess with the garbage collector paused while it starts, as
-there: pipelines/collector.py).
+would, with the garbage collector paused while it starts, as there
+(pipelines/collector.py).
 """
 
 from pipelines import collector
@@ -20,6 +20,7 @@ def preprocess() -> None:
 
 
 def validate() -> None:
+  collector.pause()
   quiet.start()
   from pipelines import validate as command  # pylint: disable=import-outside-toplevel
   command.cli()

@@ -27,10 +27,13 @@ import sys
 import traceback
 from typing import List, Optional
 
+from pipelines import collector
 from pipelines import quiet
 
-# Before TensorFlow is first imported (see pipelines/quiet.py).
+# Before TensorFlow is first imported (see pipelines/quiet.py); the garbage
+# collector waits until the pipeline runs (pipelines/collector.py).
 if __name__ == '__main__':
+  collector.pause()
   quiet.start()
 quiet.imported()
 
@@ -223,6 +226,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
   report_path = args.report or manifest_lib.join(output, REPORT)
   options = options_lib.BeamOptions(beam_args)
   preprocess.apply_local_defaults(options, beam_args)
+  collector.resume()
   with beam.Pipeline(runner=preprocess.local_runner(options),
                      options=options) as p:
     checked = (p

@@ -13,8 +13,8 @@ import repo
 from pipelines import collector
 from pipelines import sample_data
 
-# Runs `python -m pipelines.preprocess ARGS` as the command line does (as
-# __main__), noting the collector's state at every collection and at the
+# Runs `python -m MODULE ARGS` as the command line does (as __main__),
+# noting the collector's state at every collection and at the
 # end (the command leaves by os._exit, so that is where the state is
 # printed).
 _SCRIPT = r'''
@@ -31,23 +31,39 @@ def leave(code):
       'collections': seen}) + '\n').encode())
   real_exit(code)
 os._exit = leave
-sys.argv = ['preprocess'] + sys.argv[1:]
-runpy.run_module('pipelines.preprocess', run_name='__main__')
+module = sys.argv[1]
+sys.argv = [module] + sys.argv[2:]
+runpy.run_module(module, run_name='__main__')
 '''
 
 
-def test_the_command_line_collects_only_after_freezing_the_start(tmp_path):
+def _command(tmp_path, module, *args):
+  """(its stdout lines before the collector's state, that state)."""
+  env = dict(os.environ, PYTHONPATH=repo.ROOT, TMPDIR=str(tmp_path))
+  run = subprocess.run([sys.executable, '-c', _SCRIPT, module, *args],
+                       cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+  assert run.returncode == 0, run.stderr[-3000:]
+  lines = run.stdout.splitlines()
+  assert lines[-1].startswith('COLLECTOR ')
+  return lines[:-1], json.loads(lines[-1].split(' ', 1)[1])
+
+
+def test_the_commands_collect_only_after_freezing_the_start(tmp_path):
   images, out = tmp_path / 'images', tmp_path / 'dataset'
   sample_data.generate(str(images), 12, min_size=(40, 30), max_size=(64, 48))
-  env = dict(os.environ, PYTHONPATH=repo.ROOT, TMPDIR=str(tmp_path))
-  run = subprocess.run(
-      [sys.executable, '-c', _SCRIPT, '--input', str(images), '--output',
-       str(out), '--image_size', '32', '--local_processes', '0'],
-      cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-  assert run.returncode == 0, run.stderr[-3000:]
-  summary, state = run.stdout.splitlines()[-3], run.stdout.splitlines()[-1]
-  assert json.loads(summary)['status'] == 'published'
-  state = json.loads(state.split(' ', 1)[1])
+  lines, state = _command(tmp_path, 'pipelines.preprocess', '--input',
+                          str(images), '--output', str(out), '--image_size',
+                          '32', '--local_processes', '0')
+  assert json.loads(lines[-2])['status'] == 'published'
+  _check_state(state)
+  lines, state = _command(tmp_path, 'pipelines.validate', '--output',
+                          str(out))
+  assert any(line.startswith('validation: PASS') for line in lines), lines
+  _check_state(state)
+
+
+def _check_state(state):
   assert state['enabled'] and state['code'] == 0
   # Beam's, TensorFlow's and tf.Transform's objects, frozen.
   assert state['frozen'] > 200000
