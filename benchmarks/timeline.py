@@ -309,8 +309,11 @@ def main(argv: Optional[List[str]] = None) -> int:
   recorder = Recorder()
   _watch_imports(recorder)
   sys.path.insert(0, ROOT)
-  # As the command does (python -m pipelines.preprocess): TensorFlow's
-  # native start-up lines filtered (pipelines/quiet.py).
+  # As the command does (python -m pipelines.preprocess): the garbage
+  # collector paused until the pipeline is built (pipelines/collector.py),
+  # TensorFlow's native start-up lines filtered (pipelines/quiet.py).
+  from pipelines import collector  # pylint: disable=import-outside-toplevel
+  collector.pause()
   from pipelines import quiet  # pylint: disable=import-outside-toplevel
   quiet.start(argv[cut + 1:])
   from pipelines import preprocess  # pylint: disable=import-outside-toplevel
