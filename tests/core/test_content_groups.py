@@ -50,12 +50,18 @@ def _batches():
   return list(batches.values())
 
 
+def _columns(batch):
+  """(digests, ids, labels, splits) of [(digest, (id, label, split))]."""
+  return ([d for d, _ in batch],) + tuple(
+      [m[k] for _, m in batch] for k in range(3))
+
+
 def _elements(batched, buckets=3):
   """ContentGroups' input, batched or one element per example."""
   batches = _batches()
   if batched:
-    elements = [group for batch in batches for group in contents.batched(
-        [d for d, _ in batch], [m for _, m in batch], buckets)]
+    elements = [group for batch in batches
+                for group in contents.batched(*_columns(batch), buckets)]
   else:
     elements = [pair for batch in batches for pair in batch]
   return elements
@@ -128,8 +134,7 @@ def test_buckets_follow_the_input_size():
 
 def test_a_batch_goes_to_one_element_per_bucket_it_touches():
   batch = _batches()[0]
-  groups = list(contents.batched([d for d, _ in batch],
-                                 [m for _, m in batch], 3))
+  groups = list(contents.batched(*_columns(batch), 3))
   assert 1 < len(groups) <= 3
   pairs = [(d, (i, lab, s)) for _, columns in groups
            for d, i, lab, s in zip(*columns)]
@@ -141,8 +146,38 @@ def test_a_batch_goes_to_one_element_per_bucket_it_touches():
   for bucket, columns in groups:
     assert [(d, (i, lab, s)) for d, i, lab, s in zip(*columns)] == [
         p for p in batch if contents.content_bucket(p[0], 3) == bucket]
-  [(only, whole)] = contents.batched([d for d, _ in batch],
-                                     [m for _, m in batch], 1)
+  [(only, whole)] = contents.batched(*_columns(batch), 1)
   assert only == 0
   assert [(d, (i, lab, s)) for d, i, lab, s in zip(*whole)] == batch
-  assert not list(contents.batched([], [], 3))
+  assert not list(contents.batched([], [], [], [], 3))
+
+
+@pytest.mark.parametrize('extra', [
+    [], ['ABCDEF0123456789'], ['0' * 15, 'f' * 15], ['abc'],
+    ['12345678901234g'], ['1234567890123é4'], [' 1234567890abcde']],
+                         ids=['ours', 'upper', 'edges', 'short', 'not-hex',
+                              'non-ascii', 'space'])
+def test_batched_buckets_are_content_bucket_of_each_digest(extra):
+  # Our digests (32 hex digits), plus odd ones that take the slow path.
+  digests = [hashlib.sha256(str(i).encode()).hexdigest()[:32]
+             for i in range(3000)] + extra
+  n = len(digests)
+  ids = [f'f.csv:{i}' for i in range(n)]
+  labels = [f'l{i % 5}' for i in range(n)]
+  splits = [('train', 'test')[i % 2] for i in range(n)]
+  for buckets in (2, 7, 34, 1000):
+    want = collections.defaultdict(list)  # first appearance order
+    try:
+      for i, d in enumerate(digests):
+        want[contents.content_bucket(d, buckets)].append(i)
+    except ValueError:  # not a number: batched refuses it as before
+      with pytest.raises(ValueError, match='invalid literal'):
+        list(contents.batched(digests, ids, labels, splits, buckets))
+      continue
+    groups = list(contents.batched(digests, ids, labels, splits, buckets))
+    assert [b for b, _ in groups] == list(want)
+    for b, columns in groups:
+      at = want[b]
+      assert columns == ([digests[i] for i in at], [ids[i] for i in at],
+                         [labels[i] for i in at], [splits[i] for i in at])
+      assert all(isinstance(c, list) for c in columns)

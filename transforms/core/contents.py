@@ -29,10 +29,12 @@ but `ContentGroups` is plain Python.
 import bisect
 import collections
 import dataclasses
+import operator
 from typing import (Dict, Iterable, Iterator, List, Optional, Sequence,
                     Tuple)
 
 import apache_beam as beam
+import numpy as np
 
 from transforms.core import splits as split_lib
 from transforms.core.dead_letters import dead_letter
@@ -242,24 +244,55 @@ def content_bucket(digest: str, buckets: int) -> int:
   return int(digest[:15], 16) % buckets
 
 
-def batched(digests: Sequence[str], members: Iterable[Member],
+# Hex digit values by ASCII code (16: not a hex digit).
+_HEX = np.full(256, 16, np.uint8)
+_HEX[np.frombuffer(b'0123456789', np.uint8)] = np.arange(10)
+_HEX[np.frombuffer(b'abcdef', np.uint8)] = np.arange(10, 16)
+_HEX[np.frombuffer(b'ABCDEF', np.uint8)] = np.arange(10, 16)
+
+
+def _buckets_of(digests: List[str], buckets: int) -> np.ndarray:
+  """content_bucket of each digest: with NumPy when every digest begins
+  with 15 hex digits (ours always do), else one at a time."""
+  n = len(digests)
+  heads = ''.join([d[:15] for d in digests])
+  if len(heads) == 15 * n and heads.isascii():
+    nibbles = _HEX[np.frombuffer(heads.encode('ascii'), np.uint8)]
+    if (nibbles < 16).all():
+      value = np.zeros(n, np.uint64)
+      for column in nibbles.reshape(n, 15).T:
+        value = (value << np.uint64(4)) | column
+      return (value % np.uint64(buckets)).astype(np.int64)
+  return np.fromiter((content_bucket(d, buckets) for d in digests),
+                     np.int64, n)
+
+
+def batched(digests: Sequence[str], ids: Sequence[str],
+            labels: Sequence[str], splits: Sequence[str],
             buckets: int) -> Iterator[Tuple[int, tuple]]:
   """A batch's contents as ContentGroups' batched input: (bucket,
-  (digests, ids, labels, splits)) per bucket the batch has contents in,
-  four lists of one value per example, in the batch's order. Lists of
-  strings cost the runner's coder (and _DecideFn) less than a tuple per
-  example."""
-  digests = list(digests)
-  if not digests:
+  (digests, ids, labels, splits)) per bucket the batch has contents in
+  (in the order the buckets first appear), four lists of one value per
+  example, in the batch's order. Lists of strings cost the runner's coder
+  (and _DecideFn) less than a tuple per example."""
+  columns = (list(digests), list(ids), list(labels), list(splits))
+  if not columns[0]:
     return iter(())
-  columns = (digests,) + tuple(list(c) for c in zip(*members))
   if buckets == 1:
     return iter(((0, columns),))
-  places: Dict[int, List[int]] = {}
-  for i, digest in enumerate(digests):
-    places.setdefault(content_bucket(digest, buckets), []).append(i)
-  return ((bucket, tuple([column[i] for i in at] for column in columns))
-          for bucket, at in places.items())
+  bucket = _buckets_of(columns[0], buckets)
+  order = np.argsort(bucket, kind='stable')
+  ordered = bucket[order]
+  starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+  ends = np.r_[starts[1:], len(order)]
+  groups = sorted(zip(order[starts].tolist(), ordered[starts].tolist(),
+                      starts.tolist(), ends.tolist()))
+  out = []
+  for _, b, lo, hi in groups:
+    take = operator.itemgetter(*order[lo:hi].tolist())
+    out.append((b, tuple(list(take(c)) if hi - lo > 1 else [take(c)]
+                         for c in columns)))
+  return iter(out)
 
 
 class _DecideFn(beam.DoFn):

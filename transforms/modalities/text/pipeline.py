@@ -248,8 +248,8 @@ class DocumentContentsFn(_ReadDocumentsFn):
       if len(docs.ids):
         split, digests = self._keys(docs, True, known)
         yield from contents_lib.batched(
-            digests, zip(docs.ids, docs.label,
-                         (names[s] for s in split.tolist())),
+            digests, docs.ids, docs.label,
+            np.array(names, object)[split].tolist(),
             self._plan.content_buckets)
 
 
@@ -313,8 +313,8 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
     yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
     if dropped is None:
       for group in contents_lib.batched(
-          digests, zip(docs.ids, docs.label,
-                       (names[s] for s in split.tolist())),
+          digests, docs.ids, docs.label,
+          np.array(names, object)[split].tolist(),
           self._plan.content_buckets):
         yield beam.pvalue.TaggedOutput(CONTENTS, group)
     else:
