@@ -156,3 +156,15 @@ def test_keys_are_equal_exactly_when_the_records_are():
   assert x != y            # but its bigrams differ
   [u, v] = tt.content_keys(['Ça va', 'ÇA  VA'], ids)
   assert u == v
+
+
+@pytest.mark.parametrize('texts', [
+    ['plain', '', 'été – 数据 🙂', 'a\nb\x00c'],
+    ['ok', b'caf\xe9 latin-1'.decode('utf-8', 'surrogateescape')]],
+                         ids=['utf-8', 'undecodable-bytes'])
+def test_analysis_batch_holds_each_documents_bytes(texts):
+  batch = tt.analysis_record_batch(texts, ['x'] * len(texts))
+  assert batch.column(tt.TEXT).to_pylist() == [
+      [t.encode('utf-8', 'surrogateescape')] for t in texts]
+  assert batch.column(tt.LABEL).to_pylist() == [[b'x']] * len(texts)
+  assert batch.schema == tt.analysis_adapter_config().arrow_schema

@@ -269,8 +269,12 @@ def analysis_record_batch(texts: List[str], labels: List[str]):
   offsets = np.arange(n + 1, dtype=np.int32)
 
   def column(values):
-    return pa.ListArray.from_arrays(offsets, pa.array(
-        [v.encode('utf-8', 'surrogateescape') for v in values], pa.binary()))
+    try:  # Arrow encodes the strings itself, five times faster
+      data = pa.array(values, pa.string()).view(pa.binary())
+    except UnicodeEncodeError:  # undecodable bytes kept as surrogates
+      data = pa.array([v.encode('utf-8', 'surrogateescape') for v in values],
+                      pa.binary())
+    return pa.ListArray.from_arrays(offsets, data)
 
   return pa.RecordBatch.from_arrays([column(texts), column(labels)],
                                     [TEXT, LABEL])
