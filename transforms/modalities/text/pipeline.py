@@ -224,6 +224,14 @@ class _ReadDocumentsFn(beam.DoFn):
                                     self._rule.names)
     return split, digests
 
+  def _content_groups(self, docs, split, digests):
+    """A batch's contents as ContentGroups' batched input
+    (core/contents.batched)."""
+    return contents_lib.batched(
+        digests, docs.ids, docs.label,
+        np.array(self._cfg.split_names, object)[split].tolist(),
+        self._plan.content_buckets)
+
 
 def _without(docs, dropped):
   """The documents whose ids are not in `dropped`, and the mask of those
@@ -243,14 +251,10 @@ class DocumentContentsFn(_ReadDocumentsFn):
   elements per batch (core/contents.batched)."""
 
   def process(self, element):
-    names = self._cfg.split_names
     for docs, _, known in self._batches(element, True):
       if len(docs.ids):
         split, digests = self._keys(docs, True, known)
-        yield from contents_lib.batched(
-            digests, docs.ids, docs.label,
-            np.array(names, object)[split].tolist(),
-            self._plan.content_buckets)
+        yield from self._content_groups(docs, split, digests)
 
 
 class DocumentStatisticsFn(_ReadDocumentsFn):
@@ -312,10 +316,7 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
     split, digests = self._keys(docs, dropped is None, known)
     yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
     if dropped is None:
-      for group in contents_lib.batched(
-          digests, docs.ids, docs.label,
-          np.array(names, object)[split].tolist(),
-          self._plan.content_buckets):
+      for group in self._content_groups(docs, split, digests):
         yield beam.pvalue.TaggedOutput(CONTENTS, group)
     else:
       # Dropped documents are inputs of their split; their dead letters
