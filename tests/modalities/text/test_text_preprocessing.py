@@ -94,6 +94,39 @@ def test_bag_of_words_counts(tmp_path):
   assert by_id == {vocab.index('cat') + 1: 2.0, vocab.index('the') + 1: 1.0}
 
 
+@pytest.mark.parametrize('oov_buckets', [0, 1])
+def test_per_document_outputs_of_a_mixed_batch(tmp_path, oov_buckets):
+  """Every output of every row against the same thing worked out in
+  Python, on a batch whose rows are empty, all unknown, longer than
+  max_tokens, or mixed: the per-row counts and the dropping of unknown
+  tokens must stay with their own row."""
+  tc = _config(vocab_size=3, max_tokens=3, oov_buckets=oov_buckets)
+  probe = ['', 'zebra yak zebra', 'the cat saw a zebra the', 'cat', '',
+           'yak the yak cat yak dog the', 'Cat']
+  result, vocab = _analyze(tmp_path, TRAIN, probe, tc)
+  oov_id = len(vocab) + 1 if oov_buckets else None
+  for row, text in enumerate(probe):
+    tokens = text.lower().split()
+    ids = [vocab.index(t) + 1 if t in vocab else oov_id for t in tokens]
+    ids = [i for i in ids if i is not None]
+    assert result[tt.NUM_TOKENS].numpy()[row] == len(tokens), text
+    assert result[tt.OOV_TOKENS].numpy()[row] == sum(
+        t not in vocab for t in tokens), text
+    assert result[tt.LENGTH].numpy()[row] == min(len(ids), 3), text
+    assert result[tt.TOKEN_IDS].numpy()[row].tolist() == (
+        ids[:3] + [0] * 3)[:3], text
+  bags = _analyze(tmp_path / 'bow', TRAIN, probe, _config(
+      vocab_size=3, output='bow', oov_buckets=oov_buckets))[0]
+  term_ids = tf.sparse.to_dense(bags[tt.TERM_IDS]).numpy()
+  counts = tf.sparse.to_dense(bags[tt.TERM_WEIGHTS]).numpy()
+  for row, text in enumerate(probe):
+    ids = [vocab.index(t) + 1 if t in vocab else oov_id
+           for t in text.lower().split()]
+    want = {i: float(ids.count(i)) for i in ids if i is not None}
+    got = {int(i): float(c) for i, c in zip(term_ids[row], counts[row]) if c}
+    assert got == want, text
+
+
 def test_ngram_parsing_and_summary():
   assert tt.parse_ngrams('1') == (1, 1)
   assert tt.parse_ngrams('1,3') == (1, 3)
