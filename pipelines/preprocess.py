@@ -341,6 +341,9 @@ def run(argv: Optional[List[str]] = None,
     submitted = _publish_run(options, cfg, run_info, plan, stale_hours,
                              'off' if detach else shown, progress)
   finally:
+    # What the head start decoded and the run did not take is not the next
+    # run's (its inputs may have changed meanwhile).
+    processes.stop_head()
     if submitted is None:
       lease.release()
     # A submitted job publishes by itself; its lease is not renewed from
@@ -357,15 +360,16 @@ def _start_workers_early(options, cfg, plan) -> None:
   """Starts the local worker processes the run's DoFns will use (the
   modality's worker_modules), when the pipeline runs in this process:
   they start while this process imports TensorFlow and builds the
-  pipeline on one core, not when the first DoFn is set up. main() stops
+  pipeline on one core, not when the first DoFn is set up, and begin the
+  DoFns' work there when the modality can (its head_start). main() stops
   them however the run ends."""
   if (cfg.local_processes <= 0 or not options_lib.direct_runner(options) or
       options.view_as(DirectOptions).direct_running_mode ==
       'multi_processing'):
     return
   modules = cfg.plugin.worker_modules(cfg, plan)
-  if modules:
-    processes.start_early(cfg.local_processes, modules)
+  if modules and processes.start_early(cfg.local_processes, modules):
+    cfg.plugin.head_start(cfg, plan)
 
 
 def _take_output(options, cfg, run_id: str):

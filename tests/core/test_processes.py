@@ -167,3 +167,115 @@ def test_a_pool_that_fails_to_start_early_fails_as_a_late_one_would():
   assert type(raised.value).__name__ == 'BrokenProcessPool'
   assert (2, preload) not in processes._POOLS  # pylint: disable=protected-access
   assert processes.MaybeAhead(2, preload, 2, 'test').start() is None
+
+
+def test_a_result_put_in_comes_back_in_its_turn():
+  ahead = processes.Ahead(2, CALLS, depth=4)
+  out = list(ahead.submit(0, process_calls.square_after, 3, 0.05))
+  out += list(ahead.put(1, 'at hand'))
+  out += list(ahead.submit(2, process_calls.square_after, 4, 0.0))
+  out += list(ahead.drain())
+  assert out == [(0, 9, None), (1, 'at hand', None), (2, 16, None)]
+
+
+def _head_images(tmp_path):
+  """(paths, cfg, expected (result, error) per path) of a few real inputs:
+  good images, a file that is not an image, a missing file."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  paths = []
+  for i in range(11):
+    path = str(tmp_path / f'im {i}.png')
+    Image.fromarray(np.full((20 + i, 30, 3), i * 20, np.uint8)).save(path)
+    paths.append(path)
+  (tmp_path / 'notes.png').write_bytes(b'not an image')
+  paths += [str(tmp_path / 'notes.png'), str(tmp_path / 'gone.png')]
+  cfg = processing.ImageConfig(height=16, width=16)
+  expected = processing.process_inputs(
+      processing.process_image, [(p, None) for p in paths], cfg)
+  return paths, cfg, expected
+
+
+def _finished(head):
+  head._thread.join(30)  # pylint: disable=protected-access
+  assert not head._thread.is_alive()  # pylint: disable=protected-access
+
+
+def test_a_head_start_gives_what_the_calls_would_have(tmp_path):
+  paths, cfg, expected = _head_images(tmp_path)
+  preload = (processing.__name__, 'process_calls', 'colorsys')
+  assert processes.start_head(2, preload, processing.process_inputs,
+                              processing.process_image, cfg, iter(paths),
+                              4, 2, 1 << 30, lambda r: 0) is None  # no pool
+  assert processes.start_early(2, preload)
+  head = processes.start_head(
+      2, preload, processing.process_inputs, processing.process_image, cfg,
+      iter(paths), batch=4, depth=2, budget=1 << 30,
+      weigh=lambda out: len(out.data))
+  try:
+    assert processes.head_start() is head
+    _finished(head)
+    assert head.submitted == len(paths)
+    # Another kernel, other settings, a name it did not list: not its own.
+    assert head.take(processing.identify_content, cfg, paths[0]) is None
+    other = processing.ImageConfig(height=8, width=8)
+    assert head.take(processing.process_image, other, paths[0]) is None
+    assert head.take(processing.process_image, cfg, 'elsewhere.png') is None
+    for path, (want, error) in zip(paths, expected):
+      got, got_error = head.take(processing.process_image, cfg, path)
+      if error is None:
+        assert got_error is None and got == want, path
+      else:
+        assert got is None and type(got_error) is type(error), path
+        assert str(got_error) == str(error), path
+      assert head.take(processing.process_image, cfg, path) is None  # once
+    assert head.taken == len(paths)
+  finally:
+    processes.stop_head()
+  assert processes.head_start() is None
+
+
+def test_a_head_start_stops_at_its_budget_or_when_told(tmp_path):
+  paths, cfg, _ = _head_images(tmp_path)
+  preload = (processing.__name__, 'process_calls', 'audioop')
+  assert processes.start_early(2, preload)
+  try:
+    # Results weigh 1 each, the budget is 2: it stops after the first call
+    # it sees finish (2 inputs a call, 1 call in flight).
+    head = processes.start_head(
+        2, preload, processing.process_inputs, processing.process_image,
+        cfg, iter(paths), batch=2, depth=1, budget=2, weigh=lambda out: 1)
+    _finished(head)
+    assert head.submitted == 2
+    stopped = processes.start_head(
+        2, preload, processing.process_inputs, processing.process_image,
+        cfg, iter(paths), batch=1, depth=1, budget=1 << 30,
+        weigh=lambda out: 1)
+    assert processes.head_start() is stopped  # it replaced the first
+    stopped.stop()
+    _finished(stopped)
+    assert stopped.submitted < len(paths)
+  finally:
+    processes.stop_head()
+
+
+def test_a_head_start_call_whose_worker_dies_gives_nothing(tmp_path):
+  # Its inputs are then the DoFn's to decode (and to dead-letter the one
+  # that kills a worker, as without a head start).
+  paths, cfg, _ = _head_images(tmp_path)
+  (tmp_path / 'kill.png').write_bytes(open(paths[0], 'rb').read())
+  listed = paths[:3] + [str(tmp_path / 'kill.png')] + paths[3:6]
+  preload = (processing.__name__, 'process_calls', 'bisect')
+  assert processes.start_early(2, preload)
+  try:
+    head = processes.start_head(
+        2, preload, processing.process_inputs,
+        process_calls.process_image_or_die, cfg, iter(listed), batch=4,
+        depth=1, budget=1 << 30, weigh=lambda out: 0)
+    _finished(head)
+    assert head.submitted == 4  # the call with kill.png broke the pool
+    for path in listed:
+      assert head.take(process_calls.process_image_or_die, cfg, path) is None
+  finally:
+    processes.stop_head()
+    processes.stop_all()

@@ -26,6 +26,11 @@ again, one at a time, so the one that kills a worker again is identified
 and returned with a `Died` error for its DoFn to dead-letter, and the others
 are not lost.
 
+A command that runs its pipeline in this process can start the pool early
+(start_early) and begin a DoFn's first calls there before the pipeline
+runs (start_head, HeadStart): the DoFn then takes those results instead of
+making the calls, in its own order, so its outputs are the same.
+
 Distributed runners already run one SDK process per core; there the
 pipeline passes 0 processes and the DoFn calls the function in-line.
 """
@@ -34,6 +39,7 @@ import collections
 import concurrent.futures
 import contextlib
 import importlib
+import itertools
 import logging
 import multiprocessing
 import os
@@ -143,6 +149,7 @@ def _new_pool(key: Tuple[int, Tuple[str, ...]]):
 def stop_all() -> None:
   """Stops every pool's workers and waits for them (before a command ends
   without interpreter teardown)."""
+  stop_head()
   with _LOCK:
     pools = list(_POOLS.values())
     _POOLS.clear()
@@ -199,6 +206,132 @@ def start_early(processes: int, preload: Sequence[str]) -> bool:
   return True
 
 
+class HeadStart:
+  """Calls of one DoFn's work started in the shared pool before the
+  pipeline asks for them, while the launching process still imports
+  TensorFlow and builds the pipeline (seconds on one core, the workers
+  idle); the DoFn then takes their results (`take`) instead of making
+  those calls.
+
+  A thread of this process lists the inputs (`inputs`, lazily) and keeps
+  `depth` calls of `fn(kernel, [(input, None), ...], cfg)` (processing.py's
+  process_inputs: one (result, error) per input) in the pool until `stop()`
+  (the pipeline wants the pool), the inputs run out, a call fails, or the
+  results weigh `budget` (by `weigh(result)`, in bytes). Only what a DoFn
+  with the same kernel and settings asks for is taken, each input once; a
+  call that failed as a whole gives nothing, and the DoFn makes its calls
+  as it would have. So the outputs are those of a run without it.
+  """
+
+  def __init__(self, key: Tuple[int, Tuple[str, ...]], fn: Callable,
+               kernel: Callable, cfg: Any, inputs: Iterator[str],
+               batch: int, depth: int, budget: int,
+               weigh: Callable[[Any], int]):
+    self._key, self._fn, self._kernel, self._cfg = key, fn, kernel, cfg
+    self._inputs, self._batch, self._depth = inputs, batch, depth
+    self._budget, self._weigh = budget, weigh
+    self._lock = threading.Lock()
+    self._started = {}  # input -> (future, index in its call)
+    self._stopped = threading.Event()
+    self.submitted = 0  # inputs sent to the pool
+    self.taken = 0  # inputs whose results a DoFn took
+    self._thread = threading.Thread(target=self._feed, daemon=True,
+                                    name='head-start')
+
+  def start(self) -> 'HeadStart':
+    self._thread.start()
+    return self
+
+  def stop(self) -> None:
+    """No more calls from now on (those in flight finish)."""
+    self._stopped.set()
+
+  def take(self, kernel: Callable, cfg: Any, name: str
+           ) -> Optional[Tuple[Any, Optional[BaseException]]]:
+    """(result, error) of kernel on the input `name`, waited for, when it
+    was started here with these settings; else None."""
+    if kernel is not self._kernel or cfg != self._cfg:
+      return None
+    with self._lock:
+      started = self._started.pop(name, None)
+    if started is None:
+      return None
+    future, index = started
+    try:
+      results = future.result()
+    except Exception:  # pylint: disable=broad-except
+      return None  # the call failed as a whole: the DoFn makes its own
+    with self._lock:
+      self.taken += 1
+      result, results[index] = results[index], None
+    return result
+
+  def _feed(self) -> None:
+    try:
+      with _LOCK:
+        pool = _POOLS.get(self._key)
+        warming = list(_STARTING.get(self._key, ()))
+      for call in warming:
+        call.result()
+      flying, weight, inputs = set(), 0, iter(self._inputs)
+      while not self._stopped.is_set():
+        while len(flying) < self._depth and not self._stopped.is_set():
+          names = list(itertools.islice(inputs, self._batch))
+          if not names:
+            break
+          future = pool.submit(self._fn, self._kernel,
+                               [(name, None) for name in names], self._cfg)
+          with self._lock:
+            for index, name in enumerate(names):
+              self._started[name] = (future, index)
+            self.submitted += len(names)
+          flying.add(future)
+        if not flying:
+          return
+        done, flying = concurrent.futures.wait(
+            flying, return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+          weight += sum(self._weigh(result) for result, _ in future.result()
+                        if result is not None)
+        if weight >= self._budget:
+          return
+    except Exception:  # pylint: disable=broad-except
+      return  # a failed listing or call: the DoFns do the rest themselves
+    finally:
+      self._stopped.set()
+
+
+_HEAD = []  # the HeadStart of this process, if one was started
+
+
+def start_head(processes: int, preload: Sequence[str], fn: Callable,
+               kernel: Callable, cfg: Any, inputs: Iterator[str],
+               batch: int, depth: int, budget: int,
+               weigh: Callable[[Any], int]) -> Optional[HeadStart]:
+  """Starts a HeadStart in the pool start_early(processes, preload)
+  started (None without one), replacing any earlier one."""
+  key = (processes, tuple(preload))
+  with _LOCK:
+    if key not in _POOLS:
+      return None
+  stop_head()
+  head = HeadStart(key, fn, kernel, cfg, inputs, batch, depth, budget,
+                   weigh)
+  _HEAD.append(head)
+  return head.start()
+
+
+def head_start() -> Optional[HeadStart]:
+  """The HeadStart started in this process, if any."""
+  return _HEAD[-1] if _HEAD else None
+
+
+def stop_head() -> None:
+  """Stops and forgets this process's HeadStart (its results unclaimed)."""
+  while _HEAD:
+    _HEAD.pop().stop()
+
+
 def _replaced(key, broken) -> concurrent.futures.ProcessPoolExecutor:
   """The pool of `key` after `broken` broke: a new one, or the one another
   thread has already put in its place."""
@@ -234,6 +367,18 @@ class Ahead:
     finished ones at the head. `error` is what fn raised (result None), or
     a Died when its worker died; else None."""
     self._pending.append((key, fn, args, self._start(fn, args)))
+    yield from self._due()
+
+  def put(self, key: Any, result: Any
+          ) -> Iterator[Tuple[Any, Any, Optional[BaseException]]]:
+    """Queues a result already at hand, to come back in its turn among the
+    calls' (a call that needed no worker); yields as submit does."""
+    done = concurrent.futures.Future()
+    done.set_result(result)
+    self._pending.append((key, None, None, done))
+    yield from self._due()
+
+  def _due(self):
     while self._pending and (len(self._pending) > self._depth or
                              self._pending[0][3].done()):
       yield from self._pop()

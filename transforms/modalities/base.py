@@ -107,6 +107,13 @@ class Modality:
     del cfg, plan
     return ()
 
+  def head_start(self, cfg, plan) -> None:
+    """Called once start_early has started the worker_modules processes:
+    starts there the first calls of the run's pooled DoFn
+    (processes.start_head), when they can be known before the pipeline
+    runs; else does nothing."""
+    del cfg, plan
+
   def check_input(self, cfg) -> Any:
     """Checks the input on the launching machine, before anything is
     written, and returns what the pipeline needs to know of it (the plan).

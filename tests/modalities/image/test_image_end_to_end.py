@@ -211,6 +211,45 @@ def test_decoding_in_worker_processes_or_in_line_writes_the_same(
           _dead_letters(tmp_path / 'drop2', dropped['2']))
 
 
+@pytest.mark.parametrize('step', [1, 2], ids=['all', 'every-other'])
+def test_images_decoded_while_the_pipeline_starts_write_the_same(
+    tree, tmp_path, monkeypatch, step):
+  # The worker processes start decoding the listed images before the
+  # pipeline runs (a head start). Here the pipeline waits until the head
+  # start has decoded every listed input (or every other one: then each
+  # batch of the decoding pass mixes results taken from it with inputs
+  # decoded then), bad images included; the records, their order, the
+  # statistics and the dead letters must be those of in-line decoding.
+  import itertools  # pylint: disable=import-outside-toplevel
+  from transforms.core import processes  # pylint: disable=import-outside-toplevel
+  heads = []
+  start_head = processes.start_head
+
+  def start_and_finish(processes_, preload, fn, kernel, cfg, inputs,
+                       **kwargs):
+    head = start_head(processes_, preload, fn, kernel, cfg,
+                      itertools.islice(inputs, 0, None, step), **kwargs)
+    head._thread.join(60)  # pylint: disable=protected-access
+    heads.append(head)
+    return head
+
+  monkeypatch.setattr(processes, 'start_head', start_and_finish)
+  ahead = preprocess.run(_args(tree[0], tmp_path / 'ahead',
+                               '--local_processes', '2'))
+  inline = preprocess.run(_args(tree[0], tmp_path / 'inline',
+                                '--local_processes', '0'))
+  [head] = heads  # none for the in-line run
+  assert processes.head_start() is None  # it ended with its run
+  # Every input the listing found (or every other), good or bad.
+  inputs = ahead['totals']['inputs']
+  assert head.submitted == head.taken == (inputs + step - 1) // step
+  assert ahead['totals']['dead_lettered'] == len(tree[2])
+  assert ahead['fingerprint'] == inline['fingerprint']
+  assert ahead['normalization'] == inline['normalization']
+  assert (_dead_letters(tmp_path / 'ahead', ahead) ==
+          _dead_letters(tmp_path / 'inline', inline))
+
+
 def test_decoding_goes_on_in_line_when_processes_cannot_start(
     tree, dataset, tmp_path, caplog):
   import multiprocessing  # pylint: disable=import-outside-toplevel

@@ -26,6 +26,38 @@ WORKER_MODULES = (images.__name__,)
 IDENTIFIED, PROCESSED, SETTLED = 'identified', 'processed', 'settled'
 
 
+# Results a head start (start_head) may hold before the pipeline takes
+# them: at the default 224x224 JPEG (about 20 KB an image), more than the
+# two workers decode while the pipeline starts.
+HEAD_START_BYTES = 128 << 20
+
+
+def start_head(cfg) -> None:
+  """Starts decoding the images of the local folder cfg.input in the
+  worker processes start_early started, in listing order, while this
+  process imports TensorFlow and builds the pipeline (processes.HeadStart);
+  DecodeImageFn takes the results. Nothing for other inputs."""
+  from transforms.modalities.image import inputs  # pylint: disable=import-outside-toplevel
+  if not files.is_local(cfg.input):
+    return
+  root = files.strip_slash(cfg.input)
+  ratios = inputs.split_pairs(cfg.split_ratios)
+
+  def paths():  # those of the pipeline's listing (ListImageInputs)
+    for listed in files.list_tree(root):
+      ref, _, _ = inputs.ref_from_listed(root, listed, cfg.splits_from_input,
+                                         ratios, cfg.settings.nested_folders)
+      if ref is not None:
+        yield ref.path
+
+  processes_lib.start_head(
+      cfg.local_processes, WORKER_MODULES, images.process_inputs,
+      DecodeImageFn._kernel, cfg.settings, paths(),  # pylint: disable=protected-access
+      batch=_PooledFn.BATCH,
+      depth=_PooledFn.DEPTH_PER_PROCESS * cfg.local_processes,
+      budget=HEAD_START_BYTES, weigh=lambda out: len(out.data))
+
+
 def read_bytes(path: str) -> bytes:
   """All bytes of a file through Beam's FileSystems (local, gs://, ...)."""
   with FileSystems.open(path, compression_type='uncompressed') as f:
@@ -113,6 +145,9 @@ class _PooledFn(beam.DoFn):
     self._batch = []  # ((element, window, timestamp), (path, data))
 
   def setup(self):
+    head = processes_lib.head_start()
+    if head is not None:
+      head.stop()  # the pool is this DoFn's from now on
     if self._processes <= 0:
       return
     try:
@@ -151,8 +186,8 @@ class _PooledFn(beam.DoFn):
   def finish_bundle(self):
     yield from self._flush()
     if self._ahead is not None:
-      for (keys, inputs), results, error in self._ahead.drain():
-        yield from self._call_outputs(keys, inputs, results, error)
+      for (keys, inputs, taken), results, error in self._ahead.drain():
+        yield from self._call_outputs(keys, inputs, results, error, taken)
 
   def _flush(self):
     if not self._batch:
@@ -160,20 +195,40 @@ class _PooledFn(beam.DoFn):
     keys, inputs = zip(*self._batch)
     self._batch = []
     kernel = type(self)._kernel
+    # Results a head start (processes.HeadStart) already has; the call
+    # carries the other inputs, and its outputs keep the batch's order.
+    taken, rest = None, inputs
+    head = processes_lib.head_start()
+    if head is not None:
+      taken = [head.take(kernel, self._cfg, path) if data is None else None
+               for path, data in inputs]
+      rest = [one for one, result in zip(inputs, taken) if result is None]
     if self._ahead is None:
       yield from self._call_outputs(
-          keys, inputs, images.process_inputs(kernel, inputs, self._cfg),
-          None)
+          keys, inputs, images.process_inputs(kernel, rest, self._cfg),
+          None, taken)
       return
-    for (done, sent), results, error in self._ahead.submit(
-        (keys, inputs), images.process_inputs, kernel, inputs, self._cfg):
-      yield from self._call_outputs(done, sent, results, error)
+    if rest:
+      due = self._ahead.submit((keys, inputs, taken), images.process_inputs,
+                               kernel, rest, self._cfg)
+    else:
+      due = self._ahead.put((keys, inputs, taken), [])
+    for (done, sent, was_taken), results, error in due:
+      yield from self._call_outputs(done, sent, results, error, was_taken)
 
-  def _call_outputs(self, keys, inputs, results, error):
+  def _call_outputs(self, keys, inputs, results, error, taken=None):
     """The outputs of one call: `results` per input, or, when the call
-    failed as a whole (`error`), those of each input run again alone."""
+    failed as a whole (`error`), those of each input run again alone.
+    With `taken` (per input, its result when a head start had it, else
+    None), the call carried only the inputs whose `taken` is None."""
+    if taken is not None:
+      inputs = [one for one, result in zip(inputs, taken) if result is None]
     if error is not None:
       results = [self._alone(one) for one in inputs]
+    if taken is not None:
+      made = iter(results)
+      results = [next(made) if result is None else result
+                 for result in taken]
     if not self.LISTS:
       for (element, window, timestamp), (result, failed) in zip(keys,
                                                                 results):

@@ -460,7 +460,7 @@ def check_input(path: str, splits_from_input: bool,
                    f'found in {root}; expected {layout}')
 
 
-def _split_pairs(ratios):
+def split_pairs(ratios):
   return tuple((name, float(r)) for name, r in ratios)
 
 
@@ -488,7 +488,7 @@ class ListImageInputs(beam.PTransform):
     super().__init__()
     self._input = input_path
     self._from_input = splits_from_input
-    self._ratios = _split_pairs(ratios)
+    self._ratios = split_pairs(ratios)
     self._manifest = manifest
     self._nested = nested_folders
 

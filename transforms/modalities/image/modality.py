@@ -48,6 +48,14 @@ class ImageModality(Modality):
     from transforms.modalities.image import decode  # pylint: disable=import-outside-toplevel
     return decode.WORKER_MODULES if cfg.local_processes > 0 else ()
 
+  def head_start(self, cfg, plan):
+    from transforms.modalities.image import decode  # pylint: disable=import-outside-toplevel
+    from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
+    # The images of a local folder, when the first pass decodes them (the
+    # two-pass path's first pass only identifies contents).
+    if plan is None and not pipeline.contents_pass(cfg):
+      decode.start_head(cfg)
+
   def progress(self, cfg, plan):
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.progress_measure(cfg)
