@@ -12,6 +12,12 @@ def square_after(x, delay):
   return x * x
 
 
+def squares_after(xs, delay):
+  """[x * x for x in xs] after `delay` seconds."""
+  time.sleep(delay)
+  return [x * x for x in xs]
+
+
 def fail_on(x, bad):
   """x, or ValueError when x is `bad`."""
   if x == bad:

@@ -196,6 +196,22 @@ def _head_images(tmp_path):
   return paths, cfg, expected
 
 
+def _calls(kernel, paths, cfg, batch):
+  """The calls of `kernel` on `paths`, `batch` paths a call (as
+  processing.process_inputs takes them)."""
+  for i in range(0, len(paths), batch):
+    names = paths[i:i + batch]
+    yield names, (kernel, [(name, None) for name in names], cfg)
+
+
+def _start(preload, paths, cfg, batch, depth, budget, weigh,
+           kernel=processing.process_image):
+  return processes.start_head(2, preload, (kernel, cfg),
+                              processing.process_inputs,
+                              _calls(kernel, paths, cfg, batch), depth=depth,
+                              budget=budget, weigh=weigh)
+
+
 def _finished(head):
   head._thread.join(30)  # pylint: disable=protected-access
   assert not head._thread.is_alive()  # pylint: disable=protected-access
@@ -204,57 +220,59 @@ def _finished(head):
 def test_a_head_start_gives_what_the_calls_would_have(tmp_path):
   paths, cfg, expected = _head_images(tmp_path)
   preload = (processing.__name__, 'process_calls', 'colorsys')
-  assert processes.start_head(2, preload, processing.process_inputs,
-                              processing.process_image, cfg, iter(paths),
-                              4, 2, 1 << 30, lambda r: 0) is None  # no pool
+  assert _start(preload, paths, cfg, 4, 2, 1 << 30, len) is None  # no pool
   assert processes.start_early(2, preload)
-  head = processes.start_head(
-      2, preload, processing.process_inputs, processing.process_image, cfg,
-      iter(paths), batch=4, depth=2, budget=1 << 30,
-      weigh=lambda out: len(out.data))
+  head = _start(preload, paths, cfg, 4, 2, 1 << 30,
+                lambda out: len(out[0].data) if out[0] else 0)
   try:
     assert processes.head_start() is head
     _finished(head)
     assert head.submitted == len(paths)
+    kernel = processing.process_image
     # Another kernel, other settings, a name it did not list: not its own.
-    assert head.take(processing.identify_content, cfg, paths[0]) is None
+    assert head.take((processing.identify_content, cfg), paths[0]) is None
     other = processing.ImageConfig(height=8, width=8)
-    assert head.take(processing.process_image, other, paths[0]) is None
-    assert head.take(processing.process_image, cfg, 'elsewhere.png') is None
+    assert head.take((kernel, other), paths[0]) is None
+    assert head.take((kernel, cfg), 'elsewhere.png') is None
     for path, (want, error) in zip(paths, expected):
-      got, got_error = head.take(processing.process_image, cfg, path)
+      got, got_error = head.take((kernel, cfg), path)
       if error is None:
         assert got_error is None and got == want, path
       else:
         assert got is None and type(got_error) is type(error), path
         assert str(got_error) == str(error), path
-      assert head.take(processing.process_image, cfg, path) is None  # once
+      assert head.take((kernel, cfg), path) is None  # once
     assert head.taken == len(paths)
   finally:
     processes.stop_head()
   assert processes.head_start() is None
 
 
-def test_a_head_start_stops_at_its_budget_or_when_told(tmp_path):
+def test_a_head_start_stops_at_its_budget_or_when_a_dofn_claims_the_pool(
+    tmp_path):
   paths, cfg, _ = _head_images(tmp_path)
   preload = (processing.__name__, 'process_calls', 'audioop')
   assert processes.start_early(2, preload)
   try:
     # Results weigh 1 each, the budget is 2: it stops after the first call
     # it sees finish (2 inputs a call, 1 call in flight).
-    head = processes.start_head(
-        2, preload, processing.process_inputs, processing.process_image,
-        cfg, iter(paths), batch=2, depth=1, budget=2, weigh=lambda out: 1)
+    head = _start(preload, paths, cfg, 2, 1, 2, lambda out: 1)
     _finished(head)
     assert head.submitted == 2
-    stopped = processes.start_head(
-        2, preload, processing.process_inputs, processing.process_image,
-        cfg, iter(paths), batch=1, depth=1, budget=1 << 30,
-        weigh=lambda out: 1)
+    # Slow calls of one name each; a DoFn's Ahead then claims the pool.
+    calls = (([x], ([x], 0.05)) for x in range(40))
+    stopped = processes.start_head(2, preload, 'squares',
+                                   process_calls.squares_after, calls,
+                                   depth=2, budget=1 << 30,
+                                   weigh=lambda out: 1)
     assert processes.head_start() is stopped  # it replaced the first
-    stopped.stop()
+    processes.Ahead(2, preload, depth=2)
     _finished(stopped)
-    assert stopped.submitted < len(paths)
+    assert 0 < stopped.submitted < 40
+    taken = [stopped.take('squares', x) for x in range(40)]
+    assert taken[:stopped.submitted] == [x * x for x in
+                                         range(stopped.submitted)]
+    assert taken[stopped.submitted:] == [None] * (40 - stopped.submitted)
   finally:
     processes.stop_head()
 
@@ -267,15 +285,14 @@ def test_a_head_start_call_whose_worker_dies_gives_nothing(tmp_path):
   listed = paths[:3] + [str(tmp_path / 'kill.png')] + paths[3:6]
   preload = (processing.__name__, 'process_calls', 'bisect')
   assert processes.start_early(2, preload)
+  kernel = process_calls.process_image_or_die
   try:
-    head = processes.start_head(
-        2, preload, processing.process_inputs,
-        process_calls.process_image_or_die, cfg, iter(listed), batch=4,
-        depth=1, budget=1 << 30, weigh=lambda out: 0)
+    head = _start(preload, listed, cfg, 4, 1, 1 << 30, lambda out: 0,
+                  kernel=kernel)
     _finished(head)
     assert head.submitted == 4  # the call with kill.png broke the pool
     for path in listed:
-      assert head.take(process_calls.process_image_or_die, cfg, path) is None
+      assert head.take((kernel, cfg), path) is None
   finally:
     processes.stop_head()
     processes.stop_all()

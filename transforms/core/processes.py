@@ -39,7 +39,6 @@ import collections
 import concurrent.futures
 import contextlib
 import importlib
-import itertools
 import logging
 import multiprocessing
 import os
@@ -213,28 +212,27 @@ class HeadStart:
   idle); the DoFn then takes their results (`take`) instead of making
   those calls.
 
-  A thread of this process lists the inputs (`inputs`, lazily) and keeps
-  `depth` calls of `fn(kernel, [(input, None), ...], cfg)` (processing.py's
-  process_inputs: one (result, error) per input) in the pool until `stop()`
-  (the pipeline wants the pool), the inputs run out, a call fails, or the
-  results weigh `budget` (by `weigh(result)`, in bytes). Only what a DoFn
-  with the same kernel and settings asks for is taken, each input once; a
-  call that failed as a whole gives nothing, and the DoFn makes its calls
-  as it would have. So the outputs are those of a run without it.
+  A thread of this process reads `calls` lazily, each (names, args): the
+  call fn(*args) returns one result per name, in their order. It keeps
+  `depth` calls in the pool until `stop()` (the pipeline wants the pool),
+  the calls run out, a call fails, or the results weigh `budget` (by
+  `weigh(result)`, in bytes). A DoFn takes the result of a name only with
+  the same `tag` (what the results depend on besides the name: the kernel
+  and its settings), each name once; a call that failed as a whole gives
+  nothing, and the DoFn makes its own calls as it would have. So the
+  outputs are those of a run without it.
   """
 
-  def __init__(self, key: Tuple[int, Tuple[str, ...]], fn: Callable,
-               kernel: Callable, cfg: Any, inputs: Iterator[str],
-               batch: int, depth: int, budget: int,
-               weigh: Callable[[Any], int]):
-    self._key, self._fn, self._kernel, self._cfg = key, fn, kernel, cfg
-    self._inputs, self._batch, self._depth = inputs, batch, depth
-    self._budget, self._weigh = budget, weigh
+  def __init__(self, key: Tuple[int, Tuple[str, ...]], tag: Any,
+               fn: Callable, calls: Iterator[Tuple[Sequence[Any], tuple]],
+               depth: int, budget: int, weigh: Callable[[Any], int]):
+    self._key, self._tag, self._fn, self._calls = key, tag, fn, calls
+    self._depth, self._budget, self._weigh = depth, budget, weigh
     self._lock = threading.Lock()
-    self._started = {}  # input -> (future, index in its call)
+    self._started = {}  # name -> (future, index in its call's results)
     self._stopped = threading.Event()
-    self.submitted = 0  # inputs sent to the pool
-    self.taken = 0  # inputs whose results a DoFn took
+    self.submitted = 0  # names sent to the pool
+    self.taken = 0  # names whose results a DoFn took
     self._thread = threading.Thread(target=self._feed, daemon=True,
                                     name='head-start')
 
@@ -246,11 +244,10 @@ class HeadStart:
     """No more calls from now on (those in flight finish)."""
     self._stopped.set()
 
-  def take(self, kernel: Callable, cfg: Any, name: str
-           ) -> Optional[Tuple[Any, Optional[BaseException]]]:
-    """(result, error) of kernel on the input `name`, waited for, when it
-    was started here with these settings; else None."""
-    if kernel is not self._kernel or cfg != self._cfg:
+  def take(self, tag: Any, name: Any) -> Optional[Any]:
+    """The result for `name`, waited for, when a call started here had it
+    with this `tag`; else None."""
+    if tag != self._tag:
       return None
     with self._lock:
       started = self._started.pop(name, None)
@@ -273,14 +270,13 @@ class HeadStart:
         warming = list(_STARTING.get(self._key, ()))
       for call in warming:
         call.result()
-      flying, weight, inputs = set(), 0, iter(self._inputs)
+      flying, weight, calls = set(), 0, iter(self._calls)
       while not self._stopped.is_set():
         while len(flying) < self._depth and not self._stopped.is_set():
-          names = list(itertools.islice(inputs, self._batch))
+          names, args = next(calls, ((), ()))
           if not names:
             break
-          future = pool.submit(self._fn, self._kernel,
-                               [(name, None) for name in names], self._cfg)
+          future = pool.submit(self._fn, *args)
           with self._lock:
             for index, name in enumerate(names):
               self._started[name] = (future, index)
@@ -291,8 +287,7 @@ class HeadStart:
         done, flying = concurrent.futures.wait(
             flying, return_when=concurrent.futures.FIRST_COMPLETED)
         for future in done:
-          weight += sum(self._weigh(result) for result, _ in future.result()
-                        if result is not None)
+          weight += sum(self._weigh(result) for result in future.result())
         if weight >= self._budget:
           return
     except Exception:  # pylint: disable=broad-except
@@ -304,10 +299,10 @@ class HeadStart:
 _HEAD = []  # the HeadStart of this process, if one was started
 
 
-def start_head(processes: int, preload: Sequence[str], fn: Callable,
-               kernel: Callable, cfg: Any, inputs: Iterator[str],
-               batch: int, depth: int, budget: int,
-               weigh: Callable[[Any], int]) -> Optional[HeadStart]:
+def start_head(processes: int, preload: Sequence[str], tag: Any,
+               fn: Callable, calls: Iterator[Tuple[Sequence[Any], tuple]],
+               depth: int, budget: int, weigh: Callable[[Any], int]
+               ) -> Optional[HeadStart]:
   """Starts a HeadStart in the pool start_early(processes, preload)
   started (None without one), replacing any earlier one."""
   key = (processes, tuple(preload))
@@ -315,8 +310,7 @@ def start_head(processes: int, preload: Sequence[str], fn: Callable,
     if key not in _POOLS:
       return None
   stop_head()
-  head = HeadStart(key, fn, kernel, cfg, inputs, batch, depth, budget,
-                   weigh)
+  head = HeadStart(key, tag, fn, calls, depth, budget, weigh)
   _HEAD.append(head)
   return head.start()
 
@@ -356,6 +350,9 @@ class Ahead:
 
   def __init__(self, processes: int, preload: Sequence[str], depth: int):
     self._key = (processes, tuple(preload))
+    head = head_start()
+    if head is not None:
+      head.stop()  # the pool is the DoFns' from now on
     self._pool = shared_pool(processes, preload)
     self._depth = max(1, depth)
     self._pending = collections.deque()  # (key, fn, args, future)

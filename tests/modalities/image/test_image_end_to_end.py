@@ -220,15 +220,17 @@ def test_images_decoded_while_the_pipeline_starts_write_the_same(
   # batch of the decoding pass mixes results taken from it with inputs
   # decoded then), bad images included; the records, their order, the
   # statistics and the dead letters must be those of in-line decoding.
-  import itertools  # pylint: disable=import-outside-toplevel
   from transforms.core import processes  # pylint: disable=import-outside-toplevel
   heads = []
   start_head = processes.start_head
 
-  def start_and_finish(processes_, preload, fn, kernel, cfg, inputs,
-                       **kwargs):
-    head = start_head(processes_, preload, fn, kernel, cfg,
-                      itertools.islice(inputs, 0, None, step), **kwargs)
+  def start_and_finish(processes_, preload, tag, fn, calls, **kwargs):
+    def kept():  # the head start's calls, with every step-th input
+      for names, (kernel, _, cfg) in calls:
+        names = names[::step]
+        yield names, (kernel, [(name, None) for name in names], cfg)
+
+    head = start_head(processes_, preload, tag, fn, kept(), **kwargs)
     head._thread.join(60)  # pylint: disable=protected-access
     heads.append(head)
     return head

@@ -1,5 +1,6 @@
 """The parallel read-decode-resize-encode step, as a Beam transform."""
 
+import itertools
 import logging
 
 import apache_beam as beam
@@ -42,20 +43,29 @@ def start_head(cfg) -> None:
     return
   root = files.strip_slash(cfg.input)
   ratios = inputs.split_pairs(cfg.split_ratios)
+  kernel, settings = DecodeImageFn._kernel, cfg.settings  # pylint: disable=protected-access
 
   def paths():  # those of the pipeline's listing (ListImageInputs)
     for listed in files.list_tree(root):
       ref, _, _ = inputs.ref_from_listed(root, listed, cfg.splits_from_input,
-                                         ratios, cfg.settings.nested_folders)
+                                         ratios, settings.nested_folders)
       if ref is not None:
         yield ref.path
 
+  def calls():  # the calls DecodeImageFn would make, BATCH inputs each
+    listed = paths()
+    while True:
+      names = list(itertools.islice(listed, _PooledFn.BATCH))
+      if not names:
+        return
+      yield names, (kernel, [(name, None) for name in names], settings)
+
   processes_lib.start_head(
-      cfg.local_processes, WORKER_MODULES, images.process_inputs,
-      DecodeImageFn._kernel, cfg.settings, paths(),  # pylint: disable=protected-access
-      batch=_PooledFn.BATCH,
+      cfg.local_processes, WORKER_MODULES, (kernel, settings),
+      images.process_inputs, calls(),
       depth=_PooledFn.DEPTH_PER_PROCESS * cfg.local_processes,
-      budget=HEAD_START_BYTES, weigh=lambda out: len(out.data))
+      budget=HEAD_START_BYTES,
+      weigh=lambda out: len(out[0].data) if out[0] is not None else 0)
 
 
 def read_bytes(path: str) -> bytes:
@@ -145,9 +155,6 @@ class _PooledFn(beam.DoFn):
     self._batch = []  # ((element, window, timestamp), (path, data))
 
   def setup(self):
-    head = processes_lib.head_start()
-    if head is not None:
-      head.stop()  # the pool is this DoFn's from now on
     if self._processes <= 0:
       return
     try:
@@ -200,8 +207,8 @@ class _PooledFn(beam.DoFn):
     taken, rest = None, inputs
     head = processes_lib.head_start()
     if head is not None:
-      taken = [head.take(kernel, self._cfg, path) if data is None else None
-               for path, data in inputs]
+      taken = [head.take((kernel, self._cfg), path) if data is None
+               else None for path, data in inputs]
       rest = [one for one, result in zip(inputs, taken) if result is None]
     if self._ahead is None:
       yield from self._call_outputs(
