@@ -95,13 +95,16 @@ class _TransformGraph:
 
 
 class ThreadAhead:
-  """A DoFn's work on a thread of its own, results handed back in order:
-  `submit` hands the work over and returns the results now due (once more
-  than `ahead` wait), `drain` the rest at the end of a bundle. An error in
-  the work is raised where its result is handed back. Made in setup()."""
+  """A DoFn's work on `threads` threads of its own, results handed back in
+  the order of submission: `submit` hands the work over and returns the
+  results now due (once more than `ahead` wait), `drain` the rest at the
+  end of a bundle. With more than one thread, that many pieces of work run
+  at once; their results still come back in the order they were submitted.
+  An error in the work is raised where its result is handed back. Made in
+  setup()."""
 
-  def __init__(self, name: str, ahead: int = 1):
-    self._name, self._ahead = name, ahead
+  def __init__(self, name: str, ahead: int = 1, threads: int = 1):
+    self._name, self._ahead, self._threads = name, ahead, threads
     self._pool = None
     self._pending = collections.deque()
 
@@ -113,7 +116,7 @@ class ThreadAhead:
     now due, oldest first."""
     if self._pool is None:
       self._pool = futures.ThreadPoolExecutor(
-          1, thread_name_prefix=self._name)
+          self._threads, thread_name_prefix=self._name)
     self._pending.append((self._pool.submit(fn, arg), tag))
     due = []
     while len(self._pending) > self._ahead:
