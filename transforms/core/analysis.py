@@ -1,4 +1,4 @@
-"""tf.Transform's analysis graph, run one batch ahead on a thread of its own.
+"""tf.Transform's analysis graph, run ahead on threads of its own.
 
 `AnalyzeDataset` runs the preprocessing_fn's analysis graph on each batch
 of the training split with tf.Transform's own DoFn, on the runner's
@@ -6,12 +6,12 @@ thread: the thread waits while TensorFlow tokenizes (or whatever the
 modality's graph does), and the runner's other work in the same stage
 (reading, keys, statistics) waits with it. `graph_ahead()` has
 `AnalyzeDataset` use `GraphAhead` instead, tf.Transform's DoFn with one
-change: each batch goes to a thread of its own, and its outputs are handed
-on when the next batch arrives or at the end of the bundle, as
+change: each batch goes to one of two threads of its own, two batches run
+the graph at once, and their outputs are handed on in the batches' order
+when later batches arrive or at the end of the bundle, as
 core/batches.ApplyTransform does for the exported transform (both with
-core/batches.ThreadAhead). The outputs
-are the same (the analyzers combine them in any order); a graph error
-still fails the bundle.
+core/batches.ThreadAhead). The outputs are the same, in the same order; a
+graph error still fails the bundle.
 """
 
 import contextlib
@@ -23,14 +23,20 @@ from transforms.core import batches
 
 
 class GraphAhead(tft_impl._RunMetaGraphDoFn):  # pylint: disable=protected-access
-  """tf.Transform's _RunMetaGraphDoFn, one batch ahead (see above)."""
+  """tf.Transform's _RunMetaGraphDoFn, two batches at once (see above)."""
 
-  # Batches handed to the graph thread and not yet handed on.
-  AHEAD = 1
+  # Batches handed to the graph threads and not yet handed on, and the
+  # threads: two batches run the graph at once. The graph's work (text:
+  # tokenizing, counting tokens) is TensorFlow's, which releases the
+  # interpreter lock, and on one thread it kept about one core busy while the
+  # runner's thread waited for it.
+  AHEAD = 2
+  THREADS = 2
 
   def setup(self):
     super().setup()
-    self._ahead = batches.ThreadAhead('analysis-graph', self.AHEAD)
+    self._ahead = batches.ThreadAhead('analysis-graph', self.AHEAD,
+                                      self.THREADS)
 
   def start_bundle(self):
     self._ahead.start_bundle()
