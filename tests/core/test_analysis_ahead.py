@@ -1,7 +1,7 @@
-"""tf.Transform's analysis graph one batch ahead (core/analysis.py): the
-same transform as tf.Transform's own DoFn, on many batches with repeated,
-empty and non-ASCII texts; a graph error still fails the run; tf.Transform
-is left as it was."""
+"""tf.Transform's analysis graph ahead on one or two threads
+(core/analysis.py): the same transform as tf.Transform's own DoFn, on many
+batches with repeated, empty and non-ASCII texts; a graph error still fails
+the run; tf.Transform is left as it was."""
 
 import apache_beam as beam
 import pytest
@@ -36,8 +36,8 @@ class _Graphs(beam.pipeline.PipelineVisitor):
 
 def _analyze(tmp_path, name, ahead, preprocessing_fn, batches):
   """Runs AnalyzeDataset on `batches` of (texts, labels), with the graph
-  ahead or not; returns (token vocabulary, label vocabulary, DoFn
-  classes)."""
+  ahead on `ahead` threads (0: tf.Transform's own DoFn); returns (token
+  vocabulary, label vocabulary, DoFn classes)."""
   import tensorflow_transform as tft
   import tensorflow_transform.beam as tft_beam
   out = str(tmp_path / name)
@@ -49,7 +49,7 @@ def _analyze(tmp_path, name, ahead, preprocessing_fn, batches):
                               for texts, labels in batches])
     analyze = tft_beam.AnalyzeDataset(preprocessing_fn)
     if ahead:
-      with analysis.graph_ahead():
+      with analysis.graph_ahead(ahead):
         transform_fn = (inputs, tt.analysis_adapter_config()) | analyze
     else:
       transform_fn = (inputs, tt.analysis_adapter_config()) | analyze
@@ -61,7 +61,9 @@ def _analyze(tmp_path, name, ahead, preprocessing_fn, batches):
           output.vocabulary_by_name('labels'), graphs.classes)
 
 
-def test_graph_ahead_gives_the_same_transform(tmp_path):
+@pytest.mark.parametrize('threads,dofn', [
+    (1, analysis.GraphAhead), (2, analysis.TwoGraphsAhead)])
+def test_graph_ahead_gives_the_same_transform(tmp_path, threads, dofn):
   from tensorflow_transform.beam import impl as tft_impl
   original = tft_impl._RunMetaGraphDoFn  # pylint: disable=protected-access
   # 12 batches of 1 to 10 documents each, a label of its own each (a
@@ -69,14 +71,14 @@ def test_graph_ahead_gives_the_same_transform(tmp_path):
   batches = [(TEXTS[:k], [f'batch {i}'] * k)
              for i, k in enumerate([1, 10, 3, 7, 2, 9, 10, 1, 5, 4, 6, 8])]
   fn = tt.make_preprocessing_fn(_config())
-  ahead = _analyze(tmp_path, 'ahead', True, fn, batches)
-  plain = _analyze(tmp_path, 'plain', False, fn, batches)
+  ahead = _analyze(tmp_path, 'ahead', threads, fn, batches)
+  plain = _analyze(tmp_path, 'plain', 0, fn, batches)
   assert ahead[:2] == plain[:2]
   # 'x' 40 times in each batch of 8 or more, 'the' 48 times in all.
   assert ahead[0][:2] == [b'x', b'the'] and len(ahead[0]) == 5
   assert sorted(ahead[1]) == sorted(f'batch {i}'.encode() for i in range(12))
-  assert analysis.GraphAhead in ahead[2]
-  assert analysis.GraphAhead not in plain[2]
+  assert dofn in ahead[2]
+  assert not {analysis.GraphAhead, analysis.TwoGraphsAhead} & set(plain[2])
   assert tft_impl._RunMetaGraphDoFn is original  # pylint: disable=protected-access
 
 
@@ -99,7 +101,7 @@ def test_a_graph_error_fails_the_run_and_tft_is_restored(tmp_path):
   batches = [(TEXTS[:3], ['a'] * 3)] * 3 + [(TEXTS, ['b'] * 10),
                                              (TEXTS[:2], ['c'] * 2)]
   with pytest.raises(Exception, match='a text of 60 bytes or more'):
-    _analyze(tmp_path, 'failing', True, failing_fn, batches)
+    _analyze(tmp_path, 'failing', 2, failing_fn, batches)
   assert tft_impl._RunMetaGraphDoFn is original  # pylint: disable=protected-access
   # Built inside graph_ahead() and failing there: restored as well.
   with pytest.raises(RuntimeError, match='building failed'):

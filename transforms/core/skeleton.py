@@ -128,7 +128,7 @@ class PreprocessDataset(beam.PTransform):
           labels_lib.LabelNames())
       metadata, preprocessing_fn = modality.analysis(cfg, plan)
       from transforms.core import analysis  # pylint: disable=import-outside-toplevel
-      with analysis.graph_ahead():
+      with analysis.graph_ahead(modality.analysis_threads):
         transform_fn = ((read['analysis'], metadata)
                         | 'AnalyzeTrainSplit' >> tft_beam.AnalyzeDataset(
                             preprocessing_fn))

@@ -41,6 +41,10 @@ class Modality:
   input_help: str = ''
   # --normalization values it accepts; the first is the default.
   normalizations: Tuple[str, ...] = ('none',)
+  # Threads running tf.Transform's analysis graph (core/analysis.py): 2 only
+  # when every analyzer's input is exact in any order of summing (counts);
+  # float statistics come out different in the last bits with 2.
+  analysis_threads: int = 1
 
   # ------------------------------------------------------------ the run --
 

@@ -18,6 +18,9 @@ class TextModality(Modality):
                         'split by a hash of their text (or of their id, '
                         'with --split_key id).')
   checks_module = 'transforms.modalities.text.checks'
+  # Its analyzers count (token and label vocabularies, tf-idf's document
+  # frequencies): exact in any order, so two analysis graphs run at once.
+  analysis_threads = 2
   # The vocabulary comes from the training split: its OOV share is ~0.
   drift_exempt = frozenset({'oov_share'})
   # What its manifest_section reads (True: one value; False: a list).
