@@ -52,11 +52,11 @@ DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS = (
     'dead', 'counts', 'labels', 'analysis', 'classes', 'contents')
 # Training documents per tf.Transform analysis batch (an Arrow record
 # batch). The vocabulary analyzer sends each batch's distinct tokens to Beam,
-# so larger batches mean fewer elements; the analysis graph runs two batches
-# at once (core/analysis.GraphAhead), and each batch's tokens are held while
-# it runs. At 800,000 documents, two threads on batches of 25,000 took 0.90
-# of the time of one thread on 50,000 with 92 MiB more at the peak; on
-# batches of 50,000 they took 270 MiB more.
+# so larger batches mean fewer elements; text's analysis graph runs two
+# batches at once (core/analysis.TwoGraphsAhead), and each batch's tokens are
+# held while it runs. At 800,000 documents, two threads on batches of 25,000
+# took 0.90 of the time of one thread on 50,000 with 92 MiB more at the peak;
+# on batches of 50,000 they took 270 MiB more.
 ANALYSIS_BATCH = 25000
 # Class-folder documents per pipeline element.
 _FILES_PER_ELEMENT = 500
