@@ -4,14 +4,18 @@ WriteToTFRecord writing the same records one element each.
 Real pipelines on the DirectRunner. The files are compared byte for byte,
 plain and GZIP; a fixed shard count still spreads records (not lists)
 evenly; an empty list adds no file; TensorFlow reads what the sink wrote.
+The framing and the fingerprint of a list are those of Beam's TFRecord
+writer and of the records one at a time.
 """
 
 import glob
 import gzip
 import io
 import os
+import random
 
 import apache_beam as beam
+from apache_beam.io.tfrecordio import _TFRecordUtil
 import pytest
 
 from transforms.output import shards
@@ -126,3 +130,66 @@ def test_counting_step_counts_records_and_drops_empty_lists(tmp_path):
   assert [c.committed for c in serialized] == [3]
   files = _files(shards.shard_prefix(out, 'ds', 'train'))
   assert [r for f in files for r in _read(f, False)] == [b'x', b'y', b'z']
+
+
+def _beams_framing(records) -> bytes:
+  """The records as Beam's TFRecord writer frames them, one at a time."""
+  buf = io.BytesIO()
+  for record in records:
+    _TFRecordUtil.write_record(buf, bytes(record))
+  return buf.getvalue()
+
+
+def _random_records(rng, n, lengths):
+  return [rng.randbytes(rng.choice(lengths)) for _ in range(n)]
+
+
+@pytest.mark.parametrize('n', [1, 2, 2047, 2048, 2049, 5000])
+def test_frame_records_matches_beams_writer(n):
+  # Across the chunk boundary (2048 records), with repeated and one-off
+  # lengths, empty records, and large ones.
+  rng = random.Random(n)
+  lengths = [0, 1, 7, 300, 301, 302, 4095, 70_000] + [
+      rng.randrange(20_000) for _ in range(50)]
+  records = _random_records(rng, n, lengths)
+  assert tfrecord_files.frame_records(records) == _beams_framing(records)
+  # Any iterable of records.
+  assert tfrecord_files.frame_records(iter(records)) == _beams_framing(
+      records)
+
+
+def test_frame_records_past_its_header_table(monkeypatch):
+  # More distinct lengths than the table of length headers keeps: the
+  # table stops growing and the framing stays right.
+  monkeypatch.setattr(tfrecord_files, '_LENGTH_HEADERS', {})
+  monkeypatch.setattr(tfrecord_files, '_MAX_LENGTH_HEADERS', 5)
+  records = [b'x' * n for n in range(40)] * 2
+  assert tfrecord_files.frame_records(records) == _beams_framing(records)
+  assert len(tfrecord_files._LENGTH_HEADERS) == 5
+
+
+def test_digest_sum_is_the_sum_of_record_digests():
+  rng = random.Random(7)
+  for n in [0, 1, 3, 1000]:
+    records = _random_records(rng, n, [0, 5, 320, 15_000])
+    assert shards.digest_sum(records) == sum(
+        shards.record_digest(r) for r in records)
+    assert shards.digest_sum(iter(records)) == shards.digest_sum(records)
+  # Digests near 2**128 - 1: the column sums carry into the next word.
+  high = [r for r in (rng.randbytes(8) for _ in range(20000))
+          if shards.record_digest(r) >= 0xff << 120][:8]
+  assert len(high) == 8
+  assert shards.digest_sum(high) == sum(shards.record_digest(r) for r in high)
+
+
+def test_fingerprint_of_lists_is_the_fingerprint_of_records():
+  lists = _lists()
+  by_record, by_list = shards.FingerprintFn(), shards.FingerprintListsFn()
+  acc = by_record.create_accumulator()
+  for record in (r for records in lists for r in records):
+    acc = by_record.add_input(acc, record)
+  accs = [by_list.add_input(by_list.create_accumulator(), records)
+          for records in lists]
+  merged = by_list.merge_accumulators(accs)
+  assert by_list.extract_output(merged) == by_record.extract_output(acc)
+  assert by_list.extract_output(merged)['records'] == sum(map(len, lists))
