@@ -40,15 +40,14 @@ _MAX_LENGTH_HEADERS = 1 << 16
 _FRAME_CHUNK = 2048
 
 
-def _length_header(n: int) -> bytes:
-  """The 12 bytes before a record of n bytes: its length and that length's
-  masked CRC."""
-  header = _LENGTH_HEADERS.get(n)
-  if header is None:
-    length = n.to_bytes(8, 'little')
-    header = length + masked_crc32c(length).to_bytes(4, 'little')
-    if len(_LENGTH_HEADERS) < _MAX_LENGTH_HEADERS:
-      _LENGTH_HEADERS[n] = header
+def _new_length_header(n: int) -> bytes:
+  """The 12 bytes before a record of n bytes, not yet in _LENGTH_HEADERS:
+  its length and that length's masked CRC (kept there while it has
+  room)."""
+  length = n.to_bytes(8, 'little')
+  header = length + masked_crc32c(length).to_bytes(4, 'little')
+  if len(_LENGTH_HEADERS) < _MAX_LENGTH_HEADERS:
+    _LENGTH_HEADERS[n] = header
   return header
 
 
@@ -60,7 +59,7 @@ def _frame_chunk(records: list) -> bytes:
   footers = memoryview(masked.astype('<u4').tobytes())
   headers = _LENGTH_HEADERS
   parts = [b''] * (3 * n)
-  parts[0::3] = [headers.get(k) or _length_header(k)
+  parts[0::3] = [headers.get(k) or _new_length_header(k)
                  for k in map(len, records)]
   parts[1::3] = records
   parts[2::3] = [footers[i:i + 4] for i in range(0, 4 * n, 4)]
