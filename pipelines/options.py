@@ -192,6 +192,13 @@ class PreprocessOptions(PipelineOptions):
         help='When the run fails, also print the full traceback on stderr '
         '(it is always written to the log file the error names). Changes '
         'no record and not the config hash.')
+    add('--pipeline_type_check', dest='type_check_on_direct_runner',
+        default=False, action='store_true',
+        help='DirectRunner: have Beam check and infer the types of every '
+        'step while the pipeline is built, as it does by default (and does '
+        'here on other runners). Off by default on the DirectRunner: it '
+        'costs a fixed 0.3-0.5 s a run and changes no record. For '
+        'developing a modality.')
     add('--allow_unverified_runner', default=False, action='store_true',
         help='Run on a Beam runner this pipeline has not been verified on '
         f'(verified: {", ".join(VERIFIED_RUNNERS)}; DaskRunner is refused '

@@ -45,6 +45,7 @@ from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
+from apache_beam.options.pipeline_options import TypeOptions
 
 from pipelines import dofn_specs
 from pipelines import errors
@@ -145,12 +146,15 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
   were not faster on 2 cores), or one per core when None. Whatever the
   runner, the timed flush of the local data plane is turned off (see
   disable_timed_flush); it only concerns runners that run in this process.
+  On the DirectRunner, Beam's type checks while the pipeline is built are
+  off (see skip_type_checks).
   """
   # Also for a PortableRunner whose job service runs in this process
   # (--job_endpoint embed): it is the same local runner.
   disable_timed_flush()
   if not options_lib.direct_runner(options):
     return
+  skip_type_checks(options)
   direct = options.view_as(DirectOptions)
   workers = options.view_as(options_lib.PreprocessOptions).workers
   if workers is not None:
@@ -164,6 +168,27 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
     direct.direct_running_mode = ('multi_threading'
                                   if direct.direct_num_workers > 1 else
                                   'in_memory')
+
+
+def skip_type_checks(options: PipelineOptions) -> None:
+  """Turns Beam's construction-time type checks off (as
+  --no_pipeline_type_check does), unless --pipeline_type_check, or a type
+  check while the pipeline runs (--runtime_type_check,
+  --performance_runtime_type_check), is asked for.
+
+  For each step it applies, Beam checks its input's type and infers its
+  output's type, reading the bytecode of every function given to Map or
+  FlatMap: a fixed 0.3-0.5 s of every run (about 500 steps), and the
+  inferred types only choose coders between the local runner's stages. No
+  record depends on them (the same shards either way); a modality's
+  pipeline is still built with the checks on by the tests and on every
+  other runner.
+  """
+  types = options.view_as(TypeOptions)
+  if (options.view_as(options_lib.PreprocessOptions).type_check_on_direct_runner
+      or types.runtime_type_check or types.performance_runtime_type_check):
+    return
+  types.pipeline_type_check = False
 
 
 def check_output(cfg) -> None:

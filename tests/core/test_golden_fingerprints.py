@@ -194,3 +194,24 @@ def test_records_equal_the_recorded_ones(name, kind, extra, inputs, golden,
     return
   assert name in golden, f'no recorded output for {name}'
   assert got == golden[name]
+
+
+# One run of each modality again, built with Beam's type checks, which the
+# DirectRunner skips by default (preprocess.skip_type_checks): the pipeline
+# passes them, and the records are the same.
+CHECKED = ('image_png_manifest_undersample', 'text_tfidf_folder_ngrams',
+           'sensor_windows_entity_majority')
+
+
+@pytest.mark.parametrize('name,kind,extra',
+                         [r for r in RUNS if r[0] in CHECKED],
+                         ids=[r[0] for r in RUNS if r[0] in CHECKED])
+def test_records_are_the_same_with_beams_type_checks(name, kind, extra,
+                                                     inputs, golden,
+                                                     tmp_path):
+  if os.environ.get('GOLDEN_RECORD'):
+    pytest.skip('recording')
+  manifest = preprocess.run(
+      ['--input', str(inputs[kind]), '--output', str(tmp_path / 'out'),
+       '--pipeline_type_check'] + _modality_flags(kind) + LOCAL + extra)
+  assert summarize(manifest) == golden[name]

@@ -183,6 +183,27 @@ def test_local_runner_defaults(argv, modality, expected):
   assert (direct.direct_num_workers, direct.direct_running_mode) == expected
 
 
+@pytest.mark.parametrize('argv,checked', [
+    # The DirectRunner builds without Beam's type checks unless asked.
+    ([], False),
+    (['--runner', 'DirectRunner'], False),
+    (['--pipeline_type_check'], True),
+    (['--runtime_type_check'], True),
+    (['--performance_runtime_type_check'], True),
+    # Other runners keep Beam's default.
+    (['--runner', 'PortableRunner'], True),
+    (['--runner', 'PortableRunner', '--no_pipeline_type_check'], False),
+])
+def test_type_checks_while_building(argv, checked):
+  from apache_beam.options.pipeline_options import PipelineOptions
+  from apache_beam.options.pipeline_options import TypeOptions
+  options = PipelineOptions(argv)
+  preprocess.apply_local_defaults(options, argv)
+  assert options.view_as(TypeOptions).pipeline_type_check is checked
+  # What the runner is given (the proto of every option) says the same.
+  assert options.get_all_options()['pipeline_type_check'] is checked
+
+
 def test_bad_workers_is_a_usage_error(tmp_path, capsys):
   src = tmp_path / 'docs.csv'
   src.write_text('text,label\nhello,a\n')
