@@ -185,8 +185,9 @@ def skip_type_checks(options: PipelineOptions) -> None:
   other runner.
   """
   types = options.view_as(TypeOptions)
-  if (options.view_as(options_lib.PreprocessOptions).type_check_on_direct_runner
-      or types.runtime_type_check or types.performance_runtime_type_check):
+  asked = options.view_as(options_lib.PreprocessOptions)
+  if (asked.type_check_on_direct_runner or types.runtime_type_check or
+      types.performance_runtime_type_check):
     return
   types.pipeline_type_check = False
 
