@@ -1,0 +1,184 @@
+"""The floor under a tiny run's fixed cost: our tiny runs against the
+smallest Beam + tf.Transform pipeline and against the imports alone.
+
+    python benchmarks/fixed_cost_floor.py [--repeats 5]
+        [--workdir /tmp/tfrecord_bench] [--json results.json]
+
+A benchmark, not a test. Each command runs as its own process (start-up and
+imports included), interleaved, --repeats times, after one unmeasured run
+of each (so no measured run is the first to read the libraries from disk):
+
+  python        python -c pass: the interpreter alone
+  imports       python -c 'import apache_beam, tensorflow_transform.beam'
+                (Keras 2, as ours) and an immediate exit: what any run of
+                ours imports before its own code does anything
+  minimal-z     benchmarks/minimal_tft_pipeline.py --analyzer zscore
+                --as-ours: the smallest pipeline of our kind (20 rows, one
+                z-score analyzer, transform_fn and TFRecords written,
+                DirectRunner), built without Beam's type checks and ended
+                as our commands are
+  minimal-vocab the same with a vocabulary analyzer (as text runs have)
+  minimal-z-plain  minimal-z with Beam's defaults and Python's own
+                shutdown, as a user's script is
+  ours-image / ours-sensor / ours-text   our tiny runs of
+                benchmarks/all_modalities.py (20 images, 5,000 sensor rows,
+                500 documents; the same data and commands)
+
+It prints the median seconds (and the range) of each, and for each tiny
+run of ours: its seconds over its floor's (minimal-z for images and
+sensor rows, minimal-vocab for text) and the seconds above it, and the
+fixed-cost target (6 s) against both.
+
+Exit codes: 0 done; 1 a command failed or wrote the wrong number of records
+(its log is named).
+"""
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import all_modalities
+import harness
+from harness import BenchmarkError
+# pylint: enable=g-import-not-at-top,wrong-import-position
+
+MINIMAL = os.path.join(harness.BENCH_DIR, 'minimal_tft_pipeline.py')
+MINIMAL_ROWS = 20
+IMPORTS = ("import os; os.environ.setdefault('TF_USE_LEGACY_KERAS', '1'); "
+           'import apache_beam, tensorflow_transform.beam; os._exit(0)')
+# Our tiny runs and the minimal pipeline each is compared with.
+OURS = (('image', 'minimal-z'), ('sensor', 'minimal-z'),
+        ('text', 'minimal-vocab'))
+LABELS = {
+    'python': 'Python alone (python -c pass)',
+    'imports': 'imports: Beam, TensorFlow, tf.Transform',
+    'minimal-z': 'minimal pipeline, z-score',
+    'minimal-vocab': 'minimal pipeline, vocabulary',
+    'minimal-z-plain': 'minimal pipeline, z-score, Beam\'s defaults and '
+                       'Python\'s own exit',
+}
+
+
+def jobs_for(workdir):
+  """{name: (argv, output, expected records or None)}."""
+  outdir, _ = harness.make_dirs(workdir)
+  py = sys.executable
+  jobs = {
+      'python': ([py, '-c', 'pass'], None, None),
+      'imports': ([py, '-c', IMPORTS], None, None),
+  }
+  for name, analyzer, flags in (('minimal-z', 'zscore', ['--as-ours']),
+                                ('minimal-vocab', 'vocabulary',
+                                 ['--as-ours']),
+                                ('minimal-z-plain', 'zscore', [])):
+    out = os.path.join(outdir, f'floor_{name}')
+    jobs[name] = ([py, MINIMAL, out, '--analyzer', analyzer, '--rows',
+                   str(MINIMAL_ROWS)] + flags, out, MINIMAL_ROWS)
+  for modality_name, _ in OURS:
+    modality = all_modalities.MODALITIES[modality_name]
+    n = modality.default_tiny
+    data = modality.data(workdir, n)
+    harness.warm_page_cache(data)
+    cmd, out = modality.commands(data, outdir, n)['ours']
+    want = modality.expected(data, n)['ours']  # records, or per split
+    jobs[f'ours-{modality_name}'] = (
+        cmd, out, sum(want.values()) if isinstance(want, dict) else want)
+  return jobs
+
+
+def records_of(name, out, log_path):
+  """Records the command wrote (None for the commands that write none)."""
+  if name.startswith('ours-'):
+    return harness.split_records('ours', out, log_path, 'runs')['records']
+  if name.startswith('minimal'):
+    report = harness.last_json_line(log_path)
+    if report is None:
+      raise BenchmarkError(f'{name} printed no result line; see {log_path}')
+    return report['records']
+  return None
+
+
+def run(jobs, repeats, logdir):
+  """Measures the jobs; returns {name: [seconds of each repeat]}."""
+  env = harness.child_env()
+  for name, (cmd, _, _) in jobs.items():
+    print(f'[warm-up, not measured] {name}: {shlex.join(cmd)}', flush=True)
+    harness.run_measured(name, cmd,
+                         os.path.join(logdir, f'{name}_warmup.log'), env)
+  seconds = {name: [] for name in jobs}
+  for r in range(repeats):
+    for name, (cmd, out, expected) in jobs.items():
+      log_path = os.path.join(logdir, f'{name}_r{r + 1}.log')
+      res = harness.run_measured(name, cmd, log_path, env)
+      records = records_of(name, out, log_path)
+      if records != expected:
+        raise BenchmarkError(f'{name} wrote {records} records, expected '
+                             f'{expected}; see {log_path}')
+      seconds[name].append(res['seconds'])
+      print(f'[repeat {r + 1}/{repeats}] {name}: {res["seconds"]:.2f} s',
+            flush=True)
+  return seconds
+
+
+def report(seconds):
+  """The tables, as markdown lines."""
+  med = {name: statistics.median(s) for name, s in seconds.items()}
+  lines = ['| command | median s (range) |', '|---|---|']
+  for name, s in seconds.items():
+    label = LABELS.get(name) or f'ours, {name[len("ours-"):]} (tiny run)'
+    lines.append(f'| {label} | {med[name]:.2f} ({min(s):.2f}-{max(s):.2f}) |')
+  lines += ['', '| tiny run of ours | its floor | ours / floor | ours - floor '
+            '(s) | floor - imports (s) | ours <= 6 s | floor <= 6 s |',
+            '|---|---|---|---|---|---|---|']
+  target = all_modalities.FIXED_COST_TARGET
+  for modality_name, floor in OURS:
+    ours = med[f'ours-{modality_name}']
+    lines.append(
+        f'| {modality_name} | {LABELS[floor]} | {ours / med[floor]:.2f}x | '
+        f'{ours - med[floor]:+.2f} | {med[floor] - med["imports"]:.2f} | '
+        f'{"yes" if ours <= target else "no"} | '
+        f'{"yes" if med[floor] <= target else "no"} |')
+  return lines
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--repeats', type=int, default=5)
+  parser.add_argument('--workdir', default='/tmp/tfrecord_bench')
+  parser.add_argument('--json', help='also write the seconds here')
+  args = parser.parse_args(argv)
+  if args.repeats < 1:
+    parser.error('--repeats must be at least 1')
+  _, logdir = harness.make_dirs(args.workdir)
+  logdir = os.path.join(logdir, 'floor')
+  os.makedirs(logdir, exist_ok=True)
+  try:
+    jobs = jobs_for(args.workdir)
+    seconds = run(jobs, args.repeats, logdir)
+  except BenchmarkError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 1
+  machine = harness.machine_info()
+  print()
+  print(f'{machine["cpus"]} CPUs ({machine["cpu_model"]}), Python '
+        f'{machine["python_version"]}, Beam {machine["apache_beam"]}, '
+        f'TensorFlow {machine["tensorflow"]}, tf.Transform '
+        f'{machine["tensorflow_transform"]}; {args.repeats} repeats, '
+        'whole processes, seconds')
+  print('\n'.join(report(seconds)))
+  if args.json:
+    with open(args.json, 'w') as f:
+      json.dump({'machine': machine, 'repeats': args.repeats,
+                 'commands': {n: shlex.join(c) for n, (c, _, _) in
+                              jobs.items()},
+                 'seconds': seconds}, f, indent=1)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
