@@ -1,7 +1,7 @@
 """The per-image kernel alone: the previous method against process_image.
 
     python benchmarks/image_kernel.py [--images 600] [--repeats 5]
-        [--folder DIR] [--workdir /tmp/tfrecord_bench]
+        [--folder DIR] [--workdir /tmp/tfrecord_bench] [--concurrent N]
 
 A benchmark, not a test. In one process, on the same image bytes (read into
 memory first), it times
@@ -23,11 +23,20 @@ It also checks that both give the same original sizes and stored image
 shapes, and prints the mean PSNR between their stored images. The machine
 should be otherwise idle: anything else running shows in the spread
 (printed as min..max).
+
+With --concurrent N the timing runs in N fresh processes at once, each on
+all the images, as a run's local worker processes decode (one per core):
+each process's figures, their medians, and N * 1000 / (median ms/image),
+the images/s the N processes reach together. That is the ceiling of a
+run's decoding pass on N cores when nothing else uses them; in a run the
+launching process takes its share too.
 """
 
 import argparse
+import concurrent.futures
 import hashlib
 import io
+import multiprocessing
 import os
 import statistics
 import sys
@@ -193,6 +202,37 @@ def compare_outputs(datas, cfg):
   return statistics.mean(finite) if finite else float('inf')
 
 
+def time_kernels(datas, cfg, repeats):
+  """{kernel name: [(wall, CPU) ms/image of each repeat]}, interleaved."""
+  kernels = {'previous': lambda d, c: previous_process_image(d, c),
+             'current': images.process_image}
+  times = {name: [] for name in kernels}
+  for name, fn in kernels.items():  # warm up: imports, caches
+    fn(datas[0], cfg)
+  for _ in range(repeats):
+    for name, fn in kernels.items():
+      times[name].append(ms_per_image(fn, datas, cfg))
+  return times
+
+
+def _time_in_process(folder, repeats):
+  """time_kernels in a process of its own (--concurrent)."""
+  return time_kernels(read_images(folder), images.ImageConfig(), repeats)
+
+
+def _medians(times, label=''):
+  """Prints each kernel's median (wall, CPU) ms/image; returns them."""
+  medians = {}
+  for name, values in times.items():
+    wall = [w for w, _ in values]
+    cpu = [c for _, c in values]
+    medians[name] = statistics.median(wall), statistics.median(cpu)
+    print(f'{label}{name:9s} {medians[name][0]:6.3f} ms/image wall (median '
+          f'of {len(values)}; {min(wall):.3f}..{max(wall):.3f}), '
+          f'{medians[name][1]:.3f} CPU')
+  return medians
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--images', type=int, default=600,
@@ -202,7 +242,14 @@ def main(argv=None):
   parser.add_argument('--repeats', type=int, default=5)
   parser.add_argument('--workdir', default='/tmp/tfrecord_bench',
                       help='Where the generated corpus is made or reused.')
+  parser.add_argument(
+      '--concurrent', type=int, default=1,
+      help='Time the kernels in this many processes at once, each on all '
+      'the images, as the local worker processes of a run decode (one per '
+      'core); also prints the images/s they would reach together.')
   args = parser.parse_args(argv)
+  if args.concurrent < 1:
+    parser.error('--concurrent must be at least 1')
 
   folder = args.folder or image_benchmark.ensure_corpus(
       os.path.abspath(args.workdir), args.images)
@@ -214,22 +261,23 @@ def main(argv=None):
         f'{cfg.resize_mode}, {cfg.storage} q{cfg.jpeg_quality}')
   print(f'mean PSNR previous vs current stored image: '
         f'{compare_outputs(datas, cfg):.2f} dB')
-  kernels = {'previous': lambda d, c: previous_process_image(d, c),
-             'current': images.process_image}
-  times = {name: [] for name in kernels}
-  for name, fn in kernels.items():  # warm up: imports, caches
-    fn(datas[0], cfg)
-  for _ in range(args.repeats):
-    for name, fn in kernels.items():
-      times[name].append(ms_per_image(fn, datas, cfg))
-  medians = {}
-  for name, values in times.items():
-    wall = [w for w, _ in values]
-    cpu = [c for _, c in values]
-    medians[name] = statistics.median(wall), statistics.median(cpu)
-    print(f'{name:9s} {medians[name][0]:6.3f} ms/image wall (median of '
-          f'{len(values)}; {min(wall):.3f}..{max(wall):.3f}), '
-          f'{medians[name][1]:.3f} CPU')
+  if args.concurrent == 1:
+    medians = _medians(time_kernels(datas, cfg, args.repeats))
+  else:
+    context = multiprocessing.get_context('spawn')
+    with concurrent.futures.ProcessPoolExecutor(
+        args.concurrent, mp_context=context) as pool:
+      found = list(pool.map(_time_in_process, [folder] * args.concurrent,
+                            [args.repeats] * args.concurrent))
+    per_process = [_medians(times, f'process {i + 1}: ')
+                   for i, times in enumerate(found)]
+    medians = {name: tuple(statistics.median(m[name][i] for m in
+                                             per_process) for i in (0, 1))
+               for name in per_process[0]}
+    for name, (wall, _) in medians.items():
+      print(f'{name:9s} {wall:6.3f} ms/image wall (median of the '
+            f'{args.concurrent} processes); together '
+            f'{args.concurrent * 1000 / wall:,.0f} images/s')
   for i, what in enumerate(('wall', 'CPU')):
     ratio = medians['current'][i] / medians['previous'][i]
     print(f'current/previous, {what}: {ratio:.3f} ({(1 - ratio) * 100:.0f}% '
