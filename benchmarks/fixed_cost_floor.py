@@ -25,9 +25,10 @@ of each (so no measured run is the first to read the libraries from disk):
                 500 documents; the same data and commands)
 
 It prints the median seconds (and the range) of each, and for each tiny
-run of ours: its seconds over its floor's (minimal-z for images and
-sensor rows, minimal-vocab for text) and the seconds above it, and the
-fixed-cost target (6 s) against both.
+run of ours: its floor (minimal-z for images and sensor rows,
+minimal-vocab for text), ours / floor, ours - floor, the floor's seconds
+after the imports, and whether ours and the floor are within the
+fixed-cost target (6 s).
 
 Exit codes: 0 done; 1 a command failed or wrote the wrong number of records
 (its log is named).
