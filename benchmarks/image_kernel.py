@@ -28,10 +28,10 @@ With --concurrent N the timing runs in N fresh processes at once, each on
 all the images, as a run's local worker processes decode (one per core;
 the processes are not kept in step, so one may time a kernel while
 another times the other): each process's figures, their medians, and
-N * 1000 / (median ms/image),
-the images/s the N processes reach together. That is the ceiling of a
-run's decoding pass on N cores when nothing else uses them; in a run the
-launching process takes its share too.
+N * 1000 / (median ms/image), the images/s the N processes reach
+together. That is the ceiling of a run's decoding pass on N cores when
+nothing else uses them; in a run the launching process takes its share
+too.
 """
 
 import argparse
