@@ -1,5 +1,7 @@
-"""The floor under a tiny run's fixed cost: our tiny runs against the
-smallest Beam + tf.Transform pipeline and against the imports alone.
+"""The floors under a tiny run's fixed cost: our tiny runs against the
+imports alone (which no run can go below) and the smallest Beam +
+tf.Transform pipeline of our kind written plainly (what the libraries
+themselves cost a run).
 
     python benchmarks/fixed_cost_floor.py [--repeats 5]
         [--workdir /tmp/tfrecord_bench] [--json results.json]
