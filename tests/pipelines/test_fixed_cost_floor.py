@@ -15,6 +15,7 @@ import pytest
 from tensorflow.core.example import example_pb2
 
 import repo
+from transforms.output import tfrecord_files
 
 ROOT = repo.ROOT
 sys.path.insert(0, os.path.join(ROOT, 'benchmarks'))
@@ -25,16 +26,10 @@ import minimal_tft_pipeline
 
 
 def _records(path):
-  """The tf.train.Examples of an uncompressed TFRecord file."""
-  out = []
+  """The tf.train.Examples of an uncompressed TFRecord file (CRCs checked)."""
   with open(path, 'rb') as f:
-    data = f.read()
-  at = 0
-  while at < len(data):
-    n = int.from_bytes(data[at:at + 8], 'little')
-    out.append(example_pb2.Example.FromString(data[at + 12:at + 12 + n]))
-    at += 12 + n + 4
-  return out
+    return [example_pb2.Example.FromString(r)
+            for r in tfrecord_files.iter_records(f)]
 
 
 def _minimal(tmp_path, *args):
@@ -46,9 +41,9 @@ def _minimal(tmp_path, *args):
       env=dict(os.environ, TMPDIR=str(tmp_path)))
   assert run.returncode == 0, run.stderr[-3000:]
   report = json.loads(run.stdout.strip().splitlines()[-1])
+  assert report['output'] == str(out)
   files = glob.glob(str(out / 'train-*'))
   records = [r for path in files for r in _records(path)]
-  assert report['records'] == len(records)
   assert (out / 'transform_fn' / 'saved_model.pb').exists()
   return out, records
 
