@@ -2,13 +2,19 @@
 
 Real image and sensor pipelines on the DirectRunner write the indexes; each
 line is checked against the shard's bytes with nothing but struct and
-CRC32C, the `tfrecord` package's PyTorch reader reads the shards through
-the indexes in a subprocess that never imports TensorFlow (the two cannot
-share a process: duplicate protobuf symbols), and the validation pipeline
-must name an index file that was altered, cut, deleted or left unlisted.
+CRC32C, the `tfrecord` package's reader (the one under its PyTorch
+dataset) reads the shards through the indexes in a subprocess that never
+imports TensorFlow (the two cannot share a process: duplicate protobuf
+symbols), and the validation pipeline must name an index file that was
+altered, cut, deleted or left unlisted.
 
-The reader test needs `torch` and `tfrecord` (the `test` extra, which
-./run_tests.sh installs); without them it fails and says so.
+The reader test needs the `tfrecord` package (the `test` extra, which
+./run_tests.sh installs); without it it fails and says so. torch itself is
+not installed: PyPI's Linux build of torch pulls gigabytes of CUDA
+libraries. The package's `TFRecordDataset` gives each DataLoader worker
+`shard=(worker id, worker count)` of `tfrecord_loader`, and with no
+workers a random indexed start; the test calls `tfrecord_loader` the same
+ways.
 """
 
 import io
@@ -191,34 +197,33 @@ def test_config_hash_ignores_index_files():
   assert indexed.config_hash() == plain.config_hash()
 
 
-# --- The tfrecord package's PyTorch reader, without TensorFlow -------------
+# --- The tfrecord package's reader, without TensorFlow ---------------------
 
 _READER = textwrap.dedent('''
     import json, sys
-    import torch.utils.data
-    from tfrecord.torch.dataset import TFRecordDataset
+    from tfrecord.reader import tfrecord_loader
 
     def text(value):
-      # bytes, or a uint8 array or tensor, depending on the version.
+      # bytes, or a uint8 array, depending on the version.
       return (value if isinstance(value, bytes) else
               bytes(value.tolist())).decode()
 
-    def pairs(dataset, workers):
-      loader = torch.utils.data.DataLoader(dataset, batch_size=None,
-                                           num_workers=workers)
-      return [[text(r['id']), int(r['label'][0])] for r in loader]
+    def pairs(shard, index, part=None):
+      spec = {'id': 'byte', 'label': 'int'}
+      return [[text(r['id']), int(r['label'][0])]
+              for r in tfrecord_loader(shard, index, spec, shard=part)]
 
     out = {}
     for shard, index in json.loads(sys.argv[1]):
-      spec = {'id': 'byte', 'label': 'int'}
       out[shard] = {
-          # Two DataLoader workers: the index gives each its own byte range.
-          'indexed_2_workers': pairs(TFRecordDataset(shard, index, spec), 2),
+          # Two workers, as a DataLoader with num_workers=2 gives them:
+          # the index gives each its own byte range.
+          'indexed_2_workers': [pairs(shard, index, (w, 2))
+                                for w in range(2)],
           # The same without an index: each worker reads the whole shard.
-          'plain_2_workers': pairs(TFRecordDataset(shard, None, spec), 2),
+          'plain_2_workers': [pairs(shard, None, (w, 2)) for w in range(2)],
           # One process: the index gives a random record to start from.
-          'indexed_random_start': pairs(TFRecordDataset(shard, index, spec),
-                                        0),
+          'indexed_random_start': pairs(shard, index),
       }
     out['tensorflow_imported'] = 'tensorflow' in sys.modules
     print(json.dumps(out))
@@ -228,11 +233,11 @@ _READER = textwrap.dedent('''
 def _reader_env():
   env = dict(os.environ)
   probe = subprocess.run(
-      [sys.executable, '-c', 'import torch, tfrecord.torch.dataset'],
+      [sys.executable, '-c', 'import tfrecord.reader'],
       env=env, capture_output=True, text=True, timeout=300, check=False)
   if probe.returncode:
-    pytest.fail('torch and tfrecord are not installed (they are in the '
-                'test extra: ./run_tests.sh installs them): ' +
+    pytest.fail('the tfrecord package is not installed (it is in the '
+                'test extra: ./run_tests.sh installs it): ' +
                 probe.stderr.strip().splitlines()[-1])
   return env
 
@@ -248,7 +253,7 @@ def _tf_pairs(path):
 
 
 @pytest.mark.parametrize('run', ['image_run', 'sensor_run'])
-def test_pytorch_reader_splits_shards_by_their_index(run, request):
+def test_tfrecord_reader_splits_shards_by_their_index(run, request):
   out, manifest = request.getfixturevalue(run)
   env = _reader_env()
   # The package cannot load an index of one line or none (numpy's loadtxt
@@ -268,10 +273,14 @@ def test_pytorch_reader_splits_shards_by_their_index(run, request):
     expected = _tf_pairs(out / shard['file'])
     assert len(expected) == shard['records']
     total += len(expected)
-    # With the index each record is read once, by one of the two workers.
-    assert sorted(read['indexed_2_workers']) == sorted(expected)
+    # With the index each record is read once, by one of the two workers,
+    # and each worker reads a part.
+    first, second = read['indexed_2_workers']
+    assert first and second
+    assert sorted(first + second) == sorted(expected)
     # Without it both workers read everything: the index is what splits.
-    assert sorted(read['plain_2_workers']) == sorted(expected * 2)
+    plain = read['plain_2_workers']
+    assert [sorted(w) for w in plain] == [sorted(expected)] * 2
     # Starting at a random indexed record and wrapping around.
     start = read['indexed_random_start']
     assert sorted(start) == sorted(expected)
