@@ -68,7 +68,12 @@ class PreprocessOptions(PipelineOptions):
 
   @classmethod
   def _add_argparse_args(cls, parser):
-    add = parser.add_argument
+    # The groups of --help are the groups of the guide's option tables
+    # (docs/command-line.md); tests/docs checks they agree.
+    def group(title):
+      return parser.add_argument_group(title).add_argument
+
+    add = group('input and output')
     add('--modality', default='image',
         help='Kind of input: image, text or sensor. Default: image.')
     add('--input', default=None,
@@ -85,17 +90,18 @@ class PreprocessOptions(PipelineOptions):
         help='Dataset name, used in shard file names '
         '(<name>-<split>.tfrecord-00000-of-00004). Default: images or '
         'text or sensor (the modality).')
-    add('--normalization', default=None,
-        help='zscore (per-channel mean/std from a tf.Transform full pass '
-        'over the training split), scale (images: to [0, 1]), minmax '
-        '(sensor: to [0, 1] by the training min/max) or none. Images: '
-        'applied by the exported transform when reading (jpeg/png/uint8 '
-        'storage) or stored (float32); sensor values are stored normalized. '
-        'Default: zscore (none for text, which has no normalization).')
+    add('--partition', default=None,
+        help='A partition value (such as a run date, 2026-11-20) put in '
+        'place of {partition} in --input and --output, so a nightly job '
+        'names one partition per run.')
+    add('--overwrite', default=False, action='store_true',
+        help='Replace a dataset already published in --output.')
+    add = group('splits and labels')
     add('--splits', default=DEFAULT_SPLITS,
         help='Split ratios such as train=0.8,validation=0.1,test=0.1 '
-        '(assigned by a hash of each image\'s relative path), or from_input '
-        'to take them from split folders or the manifest\'s split column. '
+        '(assigned by a hash of each example\'s --split_key), or '
+        'from_input to take them from split folders or the manifest\'s '
+        'split column. '
         f'Default: {DEFAULT_SPLITS}.')
     add('--split_key', default=None,
         help='Images and text, with --splits ratios: content (a hash of the '
@@ -112,6 +118,16 @@ class PreprocessOptions(PipelineOptions):
         help='Images and text: drop further copies of a content with the '
         'same label in the same split (dead-lettered "duplicate of <id>"). '
         'Duplicates are counted in the manifest either way.')
+    add('--label_column', default='label',
+        help='Text and sensor: the label column. Default: label.')
+    add = group('normalization, rebalancing and shuffling')
+    add('--normalization', default=None,
+        help='zscore (per-channel mean/std from a tf.Transform full pass '
+        'over the training split), scale (images: to [0, 1]), minmax '
+        '(sensor: to [0, 1] by the training min/max) or none. Images: '
+        'applied by the exported transform when reading (jpeg/png/uint8 '
+        'storage) or stored (float32); sensor values are stored normalized. '
+        'Default: zscore (none for text, which has no normalization).')
     add('--rebalance', default='none',
         help='none, oversample, undersample or weight (a per-example '
         'weight feature instead of resampling). Default: none.')
@@ -119,27 +135,46 @@ class PreprocessOptions(PipelineOptions):
         help='Comma-separated splits to rebalance. Default: train.')
     add('--seed', default='42',
         help='Seed for rebalancing and shuffling. Default: 42.')
+    add = group('output format')
     add('--num_shards', default='0',
         help='Shards per split; 0 lets the runner decide. Default: 0.')
+    add('--compression', default='auto',
+        help='auto (none for jpeg/png, whose bytes do not compress; gzip for '
+        'uint8/float32), none or gzip. Default: auto.')
     add('--tfds_metadata', default='auto',
         help='Also write the files TensorFlow Datasets reads the dataset '
         'with (dataset_info.json, features.json, label names), so that '
         'tfds.builder_from_directory(OUT) loads it: auto (when the records '
         'are uncompressed; TFDS cannot read gzip TFRecords), on, or off. '
         'Default: auto.')
-    add('--compression', default='auto',
-        help='auto (none for jpeg/png, whose bytes do not compress; gzip for '
-        'uint8/float32), none or gzip. Default: auto.')
     add('--index_files', default=False, action='store_true',
         help='Also write <shard>.idx beside every shard: the byte offset '
         'and length of each record (the format of DALI\'s tfrecord2idx), '
         'for DALI\'s TFRecord reader and the tfrecord package\'s PyTorch '
         'reader. Needs uncompressed shards (not with --compression gzip).')
+    add = group('quality gate')
     add('--max_bad_fraction', default='0.05',
         help='Fail the job (and publish nothing) when more than this share '
         'of the inputs is dead-lettered. Default: 0.05.')
-    add('--label_column', default='label',
-        help='Text and sensor: the label column. Default: label.')
+    add = group('scheduled and concurrent runs')
+    add('--wait_for_output', default='0',
+        help='When another run is writing --output (it holds the output\'s '
+        'lease), wait up to this many seconds for it to finish instead of '
+        'refusing at once. Default: 0 (refuse).')
+    add('--lease_seconds', default='600',
+        help='How long a run\'s lease on --output lasts without renewal; a '
+        'live run renews it every third of that, so only a killed run\'s '
+        'lease runs out, and another run may then take the output over. '
+        'Default: 600.')
+    add('--stale_staging_hours', default='72',
+        help='Staging folders that failed or killed runs left in --output '
+        '(a refused run keeps its dead letters there) are deleted by the '
+        'next run into that output once older than this many hours.')
+    add('--detach', default=False, action='store_true',
+        help='DataflowRunner only: return once the job is submitted instead '
+        'of waiting for it (for Flex Template launches). The job still '
+        'publishes the dataset itself, atomically, when it finishes.')
+    add = group('local runs (DirectRunner)')
     add('--workers', default=None,
         help='Workers on the DirectRunner (threads; --direct_num_workers '
         'and --direct_running_mode still win). Default: 1 (for images, one '
@@ -159,29 +194,11 @@ class PreprocessOptions(PipelineOptions):
         'memory. auto (default): disk on the DirectRunner when --output is '
         'on the local file system, else memory. Other runners group in '
         'their own shuffle.')
-    add('--partition', default=None,
-        help='A partition value (such as a run date, 2026-11-20) put in '
-        'place of {partition} in --input and --output, so a nightly job '
-        'names one partition per run.')
-    add('--overwrite', default=False, action='store_true',
-        help='Replace a dataset already published in --output.')
-    add('--stale_staging_hours', default='72',
-        help='Staging folders that failed or killed runs left in --output '
-        '(a refused run keeps its dead letters there) are deleted by the '
-        'next run into that output once older than this many hours.')
-    add('--detach', default=False, action='store_true',
-        help='DataflowRunner only: return once the job is submitted instead '
-        'of waiting for it (for Flex Template launches). The job still '
-        'publishes the dataset itself, atomically, when it finishes.')
-    add('--wait_for_output', default='0',
-        help='When another run is writing --output (it holds the output\'s '
-        'lease), wait up to this many seconds for it to finish instead of '
-        'refusing at once. Default: 0 (refuse).')
-    add('--lease_seconds', default='600',
-        help='How long a run\'s lease on --output lasts without renewal; a '
-        'live run renews it every third of that, so only a killed run\'s '
-        'lease runs out, and another run may then take the output over. '
-        'Default: 600.')
+    add = group('runners and diagnostics')
+    add('--allow_unverified_runner', default=False, action='store_true',
+        help='Run on a Beam runner this pipeline has not been verified on '
+        f'(verified: {", ".join(VERIFIED_RUNNERS)}; DaskRunner is refused '
+        'even so, as it loses records).')
     add('--progress', default='auto',
         help='While the run goes, show every few seconds how much is done '
         'of the total, the rate and the time left, on stderr: bar (one '
@@ -199,12 +216,8 @@ class PreprocessOptions(PipelineOptions):
         'here on other runners). Off by default on the DirectRunner: it '
         'costs a fixed 0.3-0.5 s a run and changes no record. For '
         'developing a modality.')
-    add('--allow_unverified_runner', default=False, action='store_true',
-        help='Run on a Beam runner this pipeline has not been verified on '
-        f'(verified: {", ".join(VERIFIED_RUNNERS)}; DaskRunner is refused '
-        'even so, as it loses records).')
     for name in modalities.names():
-      modalities.get(name).add_arguments(add)
+      modalities.get(name).add_arguments(group(f'{name} options'))
 
 
 # The config JSON of every run holds one section for each of the first

@@ -156,37 +156,41 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
   """The validation flags (any other goes to Beam)."""
   parser = _Parser(description=__doc__.split('\n')[0])
-  parser.add_argument('--output', required=True,
-                      help='The dataset folder to validate.')
-  parser.add_argument('--report', default=None,
-                      help='Where to write the JSON report (default: '
-                      f'<output>/{REPORT}).')
+  # The groups of the guide's validation page (docs/validation.md).
+  dataset = parser.add_argument_group('dataset and report')
+  dataset.add_argument('--output', required=True,
+                       help='The dataset folder to validate.')
+  dataset.add_argument('--report', default=None,
+                       help='Where to write the JSON report (default: '
+                       f'<output>/{REPORT}).')
   defaults = quality_checks.Thresholds()
-  parser.add_argument('--feature_drift_warn', default=str(
+  limits = parser.add_argument_group('thresholds')
+  limits.add_argument('--feature_drift_warn', default=str(
       defaults.feature_drift_warn), help='Warn when a feature\'s mean in a '
                       'split is this many training standard deviations from '
                       'the training mean (default %(default)s).')
-  parser.add_argument('--feature_drift_fail', default='none',
+  limits.add_argument('--feature_drift_fail', default='none',
                       help='Fail above this feature drift (default none).')
-  parser.add_argument('--class_drift_warn', default=str(
+  limits.add_argument('--class_drift_warn', default=str(
       defaults.class_drift_warn), help='Warn when a split\'s class shares '
                       'are this far (total variation distance, 0-1) from '
                       'the training split\'s (default %(default)s).')
-  parser.add_argument('--class_drift_fail', default='none',
+  limits.add_argument('--class_drift_fail', default='none',
                       help='Fail above this class drift (default none).')
-  parser.add_argument('--record_warn_mib', default=str(
+  limits.add_argument('--record_warn_mib', default=str(
       defaults.record_warn_bytes / 2**20), help='Warn about records larger '
                       'than this many MiB (default %(default)s; protobuf '
                       'refuses 2 GiB).')
-  parser.add_argument('--strict', action='store_true',
+  limits.add_argument('--strict', action='store_true',
                       help='Every warning fails the dataset.')
-  parser.add_argument('--verbose', action='store_true',
-                      help='When the validation pipeline fails, also print '
-                      'the full traceback on stderr (it is always written '
-                      'to the log file the error names).')
-  parser.add_argument('--allow_unverified_runner', action='store_true',
-                      help='Run on a Beam runner this pipeline has not been '
-                      'verified on (see the README).')
+  runs = parser.add_argument_group('runners and diagnostics')
+  runs.add_argument('--verbose', action='store_true',
+                    help='When the validation pipeline fails, also print '
+                    'the full traceback on stderr (it is always written '
+                    'to the log file the error names).')
+  runs.add_argument('--allow_unverified_runner', action='store_true',
+                    help='Run on a Beam runner this pipeline has not been '
+                    'verified on (see docs/runners.md).')
   return parser
 
 
