@@ -39,6 +39,11 @@ setuptools.setup(
         # FinalizeDataset (transforms/output/tfds_metadata.py uses TFDS's own
         # classes, some from tensorflow_datasets.core).
         'tensorflow-datasets>=4.9.10,<4.10',
+        # Beam packages this project for remote workers (Dataflow, Flink,
+        # Spark: --setup_file) with `python -m build --no-isolation`;
+        # without it Beam prints "No module named build" and falls back to
+        # the deprecated `setup.py sdist`.
+        'build>=1.2',
     ],
     extras_require={
         # tfrecord: tests/output/test_index_files.py reads the shards with

@@ -62,6 +62,9 @@ NOISE_PATTERN = (
     r'|computation placer|Unable to register cu[A-Z]+ factory'
     r'|cuda drivers|kernel driver does not appear to be running'
     r'|CUDA_ERROR_NO_DEVICE)'
+    # `python -m build`, run by Beam to package this project for remote
+    # workers (Dataflow, portable runners), says each step it takes.
+    r'|\* (?:Getting build dependencies for sdist|Building sdist)\.\.\.$'
     r')')
 
 # The filter process: reads what is written to file descriptor 2, writes
