@@ -6,6 +6,7 @@
         [--text-sizes 200000,800000]
         [--image-tiny 20] [--sensor-tiny 5000] [--text-tiny 500]
         [--no-warmup] [--json results.json] [--markdown section.md]
+        [--results PATH | --no-results]
 
 A benchmark, not a test. For each modality it makes (or reuses) the data of
 that modality's own benchmark at three sizes (a tiny one and two benchmark
@@ -50,6 +51,12 @@ Logs of the runs go to WORKDIR/logs/all/<modality>/<job>_r<k>.log, outputs
 to WORKDIR/out (the same names as the per-modality benchmarks).
 
 Record counts are checked as each modality's benchmark checks them.
+
+A run of every modality at the default sizes, with the warm-up and at
+least 3 repeats, rewrites its section of benchmarks/RESULTS.md (date,
+commit, machine, command, tables; harness.write_results); --no-results
+keeps it from doing so, --results PATH writes the section of that file
+whatever the sizes. A run with wrong record counts writes none.
 
 Exit codes: 0 done; 1 a command failed (its log tail is printed; nothing
 more runs); 3 every command ran but some wrote wrong record counts (printed
@@ -437,26 +444,11 @@ def print_table(result):
   harness.print_problems(result['record_problems'])
 
 
-def markdown(results, machine, command, repeats, warmup, when):
-  """A README-ready section: heading, date, machine, command, tables."""
-  mem = machine.get('memory_gib')
+def markdown_tables(results, repeats, warmup):
+  """How the figures are computed, then one markdown table per modality."""
   other = max((max(r['figures']['other_load_share_max'].values())
                for r in results), default=0.0)
   lines = [
-      '## Measured: every modality against a plain script',
-      '',
-      f'Measured {when:%Y-%m-%d %H:%M} UTC on {machine.get("cpu_model")}, '
-      f'{machine["cpus"]} cores, '
-      f'{"?" if mem is None else f"{mem:.1f}"} GiB memory; Python '
-      f'{machine["python_version"]}, Apache Beam {machine.get("apache_beam")}'
-      f', TensorFlow {machine.get("tensorflow")}, tf.Transform '
-      f'{machine.get("tensorflow_transform")}; peak RSS by '
-      f'{machine["rss_method"]}.',
-      '',
-      '```',
-      command,
-      '```',
-      '',
       ('Every figure is from one run' if repeats == 1 else
        f'Every figure is the median of {repeats} repeats') +
       ' of each command, interleaved (ours, baseline, ours, baseline, '
@@ -483,6 +475,38 @@ def markdown(results, machine, command, repeats, warmup, when):
       lines += ['', 'Wrong record counts:', '']
       lines += [f'- {p}' for p in r['record_problems']]
   return '\n'.join(lines) + '\n'
+
+
+def markdown(results, machine, command, repeats, warmup, when):
+  """A README-ready section: heading, date, machine, command, tables."""
+  mem = machine.get('memory_gib')
+  lines = [
+      '## Measured: every modality against a plain script',
+      '',
+      f'Measured {when:%Y-%m-%d %H:%M} UTC on {machine.get("cpu_model")}, '
+      f'{machine["cpus"]} cores, '
+      f'{"?" if mem is None else f"{mem:.1f}"} GiB memory; Python '
+      f'{machine["python_version"]}, Apache Beam {machine.get("apache_beam")}'
+      f', TensorFlow {machine.get("tensorflow")}, tf.Transform '
+      f'{machine.get("tensorflow_transform")}; peak RSS by '
+      f'{machine["rss_method"]}.',
+      '',
+      '```',
+      command,
+      '```',
+      '',
+  ]
+  return '\n'.join(lines) + '\n' + markdown_tables(results, repeats, warmup)
+
+
+def published(args, names):
+  """Whether a run is at the settings RESULTS.md publishes: every
+  modality, the default sizes, the warm-up, at least 3 repeats."""
+  return (list(names) == list(MODALITIES) and args.warmup and
+          args.repeats >= 3 and
+          all(getattr(args, f'{m.name}_sizes') == m.default_sizes and
+              getattr(args, f'{m.name}_tiny') == m.default_tiny
+              for m in MODALITIES.values()))
 
 
 # ------------------------------------------------------------------- main --
@@ -544,6 +568,7 @@ def main(argv=None):
   parser.add_argument('--markdown', default=None,
                       help='Also write a README-ready markdown section to '
                       'this path.')
+  harness.add_results_flags(parser)
   args = parser.parse_args(argv)
   names = [n.strip() for n in args.modalities.split(',') if n.strip()]
   unknown = [n for n in names if n not in MODALITIES]
@@ -555,6 +580,7 @@ def main(argv=None):
   command = shlex.join([sys.executable] + [sys.argv[0]] + list(argv))
   when = datetime.datetime.now(datetime.timezone.utc)
   machine = harness.machine_info()
+  info = harness.run_info(argv, __file__)
   results = []
   try:
     for name in names:
@@ -592,8 +618,16 @@ def main(argv=None):
       f.write(markdown(results, machine, command, args.repeats,
                        args.warmup, when))
     print(f'wrote {args.markdown}')
-  # Every command ran, but some counts were off: say so in the exit code.
-  return 3 if any(r['record_problems'] for r in results) else 0
+  # Every command ran, but some counts were off: say so in the exit code
+  # (and publish nothing).
+  if any(r['record_problems'] for r in results):
+    return 3
+  harness.write_results(
+      args, published(args, names), 'all_modalities',
+      'Every modality against its plain script (all_modalities.py)', info,
+      f'Peak RSS by {machine["rss_method"]}. ' +
+      markdown_tables(results, args.repeats, args.warmup))
+  return 0
 
 
 if __name__ == '__main__':

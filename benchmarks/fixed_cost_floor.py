@@ -5,6 +5,7 @@ themselves cost a run).
 
     python benchmarks/fixed_cost_floor.py [--repeats 5]
         [--workdir /tmp/tfrecord_bench] [--json results.json]
+        [--results PATH | --no-results]
 
 A benchmark, not a test. Each command runs as its own process (start-up and
 imports included), interleaved, --repeats times, after one unmeasured run
@@ -32,6 +33,11 @@ minimal-vocab for text), ours / floor, ours - floor, the floor's seconds
 after the imports, and whether ours and the floor are within the
 fixed-cost target (6 s).
 
+A run of at least 5 repeats rewrites its section of benchmarks/RESULTS.md
+(date, commit, machine, command, the tables); --no-results keeps it from
+doing so, --results PATH writes the section of that file whatever the
+repeats.
+
 Exit codes: 0 done; 1 a command failed or wrote the wrong number of records
 (its log is named).
 """
@@ -55,6 +61,7 @@ from transforms.output import tfrecord_files
 
 MINIMAL = os.path.join(harness.BENCH_DIR, 'minimal_tft_pipeline.py')
 MINIMAL_ROWS = 20
+DEFAULT_REPEATS = 5
 IMPORTS = ("import os; os.environ.setdefault('TF_USE_LEGACY_KERAS', '1'); "
            'import apache_beam, tensorflow_transform.beam; os._exit(0)')
 # Our tiny runs and the minimal pipeline each is compared with.
@@ -158,12 +165,14 @@ def report(seconds):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--repeats', type=int, default=5)
+  parser.add_argument('--repeats', type=int, default=DEFAULT_REPEATS)
   parser.add_argument('--workdir', default='/tmp/tfrecord_bench')
   parser.add_argument('--json', help='also write the seconds here')
+  harness.add_results_flags(parser)
   args = parser.parse_args(argv)
   if args.repeats < 1:
     parser.error('--repeats must be at least 1')
+  info = harness.run_info(sys.argv[1:] if argv is None else argv, __file__)
   _, logdir = harness.make_dirs(args.workdir)
   logdir = os.path.join(logdir, 'floor')
   os.makedirs(logdir, exist_ok=True)
@@ -180,7 +189,14 @@ def main(argv=None):
         f'TensorFlow {machine["tensorflow"]}, tf.Transform '
         f'{machine["tensorflow_transform"]}; {args.repeats} repeats, '
         'whole processes, seconds')
-  print('\n'.join(report(seconds)))
+  lines = report(seconds)
+  print('\n'.join(lines))
+  harness.write_results(
+      args, args.repeats >= DEFAULT_REPEATS, 'fixed_cost_floor',
+      'The floor under a tiny run (fixed_cost_floor.py)', info,
+      f'Medians of {args.repeats} repeats (range in parentheses), whole '
+      'processes, after one unmeasured run of each; seconds.\n\n' +
+      '\n'.join(lines))
   if args.json:
     with open(args.json, 'w') as f:
       json.dump({'machine': machine, 'repeats': args.repeats,

@@ -19,7 +19,9 @@ per "unit" (images, rows, ...): the keys are `<unit>_per_second` per run and
 `<unit>_per_second_median` per command.
 """
 
+import contextlib
 import importlib.metadata
+import io
 import json
 import os
 import platform
@@ -463,3 +465,185 @@ def split_count_problems(runs, expected, inputs, unit):
         out.append(f'ours repeat {i + 1} and the baseline disagree: '
                    f'{format_splits(r["splits"])} vs {format_splits(base)}')
   return out
+
+
+# ----------------------------------------------------------- RESULTS.md --
+# Each benchmark owns one section of benchmarks/RESULTS.md, between
+# `<!-- BEGIN name -->` and `<!-- END name -->` lines, and rewrites it
+# after a run at its published settings; the rest of the file is kept
+# byte for byte.
+
+RESULTS_PATH = os.path.join(BENCH_DIR, 'RESULTS.md')
+
+
+def add_results_flags(parser):
+  """--results PATH / --no-results, for run_info() and write_results()."""
+  group = parser.add_mutually_exclusive_group()
+  group.add_argument('--results', metavar='PATH', default=None,
+                     help='Rewrite this benchmark\'s section of this file '
+                     'after the run, whatever the sizes. Without it, the '
+                     'section of benchmarks/RESULTS.md is rewritten only '
+                     'by a run at the default sizes and at least the '
+                     'default repeats.')
+  group.add_argument('--no-results', action='store_true',
+                     help='Write no results file.')
+
+
+def at_defaults(parser, args, sizes, repeats='repeats'):
+  """Whether args hold the parser's defaults for each of `sizes` (dests)
+  and at least its default for `repeats`: a run RESULTS.md publishes."""
+  return (all(getattr(args, k) == parser.get_default(k) for k in sizes) and
+          getattr(args, repeats) >= parser.get_default(repeats))
+
+
+def git_commit(repo=REPO, ignore=(RESULTS_PATH,)):
+  """'abc1234', with ' + uncommitted changes' when tracked files differ
+  from HEAD (as `git describe --dirty`: untracked files do not count, nor
+  the files in `ignore`, so an earlier benchmark's section does not make
+  the next run look dirty); None outside a git checkout."""
+  def git(*args):
+    return subprocess.run(['git', '-C', repo] + list(args),
+                          capture_output=True, text=True, check=True,
+                          timeout=30).stdout
+
+  try:
+    commit = git('rev-parse', '--short', 'HEAD').strip()
+    excludes = [':(exclude)' + os.path.relpath(p, repo) for p in ignore]
+    dirty = git('status', '--porcelain', '--untracked-files=no', '--', '.',
+                *excludes).strip()
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return commit + (' + uncommitted changes' if dirty else '')
+
+
+def command_line(argv, script=None):
+  """The command as run from the repository root: this interpreter and
+  script (relative to the root when inside it), then argv."""
+  def rel(path):
+    path = os.path.abspath(path)
+    inside = os.path.commonpath([path, REPO]) == REPO
+    return os.path.relpath(path, REPO) if inside else path
+
+  return shlex.join([rel(sys.executable), rel(script or sys.argv[0])] +
+                    list(argv))
+
+
+def run_info(argv, script=None):
+  """What a results section records, taken when the run starts."""
+  now = time.time()
+  return {'date_utc': time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(now)),
+          'commit': git_commit(), 'command': command_line(argv, script),
+          'machine': machine_info()}
+
+
+def describe_machine(m):
+  """One line: CPUs, CPU model, memory, Python and library versions."""
+  mem = m.get('memory_gib')
+  libs = ', '.join(f'{name} {m[key]}' for name, key in (
+      ('Apache Beam', 'apache_beam'), ('TensorFlow', 'tensorflow'),
+      ('tf.Transform', 'tensorflow_transform')) if m.get(key))
+  return (f'{m.get("cpus")} cores ({m.get("cpu_model") or "CPU unknown"}), '
+          f'{"?" if mem is None else f"{mem:.1f}"} GiB memory, Python '
+          f'{m.get("python_version")}' + (f'; {libs}' if libs else ''))
+
+
+def results_section(name, title, info, body):
+  """The text of a section, markers included, ending with a newline."""
+  lines = [f'<!-- BEGIN {name} -->', f'## {title}', '',
+           f'- Measured: {info["date_utc"]}',
+           f'- Commit: {info["commit"] or "unknown (not a git checkout)"}',
+           f'- Machine: {describe_machine(info["machine"])}',
+           f'- Command (from the repository root): `{info["command"]}`',
+           '', body.strip('\n'), f'<!-- END {name} -->']
+  return '\n'.join(lines) + '\n'
+
+
+def replace_section(text, name, section):
+  """`text` with the section `name` replaced by `section` (which holds its
+  own markers), or with `section` appended when text has none.
+
+  Raises:
+    ValueError: The markers of `name` are not one BEGIN line followed by
+      one END line.
+  """
+  begin, end = f'<!-- BEGIN {name} -->', f'<!-- END {name} -->'
+  lines = text.splitlines(keepends=True)
+  starts = [i for i, line in enumerate(lines) if line.strip() == begin]
+  ends = [i for i, line in enumerate(lines) if line.strip() == end]
+  if not starts and not ends:
+    if not text:
+      return section
+    return text.rstrip('\n') + '\n\n' + section
+  if len(starts) != 1 or len(ends) != 1 or ends[0] < starts[0]:
+    raise ValueError(f'the markers of section {name!r} are not one '
+                     f'{begin!r} line followed by one {end!r} line')
+  return ''.join(lines[:starts[0]]) + section + ''.join(lines[ends[0] + 1:])
+
+
+def write_section(path, name, section):
+  """Replaces (or adds) the section `name` of the file at path."""
+  try:
+    with open(path) as f:
+      text = f.read()
+  except FileNotFoundError:
+    text = ''
+  text = replace_section(text, name, section)
+  tmp = f'{path}.tmp{os.getpid()}'
+  with open(tmp, 'w') as f:
+    f.write(text)
+  os.replace(tmp, path)
+
+
+def write_results(args, published, name, title, info, body):
+  """Writes the run's section where args (add_results_flags) say.
+
+  Args:
+    args: Parsed arguments with .results and .no_results.
+    published: Whether the run is at the published settings (default
+      sizes, at least the default repeats): only then does it rewrite
+      benchmarks/RESULTS.md without --results.
+    name, title: The section's marker name and heading.
+    info: run_info() of the run.
+    body: The section's figures (markdown).
+
+  Returns:
+    The path written, or None.
+  """
+  path = None if args.no_results else args.results or (
+      RESULTS_PATH if published else None)
+  if path is None:
+    if not args.no_results:
+      print(f'not written to {os.path.relpath(RESULTS_PATH)}: not the '
+            'default sizes and repeats (--results PATH writes anyway)')
+    return None
+  write_section(path, name, results_section(name, title, info, body))
+  print(f'wrote section {name} of {path}')
+  return path
+
+
+class _Tee:
+  """A stdout that also keeps what is written to it."""
+
+  def __init__(self, out):
+    self.out, self.kept = out, io.StringIO()
+
+  def write(self, text):
+    self.kept.write(text)
+    return self.out.write(text)
+
+  def flush(self):
+    self.out.flush()
+
+
+@contextlib.contextmanager
+def printed():
+  """Prints as usual inside the block and keeps a copy: `with printed()
+  as kept: ...`, then kept.getvalue()."""
+  tee = _Tee(sys.stdout)
+  with contextlib.redirect_stdout(tee):
+    yield tee.kept
+
+
+def code_block(text):
+  """Printed text as a markdown code block."""
+  return '```\n' + text.strip('\n') + '\n```\n'

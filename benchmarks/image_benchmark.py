@@ -4,6 +4,7 @@
         [--workdir /tmp/tfrecord_bench] [--json results.json]
     python benchmarks/image_benchmark.py --memory-scaling [--repeats 1]
     python benchmarks/image_benchmark.py --runner-modes [--images 10000]
+    (each also takes --results PATH | --no-results)
 
 A benchmark, not a test. It makes (or reuses) a corpus of photo-like JPEGs
 with `pipelines.sample_data.generate` and runs, each as its own process
@@ -40,6 +41,13 @@ images (printed as a warning; the numbers are still reported).
 (in_memory with 1 worker, multi_threading with 2, multi_processing with 2),
 interleaved on one corpus, and reports each mode's throughput against
 in_memory's.
+
+A comparison at the default size (or --memory-scaling at its default sizes)
+with at least the default repeats rewrites its section of
+benchmarks/RESULTS.md (harness.write_results: date, commit, machine,
+command, the printed table); --no-results keeps it from doing so, --results
+PATH writes the section of that file whatever the sizes. --runner-modes has
+no section.
 
 --memory-scaling instead runs only ours on two corpora (default 2,000 and
 20,000 images) and reports the peak RSS of each and their ratio (target:
@@ -262,24 +270,26 @@ def compare(args):
                 s['a_loop']['peak_rss_mib_median'],
       'ours/b': s['ours']['peak_rss_mib_median'] /
                 s['b_tf']['peak_rss_mib_median']}
-  print()
-  print(f'{args.images} images, {args.repeats} repeat(s), '
-        f'{os.cpu_count()} CPUs')
-  harness.print_table([('ours (pipelines.preprocess)', 'ours'),
-                       ('(a) loop + process_image', 'a_loop'),
-                       ('(b) eager TF ops', 'b_tf')], s, UNIT)
-  for k, v in ratios.items():
-    print(f'throughput {k:14s} {v:6.2f}x')
-  for k, v in rss_ratios.items():
-    print(f'peak RSS   {k:14s} {v:6.2f}x')
-  harness.print_columns_note(UNIT)
-  harness.print_problems(problems)
+  with harness.printed() as table:
+    print()
+    print(f'{args.images} images, {args.repeats} repeat(s), '
+          f'{os.cpu_count()} CPUs')
+    harness.print_table([('ours (pipelines.preprocess)', 'ours'),
+                         ('(a) loop + process_image', 'a_loop'),
+                         ('(b) eager TF ops', 'b_tf')], s, UNIT)
+    for k, v in ratios.items():
+      print(f'throughput {k:14s} {v:6.2f}x')
+    for k, v in rss_ratios.items():
+      print(f'peak RSS   {k:14s} {v:6.2f}x')
+    harness.print_columns_note(UNIT)
+    harness.print_problems(problems)
   return {'mode': 'compare', 'images': args.images,
           'repeats': args.repeats, 'corpus': corpus,
           'machine': harness.machine_info(),
           'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
           'results': s, 'throughput_ratios': ratios,
-          'peak_rss_ratios': rss_ratios, 'record_problems': problems}
+          'peak_rss_ratios': rss_ratios, 'record_problems': problems,
+          'table': table.getvalue()}
 
 
 def memory_scaling(args):
@@ -302,22 +312,24 @@ def memory_scaling(args):
   rss_small = s[f'ours@{small}']['peak_rss_mib_median']
   rss_large = s[f'ours@{large}']['peak_rss_mib_median']
   ratio = rss_large / rss_small
-  print()
-  print(f'memory scaling of ours, {args.repeats} repeat(s), '
-        f'{os.cpu_count()} CPUs')
-  harness.print_table(
-      [(f'ours, {n} images', f'ours@{n}') for n in (small, large)], s, UNIT)
-  verdict = 'OK' if ratio <= MEMORY_SCALING_TARGET else 'OVER TARGET'
-  print(f'peak RSS {large}/{small}: {ratio:.2f}x (target <= '
-        f'{MEMORY_SCALING_TARGET}) {verdict}')
-  harness.print_columns_note(UNIT)
-  harness.print_problems(problems)
+  with harness.printed() as table:
+    print()
+    print(f'memory scaling of ours, {args.repeats} repeat(s), '
+          f'{os.cpu_count()} CPUs')
+    harness.print_table(
+        [(f'ours, {n} images', f'ours@{n}') for n in (small, large)], s, UNIT)
+    verdict = 'OK' if ratio <= MEMORY_SCALING_TARGET else 'OVER TARGET'
+    print(f'peak RSS {large}/{small}: {ratio:.2f}x (target <= '
+          f'{MEMORY_SCALING_TARGET}) {verdict}')
+    harness.print_columns_note(UNIT)
+    harness.print_problems(problems)
   return {'mode': 'memory_scaling', 'sizes': [small, large],
           'repeats': args.repeats, 'machine': harness.machine_info(),
           'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
           'results': s, 'peak_rss_ratio': ratio,
           'target': MEMORY_SCALING_TARGET, 'within_target':
-          ratio <= MEMORY_SCALING_TARGET, 'record_problems': problems}
+          ratio <= MEMORY_SCALING_TARGET, 'record_problems': problems,
+          'table': table.getvalue()}
 
 
 def main(argv=None):
@@ -344,10 +356,12 @@ def main(argv=None):
                       help='Only run ours, once per DirectRunner mode '
                       '(in_memory/1, multi_threading/2, multi_processing/2), '
                       'and compare throughput.')
+  harness.add_results_flags(parser)
   args = parser.parse_args(argv)
   if args.images < 1 or args.repeats < 1:
     parser.error('--images and --repeats must be at least 1')
   args.workdir = os.path.abspath(args.workdir)
+  info = harness.run_info(sys.argv[1:] if argv is None else argv, __file__)
   try:
     if args.memory_scaling:
       result = memory_scaling(args)
@@ -362,8 +376,23 @@ def main(argv=None):
     with open(args.json, 'w') as f:
       json.dump(result, f, indent=2)
     print(f'wrote {args.json}')
-  # Every command ran, but some output was short: say so in the exit code.
-  return 3 if result['record_problems'] else 0
+  # Every command ran, but some output was short: say so in the exit code
+  # (and publish nothing).
+  if result['record_problems']:
+    return 3
+  if args.memory_scaling:
+    harness.write_results(
+        args, harness.at_defaults(parser, args, ['scaling_sizes']),
+        'image_memory_scaling',
+        'Image memory as the corpus grows (image_benchmark.py '
+        '--memory-scaling)', info, harness.code_block(result['table']))
+  elif not args.runner_modes:  # --runner-modes has no section
+    harness.write_results(
+        args, harness.at_defaults(parser, args, ['images']),
+        'image_benchmark',
+        'Images against two single-process loops (image_benchmark.py)',
+        info, harness.code_block(result['table']))
+  return 0
 
 
 if __name__ == '__main__':

@@ -2,6 +2,7 @@
 
     python benchmarks/image_kernel.py [--images 600] [--repeats 5]
         [--folder DIR] [--workdir /tmp/tfrecord_bench] [--concurrent N]
+        [--results PATH | --no-results]
 
 A benchmark, not a test. In one process, on the same image bytes (read into
 memory first), it times
@@ -32,6 +33,12 @@ N * 1000 / (median ms/image), the images/s the N processes reach
 together. That is the ceiling of a run's decoding pass on N cores when
 nothing else uses them; in a run the launching process takes its share
 too.
+
+A run on the default corpus with at least the default repeats rewrites its
+section of benchmarks/RESULTS.md (image_kernel, or image_kernel_concurrent
+with --concurrent N > 1; harness.write_results: date, commit, machine,
+command, the printed figures); --no-results keeps it from doing so,
+--results PATH writes the section of that file whatever the arguments.
 """
 
 import argparse
@@ -55,6 +62,7 @@ for _path in (_ROOT, os.path.join(_ROOT, 'benchmarks')):
   if _path not in sys.path:
     sys.path.insert(0, _path)
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import harness
 import image_benchmark
 from transforms.modalities.image import processing as images
 # pylint: enable=g-import-not-at-top,wrong-import-position
@@ -249,10 +257,27 @@ def main(argv=None):
       help='Time the kernels in this many processes at once, each on all '
       'the images, as the local worker processes of a run decode (one per '
       'core); also prints the images/s they would reach together.')
+  harness.add_results_flags(parser)
   args = parser.parse_args(argv)
   if args.concurrent < 1:
     parser.error('--concurrent must be at least 1')
+  info = harness.run_info(sys.argv[1:] if argv is None else argv, __file__)
+  with harness.printed() as table:
+    measure(args)
+  if args.concurrent == 1:
+    name, title = 'image_kernel', 'The per-image kernel (image_kernel.py)'
+  else:
+    name = 'image_kernel_concurrent'
+    title = ('The per-image kernel in several processes at once '
+             '(image_kernel.py --concurrent)')
+  harness.write_results(
+      args, harness.at_defaults(parser, args, ['images', 'folder']), name,
+      title, info, harness.code_block(table.getvalue()))
+  return 0
 
+
+def measure(args):
+  """Times the kernels as args say and prints the figures."""
   folder = args.folder or image_benchmark.ensure_corpus(
       os.path.abspath(args.workdir), args.images)
   datas = read_images(folder)
@@ -284,7 +309,6 @@ def main(argv=None):
     ratio = medians['current'][i] / medians['previous'][i]
     print(f'current/previous, {what}: {ratio:.3f} ({(1 - ratio) * 100:.0f}% '
           'less time per image)')
-  return 0
 
 
 if __name__ == '__main__':

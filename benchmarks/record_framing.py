@@ -2,6 +2,7 @@
 at a time.
 
     python benchmarks/record_framing.py [--records 200000] [--repeats 7]
+        [--results PATH | --no-results]
 
 A benchmark, not a test. In one process, on the same generated records,
 it times the two per-record steps of the end of every run (RecordListSink
@@ -21,6 +22,11 @@ interleaved order (plain, ours, plain, ...). It prints the median
 microseconds a record of each over --repeats, with min..max, and
 ours / plain; and checks that both give the same bytes and sums. Only the
 median of a quiet machine means anything: the spread shows the noise.
+
+A run at the default records with at least the default repeats rewrites its
+section of benchmarks/RESULTS.md (harness.write_results: date, commit,
+machine, command, the printed table); --no-results keeps it from doing so,
+--results PATH writes the section of that file whatever the arguments.
 """
 
 import argparse
@@ -32,9 +38,11 @@ import sys
 import time
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _ROOT not in sys.path:
-  sys.path.insert(0, _ROOT)
+for _path in (_ROOT, os.path.join(_ROOT, 'benchmarks')):
+  if _path not in sys.path:
+    sys.path.insert(0, _path)
 # pylint: disable=g-import-not-at-top,wrong-import-position
+import harness
 from apache_beam.io.tfrecordio import _TFRecordUtil  # pylint: disable=protected-access
 
 from transforms.output import shards
@@ -83,7 +91,20 @@ def main(argv=None):
   parser.add_argument('--records', type=int, default=200_000,
                       help='text-like records (image-like: a twentieth)')
   parser.add_argument('--repeats', type=int, default=7)
+  harness.add_results_flags(parser)
   args = parser.parse_args(argv)
+  info = harness.run_info(sys.argv[1:] if argv is None else argv, __file__)
+  with harness.printed() as table:
+    measure(args)
+  harness.write_results(
+      args, harness.at_defaults(parser, args, ['records']),
+      'record_framing',
+      'Framing and fingerprinting records (record_framing.py)', info,
+      harness.code_block(table.getvalue()))
+
+
+def measure(args):
+  """Times both steps on both kinds of records and prints the table."""
   rng = random.Random(0)
   kinds = (('text-like, lists of 2,000',
             _lists(rng, args.records, 250, 400, 2000)),

@@ -2,7 +2,7 @@
 
     python benchmarks/sensor_benchmark.py [--rows 1000000] [--repeats 3]
         [--workdir /tmp/tfrecord_bench] [--json results.json]
-        [--only ours|baseline]
+        [--only ours|baseline] [--results PATH | --no-results]
     python benchmarks/sensor_benchmark.py --memory-scaling [--repeats 1]
 
 A benchmark, not a test. It makes (or reuses) a sensor log CSV with
@@ -30,6 +30,12 @@ by device name) and against each other.
 Exit codes: 0 done; 1 a command failed (its log tail is printed); 3 every
 command ran but the per-split record counts disagree (printed as a
 warning; the numbers are still reported).
+
+A comparison of both commands at the default rows (or --memory-scaling at
+its default sizes) with at least the default repeats rewrites its section
+of benchmarks/RESULTS.md (harness.write_results: date, commit, machine,
+command, the printed table); --no-results keeps it from doing so,
+--results PATH writes the section of that file whatever the sizes.
 
 --memory-scaling instead runs only ours on two files (default 1,000,000 and
 4,000,000 rows) and reports the peak RSS of each and their ratio (target:
@@ -160,36 +166,39 @@ def compare(args):
   s = harness.summarize(runs, UNIT)
   problems = harness.split_count_problems(
       runs, per_job, {n: args.rows for n in jobs}, UNIT)
-  print()
-  print(f'{args.rows} rows, {args.repeats} repeat(s), {os.cpu_count()} CPUs')
-  labels = {'ours': 'ours (pipelines.preprocess)',
-            'baseline': 'baseline (pandas + NumPy)'}
-  harness.print_table([(labels[n], n) for n in jobs], s, UNIT)
-  ratios = rss_ratios = None
-  if len(jobs) == 2:
-    ratios = {'ours/baseline': s['ours']['rows_per_second_median'] /
-                               s['baseline']['rows_per_second_median']}
-    rss_ratios = {'ours/baseline': s['ours']['peak_rss_mib_median'] /
-                                   s['baseline']['peak_rss_mib_median']}
-    for k, v in ratios.items():
-      print(f'throughput {k:14s} {v:6.2f}x')
-    for k, v in rss_ratios.items():
-      print(f'peak RSS   {k:14s} {v:6.2f}x')
-  else:
-    print(f'(only {", ".join(jobs)} ran: no ratios)')
-  for name in jobs:
-    last = runs[name][-1]['splits']
-    verdict = 'as expected' if harness.same_splits(last, expected) else 'DIFFERENT'
-    print(f'records {name:9s} {harness.format_splits(last)} ({verdict})')
-  harness.print_columns_note(UNIT)
-  harness.print_problems(problems, 'per-split record counts disagree')
+  with harness.printed() as table:
+    print()
+    print(f'{args.rows} rows, {args.repeats} repeat(s), {os.cpu_count()} CPUs')
+    labels = {'ours': 'ours (pipelines.preprocess)',
+              'baseline': 'baseline (pandas + NumPy)'}
+    harness.print_table([(labels[n], n) for n in jobs], s, UNIT)
+    ratios = rss_ratios = None
+    if len(jobs) == 2:
+      ratios = {'ours/baseline': s['ours']['rows_per_second_median'] /
+                                 s['baseline']['rows_per_second_median']}
+      rss_ratios = {'ours/baseline': s['ours']['peak_rss_mib_median'] /
+                                     s['baseline']['peak_rss_mib_median']}
+      for k, v in ratios.items():
+        print(f'throughput {k:14s} {v:6.2f}x')
+      for k, v in rss_ratios.items():
+        print(f'peak RSS   {k:14s} {v:6.2f}x')
+    else:
+      print(f'(only {", ".join(jobs)} ran: no ratios)')
+    for name in jobs:
+      last = runs[name][-1]['splits']
+      verdict = ('as expected' if harness.same_splits(last, expected)
+                 else 'DIFFERENT')
+      print(f'records {name:9s} {harness.format_splits(last)} ({verdict})')
+    harness.print_columns_note(UNIT)
+    harness.print_problems(problems, 'per-split record counts disagree')
   return {'mode': 'compare', 'rows': args.rows, 'repeats': args.repeats,
           'data': csv, 'window': WINDOW, 'stride': STRIDE,
           'machine': harness.machine_info(),
           'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
           'expected_split_records': expected,
           'results': s, 'throughput_ratios': ratios,
-          'peak_rss_ratios': rss_ratios, 'record_problems': problems}
+          'peak_rss_ratios': rss_ratios, 'record_problems': problems,
+          'table': table.getvalue()}
 
 
 def memory_scaling(args):
@@ -215,23 +224,25 @@ def memory_scaling(args):
   rss_small = s[f'ours@{small}']['peak_rss_mib_median']
   rss_large = s[f'ours@{large}']['peak_rss_mib_median']
   ratio = rss_large / rss_small
-  print()
-  print(f'memory scaling of ours, {args.repeats} repeat(s), '
-        f'{os.cpu_count()} CPUs')
-  harness.print_table(
-      [(f'ours, {n} rows', f'ours@{n}') for n in (small, large)], s, UNIT)
-  verdict = 'OK' if ratio <= MEMORY_SCALING_TARGET else 'OVER TARGET'
-  print(f'peak RSS {large}/{small}: {ratio:.2f}x (target: flat, <= '
-        f'{MEMORY_SCALING_TARGET}) {verdict}')
-  harness.print_columns_note(UNIT)
-  harness.print_problems(problems, 'per-split record counts disagree')
+  with harness.printed() as table:
+    print()
+    print(f'memory scaling of ours, {args.repeats} repeat(s), '
+          f'{os.cpu_count()} CPUs')
+    harness.print_table(
+        [(f'ours, {n} rows', f'ours@{n}') for n in (small, large)], s, UNIT)
+    verdict = 'OK' if ratio <= MEMORY_SCALING_TARGET else 'OVER TARGET'
+    print(f'peak RSS {large}/{small}: {ratio:.2f}x (target: flat, <= '
+          f'{MEMORY_SCALING_TARGET}) {verdict}')
+    harness.print_columns_note(UNIT)
+    harness.print_problems(problems, 'per-split record counts disagree')
   return {'mode': 'memory_scaling', 'sizes': [small, large],
           'repeats': args.repeats, 'machine': harness.machine_info(),
           'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
           'expected_split_records': expected,
           'results': s, 'peak_rss_ratio': ratio,
           'target': MEMORY_SCALING_TARGET, 'within_target':
-          ratio <= MEMORY_SCALING_TARGET, 'record_problems': problems}
+          ratio <= MEMORY_SCALING_TARGET, 'record_problems': problems,
+          'table': table.getvalue()}
 
 
 def main(argv=None):
@@ -257,6 +268,7 @@ def main(argv=None):
   parser.add_argument('--scaling-sizes', default='1000000,4000000',
                       help='The two sizes for --memory-scaling '
                       '(default 1000000,4000000).')
+  harness.add_results_flags(parser)
   args = parser.parse_args(argv)
   if args.rows < 1 or args.repeats < 1:
     parser.error('--rows and --repeats must be at least 1')
@@ -266,6 +278,7 @@ def main(argv=None):
     parser.error(f'--only takes {" and/or ".join(NAMES)}, got '
                  f'{", ".join(unknown) or "nothing"}')
   args.workdir = os.path.abspath(args.workdir)
+  info = harness.run_info(sys.argv[1:] if argv is None else argv, __file__)
   try:
     result = memory_scaling(args) if args.memory_scaling else compare(args)
   except BenchmarkError as e:
@@ -275,8 +288,23 @@ def main(argv=None):
     with open(args.json, 'w') as f:
       json.dump(result, f, indent=2)
     print(f'wrote {args.json}')
-  # Every command ran, but some counts were off: say so in the exit code.
-  return 3 if result['record_problems'] else 0
+  # Every command ran, but some counts were off: say so in the exit code
+  # (and publish nothing).
+  if result['record_problems']:
+    return 3
+  if args.memory_scaling:
+    harness.write_results(
+        args, harness.at_defaults(parser, args, ['scaling_sizes']),
+        'sensor_memory_scaling',
+        'Sensor memory as the data grows (sensor_benchmark.py '
+        '--memory-scaling)', info, harness.code_block(result['table']))
+  else:
+    harness.write_results(
+        args, harness.at_defaults(parser, args, ['rows']) and
+        set(args.only) == set(NAMES), 'sensor_benchmark',
+        'Sensor rows against the pandas + NumPy script '
+        '(sensor_benchmark.py)', info, harness.code_block(result['table']))
+  return 0
 
 
 if __name__ == '__main__':

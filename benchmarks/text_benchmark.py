@@ -2,7 +2,7 @@
 
     python benchmarks/text_benchmark.py [--docs 200000] [--repeats 3]
         [--workdir /tmp/tfrecord_bench] [--json results.json]
-        [--only ours|baseline]
+        [--only ours|baseline] [--results PATH | --no-results]
 
 A benchmark, not a test. It makes (or reuses) a CSV of labelled documents
 with benchmarks/text_data.py (text,label; 20..120 made-up words each, 5
@@ -34,6 +34,12 @@ of '<file name>:<row>', what a plain script does); the totals agree.
 Exit codes: 0 done; 1 a command failed (its log tail is printed); 3 every
 command ran but the per-split record counts disagree (printed as a
 warning; the numbers are still reported).
+
+A comparison of both commands at the default docs with at least the
+default repeats rewrites its section of benchmarks/RESULTS.md
+(harness.write_results: date, commit, machine, command, the printed
+table); --no-results keeps it from doing so, --results PATH writes the
+section of that file whatever the sizes.
 """
 
 import argparse
@@ -175,37 +181,39 @@ def compare(args):
   s = harness.summarize(runs, UNIT)
   problems = harness.split_count_problems(
       runs, per_job, {n: args.docs for n in jobs}, UNIT)
-  print()
-  print(f'{args.docs} docs, {args.repeats} repeat(s), {os.cpu_count()} CPUs')
-  labels = {'ours': 'ours (pipelines.preprocess)',
-            'baseline': 'baseline (csv + Counter)'}
-  harness.print_table([(labels[n], n) for n in jobs], s, UNIT)
-  ratios = rss_ratios = None
-  if len(jobs) == 2:
-    ratios = {'ours/baseline': s['ours']['docs_per_second_median'] /
-                               s['baseline']['docs_per_second_median']}
-    rss_ratios = {'ours/baseline': s['ours']['peak_rss_mib_median'] /
-                                   s['baseline']['peak_rss_mib_median']}
-    for k, v in ratios.items():
-      print(f'throughput {k:14s} {v:6.2f}x')
-    for k, v in rss_ratios.items():
-      print(f'peak RSS   {k:14s} {v:6.2f}x')
-  else:
-    print(f'(only {", ".join(jobs)} ran: no ratios)')
-  for name in jobs:
-    last = runs[name][-1]['splits']
-    verdict = ('as expected' if harness.same_splits(last, per_job[name])
-               else 'DIFFERENT')
-    print(f'records {name:9s} {harness.format_splits(last)} ({verdict})')
-  harness.print_columns_note(UNIT)
-  harness.print_problems(problems, 'per-split record counts disagree')
+  with harness.printed() as table:
+    print()
+    print(f'{args.docs} docs, {args.repeats} repeat(s), {os.cpu_count()} CPUs')
+    labels = {'ours': 'ours (pipelines.preprocess)',
+              'baseline': 'baseline (csv + Counter)'}
+    harness.print_table([(labels[n], n) for n in jobs], s, UNIT)
+    ratios = rss_ratios = None
+    if len(jobs) == 2:
+      ratios = {'ours/baseline': s['ours']['docs_per_second_median'] /
+                                 s['baseline']['docs_per_second_median']}
+      rss_ratios = {'ours/baseline': s['ours']['peak_rss_mib_median'] /
+                                     s['baseline']['peak_rss_mib_median']}
+      for k, v in ratios.items():
+        print(f'throughput {k:14s} {v:6.2f}x')
+      for k, v in rss_ratios.items():
+        print(f'peak RSS   {k:14s} {v:6.2f}x')
+    else:
+      print(f'(only {", ".join(jobs)} ran: no ratios)')
+    for name in jobs:
+      last = runs[name][-1]['splits']
+      verdict = ('as expected' if harness.same_splits(last, per_job[name])
+                 else 'DIFFERENT')
+      print(f'records {name:9s} {harness.format_splits(last)} ({verdict})')
+    harness.print_columns_note(UNIT)
+    harness.print_problems(problems, 'per-split record counts disagree')
   return {'mode': 'compare', 'docs': args.docs, 'repeats': args.repeats,
           'data': csv_path, 'vocab_size': VOCAB_SIZE,
           'max_tokens': MAX_TOKENS, 'machine': harness.machine_info(),
           'commands': {n: shlex.join(c) for n, (c, _, _) in jobs.items()},
           'expected_split_records': per_job,
           'results': s, 'throughput_ratios': ratios,
-          'peak_rss_ratios': rss_ratios, 'record_problems': problems}
+          'peak_rss_ratios': rss_ratios, 'record_problems': problems,
+          'table': table.getvalue()}
 
 
 def main(argv=None):
@@ -225,6 +233,7 @@ def main(argv=None):
   parser.add_argument('--only', default=','.join(NAMES),
                       help='Comma-separated commands to run: ours, baseline '
                       '(default both).')
+  harness.add_results_flags(parser)
   args = parser.parse_args(argv)
   if args.docs < 1 or args.repeats < 1:
     parser.error('--docs and --repeats must be at least 1')
@@ -234,6 +243,7 @@ def main(argv=None):
     parser.error(f'--only takes {" and/or ".join(NAMES)}, got '
                  f'{", ".join(unknown) or "nothing"}')
   args.workdir = os.path.abspath(args.workdir)
+  info = harness.run_info(sys.argv[1:] if argv is None else argv, __file__)
   try:
     result = compare(args)
   except BenchmarkError as e:
@@ -243,8 +253,16 @@ def main(argv=None):
     with open(args.json, 'w') as f:
       json.dump(result, f, indent=2)
     print(f'wrote {args.json}')
-  # Every command ran, but some counts were off: say so in the exit code.
-  return 3 if result['record_problems'] else 0
+  # Every command ran, but some counts were off: say so in the exit code
+  # (and publish nothing).
+  if result['record_problems']:
+    return 3
+  harness.write_results(
+      args, harness.at_defaults(parser, args, ['docs']) and
+      set(args.only) == set(NAMES), 'text_benchmark',
+      'Text against the csv + Counter script (text_benchmark.py)', info,
+      harness.code_block(result['table']))
+  return 0
 
 
 if __name__ == '__main__':
