@@ -176,3 +176,35 @@ def test_sensor_rows_are_sampled_as_a_table_and_windows_as_lines():
   page = html_report.render(_sensor_report(windows))
   assert 'Sample windows' in page and page.count('<polyline') == 2
   assert 'Sample rows' not in page
+
+
+# The guide's picture of the report (docs/validation.md) is this test's
+# screenshot: UPDATE_DOCS_SCREENSHOT=1 writes it to docs/images/.
+DOCS_SCREENSHOT = os.path.join(os.path.dirname(os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__)))), 'docs', 'images',
+                               'validation-report.png')
+
+
+@needs_chromium
+def test_screenshot_of_the_report_for_the_guide(image_dataset, tmp_path):
+  from PIL import Image  # pylint: disable=import-outside-toplevel
+  assert validate.main(['--output', str(image_dataset)]) == 0
+  page = image_dataset / 'validation_report.html'
+  shot = tmp_path / 'report.png'
+  proc = subprocess.run(
+      [CHROMIUM] + FLAGS + [f'--user-data-dir={tmp_path / "profile"}',
+                            '--hide-scrollbars', '--window-size=1100,1400',
+                            f'--screenshot={shot}', page.as_uri()],
+      capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  with Image.open(shot) as img:
+    assert img.size == (1100, 1400)
+    # A rendered page: text, charts and thumbnails, not one blank colour.
+    colours = img.convert('RGB').getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 200
+  if os.environ.get('UPDATE_DOCS_SCREENSHOT'):
+    shutil.copyfile(shot, DOCS_SCREENSHOT)
+  with open(os.path.join(os.path.dirname(os.path.dirname(DOCS_SCREENSHOT)),
+                         'validation.md'), encoding='utf-8') as f:
+    assert '](images/validation-report.png)' in f.read()
+  assert os.path.getsize(DOCS_SCREENSHOT) > 10_000
