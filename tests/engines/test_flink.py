@@ -1,0 +1,76 @@
+"""Every modality on a real Flink cluster, through run_flink.sh.
+
+The cluster is scripts/flink_cluster.sh's: a JobManager and two
+TaskManagers as separate JVMs (one slot each), Beam's Flink job server and
+the project's SDK worker pool (EXTERNAL environment), on Beam's batch
+(DataSet) path with parallelism 2. Each run must publish the DirectRunner's
+dataset (fingerprints, manifest counts, dead letters), pass validation, and
+Flink's REST API must show the job FINISHED with subtasks on both
+TaskManagers.
+"""
+
+import os
+import sys
+
+import pytest
+
+from engines_lib import FLINK_JOB_ENDPOINT
+from engines_lib import FLINK_REST
+from engines_lib import FLINK_WORKER_POOL
+from engines_lib import assert_same_dataset
+from engines_lib import dataset_facts
+from engines_lib import get_json
+from engines_lib import preprocess_argv
+from engines_lib import run
+from engines_lib import summary
+from repo import ROOT
+
+RUN_FLINK = os.path.join(ROOT, 'run_flink.sh')
+
+
+def flink_argv(modality, inputs, output):
+  return ([RUN_FLINK] + preprocess_argv(modality, inputs, output) +
+          ['--job_endpoint', FLINK_JOB_ENDPOINT, '--environment', 'EXTERNAL',
+           '--environment_config', FLINK_WORKER_POOL, '--parallelism', '2'])
+
+
+def job_ids():
+  return {j['jid'] for j in get_json(f'{FLINK_REST}/jobs/overview')['jobs']}
+
+
+def taskmanagers_that_finished_subtasks(jid):
+  """The TaskManagers on which the job's subtasks ran to the end."""
+  job = get_json(f'{FLINK_REST}/jobs/{jid}')
+  seen = set()
+  for vertex in job['vertices']:
+    placed = get_json(f'{FLINK_REST}/jobs/{jid}/vertices/{vertex["id"]}/'
+                      'taskmanagers')
+    seen |= {t['taskmanager-id'] for t in placed['taskmanagers']
+             if t['status'] == 'FINISHED'}
+  return seen
+
+
+@pytest.mark.parametrize('modality', ['image', 'text', 'sensor'])
+def test_each_modality_on_flink_publishes_the_direct_runners_dataset(
+    modality, flink_cluster, sample_inputs, direct_runs, tmp_path):
+  taskmanagers = get_json(f'{FLINK_REST}/taskmanagers')['taskmanagers']
+  assert len(taskmanagers) == 2
+  before = job_ids()
+  out = tmp_path / 'dataset'
+  proc = run(flink_argv(modality, sample_inputs, out))
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  result = summary(proc)
+  assert result['status'] == 'published'
+  assert result['runner'] == 'FlinkRunner'
+  assert_same_dataset(dataset_facts(out), direct_runs(modality))
+
+  # The job ran on the cluster, spread over both TaskManagers.
+  jobs = [j for j in get_json(f'{FLINK_REST}/jobs/overview')['jobs']
+          if j['jid'] not in before]
+  assert [j['state'] for j in jobs] == ['FINISHED']
+  assert taskmanagers_that_finished_subtasks(jobs[0]['jid']) == {
+      t['id'] for t in taskmanagers}
+
+  check = run([sys.executable, '-m', 'pipelines.validate', '--output',
+               str(out)], timeout=600)
+  assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
