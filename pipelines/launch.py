@@ -1,4 +1,5 @@
-"""What the cluster launchers (run_dataflow.sh, run_flink.sh) share.
+"""What the cluster launchers (run_dataflow.sh, run_flink.sh, run_spark.sh)
+share.
 
 A launcher takes a few flags of its own (with environment variables as
 fallbacks), turns them into Beam's runner options and passes everything else
@@ -93,6 +94,14 @@ def positive(value: str, flag: str) -> int:
     raise UsageError(f'{flag} must be a whole number of at least 1, not '
                      f'"{value}".')
   return n
+
+
+def sdk_image() -> str:
+  """Beam's Python SDK container for this Python and Beam version: the
+  image a DOCKER environment runs when none is named."""
+  import apache_beam  # pylint: disable=import-outside-toplevel
+  return (f'apache/beam_python{sys.version_info.major}.'
+          f'{sys.version_info.minor}_sdk:{apache_beam.__version__}')
 
 
 def main(argv: Optional[List[str]], env: Optional[Mapping[str, str]],

@@ -32,7 +32,7 @@ from transforms.sources import files
 COMPRESSIONS = ('auto', 'none', 'gzip')
 # The runners this pipeline has been run on end to end (see README, Runners).
 VERIFIED_RUNNERS = ('DirectRunner', 'PortableRunner', 'FlinkRunner',
-                    'DataflowRunner')
+                    'SparkRunner', 'DataflowRunner')
 DEFAULT_SPLITS = 'train=0.8,validation=0.1,test=0.1'
 SPLITS_FROM_INPUT = 'from_input'
 

@@ -95,10 +95,12 @@ def test_a_bad_beam_option_value_is_one_sentence(images_dir, tmp_path, extra,
 @pytest.mark.parametrize('extra,words', [
     (['--runner', 'DirectRuner'],
      ['Unknown runner "DirectRuner"', 'did you mean DirectRunner?',
-      'DirectRunner, PortableRunner, FlinkRunner, DataflowRunner']),
+      'DirectRunner, PortableRunner, FlinkRunner, SparkRunner, '
+      'DataflowRunner']),
     (['--runner', 'PrismRunner'],
      ['PrismRunner has not been verified', '--allow_unverified_runner',
-      'DirectRunner, PortableRunner, FlinkRunner, DataflowRunner']),
+      'DirectRunner, PortableRunner, FlinkRunner, SparkRunner, '
+      'DataflowRunner']),
     (['--runner', 'DaskRunner'],
      ['--runner DaskRunner is refused', 'finish_bundle']),
     (['--runner', 'DaskRunner', '--allow_unverified_runner'],
@@ -132,6 +134,9 @@ def test_allow_unverified_runner_lets_an_unverified_runner_pass(tmp_path):
     ('flink', 'FlinkRunner'),
     ('apache_beam.runners.portability.flink_runner.FlinkRunner',
      'FlinkRunner'),
+    ('spark', 'SparkRunner'), ('SparkRunner', 'SparkRunner'),
+    ('apache_beam.runners.portability.spark_runner.SparkRunner',
+     'SparkRunner'),
     ('dataflow', 'DataflowRunner'),
     ('apache_beam.runners.dataflow.dataflow_runner.DataflowRunner',
      'DataflowRunner'),
@@ -142,8 +147,8 @@ def test_verified_runners_under_any_name_beam_accepts(given, expected):
 
 def test_unverified_runners_and_unknown_names():
   with pytest.raises(options_lib.UsageError, match='has not been verified'):
-    options_lib.check_runner('SparkRunner', False)
-  assert options_lib.check_runner('SparkRunner', True) == 'SparkRunner'
+    options_lib.check_runner('PrismRunner', False)
+  assert options_lib.check_runner('PrismRunner', True) == 'PrismRunner'
   for name in ('DirectRuner', 'no.such.module.Runner', 'os.path'):
     with pytest.raises(options_lib.UsageError, match='unknown runner'):
       options_lib.check_runner(name, True)
