@@ -243,6 +243,12 @@ start_workers() {
     port="${WORKER_UI_PORTS[$i]}"
     mkdir -p "$RUN/work/worker-$((i + 1))"
     # Each worker its own work folder (executor logs and files land there).
+    # Every application copies the job server's jars there, about 430 MB a
+    # worker: the worker deletes the folders of applications that ended
+    # more than 10 minutes ago (checked every 2 minutes), long enough for
+    # their executor logs to be read, and stop deletes what is left.
+    SPARK_WORKER_OPTS="-Dspark.worker.cleanup.enabled=true \
+-Dspark.worker.cleanup.interval=120 -Dspark.worker.cleanup.appDataTtl=600" \
     launch "worker-$((i + 1))" "$port" "$SPARK_HOME/bin/spark-class" \
         org.apache.spark.deploy.worker.Worker "$MASTER_URL" \
         --host "$HOST" --cores "$WORKER_CORES" --memory "$WORKER_MEMORY" \
@@ -360,6 +366,8 @@ cmd_stop() {
     stop_one "worker-$((i + 1))" "${WORKER_UI_PORTS[$i]}"
   done
   stop_one master "$MASTER_PORT"
+  # The applications' copies of the jars and their logs (see start_workers).
+  rm -rf "$RUN/work"
   say "all stopped"
 }
 
