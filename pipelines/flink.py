@@ -34,9 +34,14 @@ filesystem or gs://, s3:// with Beam's matching extra). Exit codes and the
 JSON summary line are those of pipelines.preprocess.
 """
 
+import json
+import logging
 import os
 import re
 import sys
+import time
+import urllib.parse
+import urllib.request
 from typing import List, Mapping, Optional
 
 from pipelines import launch
@@ -52,7 +57,12 @@ FLAGS = {
     '--environment_config': ('FLINK_ENVIRONMENT_CONFIG',),
     '--job_server_jar': ('FLINK_JOB_SERVER_JAR',),
 }
+_LOG = logging.getLogger('pipelines.flink')
 ENVIRONMENTS = ('LOOPBACK', 'EXTERNAL', 'DOCKER')
+# Flink's default rest.port, where a JobManager beside the job server answers
+# when --flink_master does not say (see rest_address).
+DEFAULT_REST_PORT = 8081
+_TERMINAL_STATES = ('FINISHED', 'FAILED', 'CANCELED')
 _JOB = 'a Flink submission'
 _LOCAL_HOSTS = ('localhost', '127.0.0.1', '[::1]', '[local]', '[auto]')
 _HOST_PORT = re.compile(r'^(https?://)?[-a-zA-Z0-9.\[\]:]+:[0-9]{1,5}/?$')
@@ -61,13 +71,6 @@ _HOST_PORT = re.compile(r'^(https?://)?[-a-zA-Z0-9.\[\]:]+:[0-9]{1,5}/?$')
 def _is_local(master: str) -> bool:
   host = re.sub(r'^https?://', '', master).rsplit(':', 1)[0]
   return master in ('[local]', '[auto]') or host in _LOCAL_HOSTS
-
-
-def sdk_image() -> str:
-  """Beam's Python SDK container for this Python and Beam version."""
-  import apache_beam  # pylint: disable=import-outside-toplevel
-  return (f'apache/beam_python{sys.version_info.major}.'
-          f'{sys.version_info.minor}_sdk:{apache_beam.__version__}')
 
 
 def beam_args(args: List[str], env: Mapping[str, str]) -> List[str]:
@@ -112,7 +115,14 @@ def beam_args(args: List[str], env: Mapping[str, str]) -> List[str]:
                                                   '--parallelism'))]
 
   if cmd.given('--environment_type'):
-    return cmd.rest + out  # Beam's own spelling: passed on as given
+    # Beam's own spelling, passed on as given, with the address or image
+    # (which this script's flag table would otherwise keep to itself).
+    if cmd.setting('--environment', env):
+      raise UsageError('--environment and Beam\'s --environment_type both '
+                       'say where the SDK workers run; give only one.')
+    config = cmd.setting('--environment_config', env)
+    return cmd.rest + out + (['--environment_config', config]
+                             if config else [])
   return cmd.rest + out + _environment(cmd, env, master)
 
 
@@ -146,13 +156,93 @@ def _environment(cmd: launch.Command, env: Mapping[str, str],
       raise UsageError('--environment EXTERNAL needs --environment_config '
                        'HOST:PORT, the address of the SDK worker pool.')
   else:
-    config = config or sdk_image()
+    config = config or launch.sdk_image()
   out = ['--environment_type', environment]
   if config:
     out += ['--environment_config', config]
   if environment == 'DOCKER' and not cmd.given('--setup_file'):
     out += ['--setup_file', SETUP_FILE]
   return out
+
+
+def rest_address(options) -> Optional[str]:
+  """The base URL of the Flink cluster's REST API for a job submitted with
+  `options`: --flink_master when it is HOST:PORT; else, for a job server
+  given as --job_endpoint HOST:PORT, Flink's default REST port on that
+  host (the job server usually runs beside the JobManager); None for
+  [local]/[auto] with an embedded job server (the Flink mini cluster lives
+  and dies in the job server Beam starts and stops)."""
+  # pylint: disable=import-outside-toplevel
+  from apache_beam.options.pipeline_options import FlinkRunnerOptions
+  from apache_beam.options.pipeline_options import PortableOptions
+  # pylint: enable=import-outside-toplevel
+  master = options.view_as(FlinkRunnerOptions).flink_master or ''
+  if master not in ('[local]', '[auto]') and _HOST_PORT.match(master):
+    master = master.rstrip('/')
+    return master if master.startswith('http') else f'http://{master}'
+  endpoint = options.view_as(PortableOptions).job_endpoint or ''
+  if _HOST_PORT.match(endpoint):
+    host = re.sub(r'^https?://', '', endpoint).rsplit(':', 1)[0]
+    return f'http://{host}:{DEFAULT_REST_PORT}'
+  return None
+
+
+def _rest(url: str, method: str = 'GET') -> dict:
+  request = urllib.request.Request(url, method=method)
+  with urllib.request.urlopen(request, timeout=5) as response:
+    body = response.read().decode() or '{}'
+  return json.loads(body)
+
+
+def cancel_on_cluster(result, options, wait_seconds: float = 30.0) -> None:
+  """Cancels the Flink job behind a portable PipelineResult on the cluster
+  and waits (up to `wait_seconds`) until Flink says it ended.
+
+  Beam's job service does not do this for a batch job: its cancel
+  (JobInvocation.cancel in Beam 2.70's Flink job server) interrupts the
+  thread that waits for ExecutionEnvironment.execute(), and Flink is never
+  told; the job ran on to the end, writing into the run folder that the
+  cancelled run had removed. So the job is found through Flink's REST API
+  by its name (Beam's job id is "<Flink job name>_<uuid>", and the name
+  ends in a random part, so it names no one else's job) and cancelled
+  there. Waiting for it to end keeps its tasks from writing into the run
+  folder after the run removed it. Failures are logged, never raised: the
+  run is being cancelled anyway.
+  """
+  job_id = getattr(result, '_job_id', None) or ''
+  name = job_id.rsplit('_', 1)[0]
+  rest = rest_address(options)
+  if not name or not rest:
+    _LOG.warning('cannot tell which Flink job to cancel (job %r, REST %r); '
+                 'it may still run on the cluster', job_id, rest)
+    return
+  deadline = time.monotonic() + wait_seconds
+  # The job server submits the job shortly after Beam's Run call; look for
+  # it for a few seconds if it is not there yet.
+  search_until = time.monotonic() + min(5.0, wait_seconds)
+  try:
+    while True:
+      jobs = [j for j in _rest(f'{rest}/jobs/overview')['jobs']
+              if j['name'] == name]
+      if jobs or time.monotonic() > search_until:
+        break
+      time.sleep(0.5)
+    pending = [j['jid'] for j in jobs if j['state'] not in _TERMINAL_STATES]
+    for jid in pending:
+      _rest(f'{rest}/jobs/{urllib.parse.quote(jid)}?mode=cancel', 'PATCH')
+      _LOG.info('asked Flink at %s to cancel job %s (%s)', rest, jid, name)
+    while pending and time.monotonic() < deadline:
+      time.sleep(0.5)
+      pending = [jid for jid in pending
+                 if _rest(f'{rest}/jobs/{jid}')['state'] not in
+                 _TERMINAL_STATES]
+    if pending:
+      _LOG.warning('the Flink job(s) %s did not end within %.0f s of being '
+                   'cancelled', ', '.join(pending), wait_seconds)
+  except Exception as e:  # pylint: disable=broad-except
+    _LOG.warning('could not cancel the Flink job %s through %s (%s: %s); '
+                 'it may still run on the cluster', name, rest,
+                 type(e).__name__, e)
 
 
 def main(argv: Optional[List[str]] = None,

@@ -473,7 +473,7 @@ def _publish_run(options, cfg, run_info: dict, plan, stale_hours: float,
     if signals.received() is None:
       raise
     # Beam may have re-raised the signal's Cancelled as another exception.
-    _cancel(run_info['lease'], staging, progress)
+    _cancel(run_info['lease'], staging, progress, options)
     if progress.get('published_before_cancel'):
       return None
     raise signals.Cancelled(
@@ -490,7 +490,8 @@ def _progress_measure(cfg, plan):
     return None
 
 
-def _cancel(lease, staging: str, progress: dict) -> None:
+def _cancel(lease, staging: str, progress: dict,
+            options: Optional[PipelineOptions] = None) -> None:
   """Stops a run that received SIGTERM or SIGINT: no worker publishes from
   now on; the run folder is removed, unless the run had already published
   (then the publish is finished and the run counts as published)."""
@@ -506,10 +507,22 @@ def _cancel(lease, staging: str, progress: dict) -> None:
       result.cancel()
     except Exception as e:  # pylint: disable=broad-except
       _LOG.warning('could not cancel the job (%s: %s)', type(e).__name__, e)
+    if options is not None and _runner_name(options) == 'FlinkRunner':
+      # Beam's Flink job server leaves the Flink job running (see there).
+      from pipelines import flink  # pylint: disable=import-outside-toplevel
+      flink.cancel_on_cluster(result, options)
   if _published_before_failing(progress):
     progress['published_before_cancel'] = True
     return
   _remove_tree(staging)
+
+
+def _runner_name(options: PipelineOptions) -> str:
+  """The runner's class name (FlinkRunner for `FlinkRunner` or a dotted
+  path to it)."""
+  runner = options.view_as(StandardOptions).runner or ''
+  return runner.split('.')[-1] if isinstance(runner, str) else type(
+      runner).__name__
 
 
 def _configure(argv: List[str]):

@@ -25,8 +25,15 @@
 #
 # Every step prints one line to stderr; failures print one sentence and exit
 # non-zero. start and stop are idempotent: start only starts what is not
-# running (so it also replaces a TaskManager that died), stop only stops
-# processes whose pid files this script wrote.
+# running, stop only stops processes whose pid files this script wrote.
+#
+# Each TaskManager runs under a small supervisor (this script, run as
+# `flink_cluster.sh supervise-taskmanager N`), as a resource manager
+# (Kubernetes, YARN, systemd) would keep it: when the JVM exits without
+# stop having asked for it, the supervisor starts a new one after a short
+# back-off, so a job that lost a TaskManager gets its slot back without a
+# human. A TaskManager that keeps dying is given up on (see
+# TM_RESTART_LIMIT); start supervises it again. status shows the restarts.
 #
 # Ports (all on localhost): Flink REST 8081, JobManager RPC 6123, job server
 # 8099 (jobs) / 8098 (artifacts) / 8097 (expansion), worker pool 50000.
@@ -58,7 +65,32 @@ PID_DIR="$RUN/pid"
 # Flink's daemon scripts name their pid files flink-<ident>-<daemon>.pid.
 export FLINK_IDENT_STRING=tfrp
 JM_PIDS="$PID_DIR/flink-$FLINK_IDENT_STRING-standalonesession.pid"
+# TaskManagers started by Flink's daemon script, as earlier versions of this
+# script did; still counted and stopped, but nothing restarts them.
 TM_PIDS="$PID_DIR/flink-$FLINK_IDENT_STRING-taskexecutor.pid"
+# Supervised TaskManager N: its supervisor's pid, the JVM's pid file (which
+# Flink's console script writes; the ident gives each TaskManager its own
+# pid file and log, flink-tfrp-tmN-taskexecutor-0-HOST.log) and the count of
+# restarts so far ("COUNT EPOCH EXIT_CODE" of the last one).
+tm_supervisor_pid() { echo "$PID_DIR/taskmanager-$1-supervisor.pid"; }
+tm_ident() { echo "$FLINK_IDENT_STRING-tm$1"; }
+tm_jvm_pid() { echo "$PID_DIR/flink-$(tm_ident "$1")-taskexecutor.pid"; }
+tm_restarts() { echo "$PID_DIR/taskmanager-$1.restarts"; }
+# The trailing space keeps "... 1 " from matching "... 10 ".
+tm_pattern() { echo "flink_cluster.sh supervise-taskmanager $1 "; }
+
+# Restarting a TaskManager: wait TM_BACKOFF_FIRST seconds after the first
+# exit (short, as the job waits for the slot meanwhile), doubling up to
+# TM_BACKOFF_MAX for one that dies again soon; a JVM that ran
+# TM_STABLE_SECONDS resets the back-off. More than TM_RESTART_LIMIT
+# restarts within TM_RESTART_WINDOW seconds is a crash loop (a port taken,
+# a broken config, a machine out of memory) that restarting does not fix:
+# the supervisor gives up and says so in its log and in status.
+TM_BACKOFF_FIRST=2
+TM_BACKOFF_MAX=30
+TM_STABLE_SECONDS=60
+TM_RESTART_LIMIT=5
+TM_RESTART_WINDOW=600
 JOB_SERVER_PID="$PID_DIR/job-server.pid"
 WORKER_POOL_PID="$PID_DIR/worker-pool.pid"
 
@@ -222,16 +254,28 @@ taskmanager.memory.network.min: 256m
 taskmanager.memory.network.max: 256m
 taskmanager.network.sort-shuffle.min-buffers: 64
 
-# Survive a lost TaskManager: notice it within ~10 s (a killed JVM is
-# usually noticed sooner, when its RPC connection fails), then restart the
-# failed region a few times. The restart waits for free slots, so start
-# this script again to replace the dead TaskManager.
+# Survive a lost TaskManager or SDK worker. A lost TaskManager is noticed
+# within heartbeat.timeout (10 s; a killed JVM is usually noticed at once,
+# when its RPC connection fails); its supervisor starts a new one meanwhile.
+# Region failover restarts only the regions that failed, plus the producers
+# of the blocking results that were stored on the lost TaskManager, not the
+# whole job; a restarted region waits for free slots (up to
+# slot.request.timeout, 5 min), which the replacement TaskManager offers.
+# Flink counts every failed task as one restart attempt, and Beam's batch
+# job runs many small regions at once in a slot: losing one TaskManager
+# failed 11 tasks within 0.2 s, so 10 attempts (3 in the first version)
+# failed the job on the spot ("Recovery is suppressed by
+# FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=10...)").
+# 100 attempts survive a few such faults in one job; the price is that a job
+# broken for good (a failing step) retries for some minutes before it
+# fails. A short delay: the failed tasks of one fault all wait it out at
+# once, and it only postpones recovery.
 heartbeat.interval: 2000
 heartbeat.timeout: 10000
 jobmanager.execution.failover-strategy: region
 restart-strategy.type: fixed-delay
-restart-strategy.fixed-delay.attempts: 3
-restart-strategy.fixed-delay.delay: 10 s
+restart-strategy.fixed-delay.attempts: 100
+restart-strategy.fixed-delay.delay: 2 s
 EOF
 }
 
@@ -253,22 +297,108 @@ start_jobmanager() {
   fi
 }
 
+# start_taskmanagers: a supervisor for each of the TASKMANAGERS places
+# that has none. A TaskManager an earlier version of this script started
+# (unsupervised) still fills a place, so start never runs more than
+# TASKMANAGERS; stop and start again to supervise it.
 start_taskmanagers() {
-  local live missing i
-  live=$(live_pids "$TM_PIDS" TaskManagerRunner | count_lines)
-  # Forget dead TaskManagers so the pid file lists only live ones.
+  local legacy i pid
   if [ -f "$TM_PIDS" ]; then
+    # Forget dead ones so the pid file lists only live TaskManagers.
     live_pids "$TM_PIDS" TaskManagerRunner >"$TM_PIDS.live"
     mv "$TM_PIDS.live" "$TM_PIDS"
+    [ -s "$TM_PIDS" ] || rm -f "$TM_PIDS"
   fi
-  missing=$((TASKMANAGERS - live))
-  if [ "$missing" -le 0 ]; then
-    step "taskmanagers: $live already running"
-  fi
-  for ((i = 0; i < missing; i++)); do
-    step "taskmanagers: starting TaskManager $((live + i + 1)) of $TASKMANAGERS"
-    flink_env "$FLINK_HOME/bin/taskmanager.sh" start ||
-      die "Flink's taskmanager.sh failed to start (see $LOG_DIR/flink-scripts.log)."
+  legacy=$(live_pids "$TM_PIDS" TaskManagerRunner | count_lines)
+  for ((i = 1; i <= TASKMANAGERS; i++)); do
+    pid=$(live_pids "$(tm_supervisor_pid "$i")" "$(tm_pattern "$i")")
+    if [ -n "$pid" ]; then
+      step "taskmanager $i: already running under its supervisor (pid $pid)"
+    elif [ "$legacy" -gt 0 ]; then
+      legacy=$((legacy - 1))
+      step "taskmanager $i: an unsupervised TaskManager started by an older version of this script runs in its place; stop and start to supervise it"
+    else
+      step "taskmanager $i: starting it under a supervisor that restarts it if it exits (log in $LOG_DIR/taskmanager-$i-supervisor.log)"
+      rm -f "$(tm_restarts "$i")"
+      # setsid: the supervisor leads its own process group, which its JVM
+      # joins, so stop can end both even if the supervisor hangs.
+      setsid "$BASH" "$ROOT/scripts/flink_cluster.sh" supervise-taskmanager \
+        "$i" </dev/null >>"$LOG_DIR/taskmanager-$i-supervisor.log" 2>&1 &
+      echo $! >"$(tm_supervisor_pid "$i")"
+    fi
+  done
+}
+
+# supervise_taskmanager N: runs TaskManager N in the foreground and starts
+# it again whenever it exits, until this process gets TERM or INT (stop
+# sends TERM, which it passes on to the JVM, and then exits without
+# restarting). Runs detached, from start_taskmanagers; its output is its
+# log.
+supervise_taskmanager() {
+  local i=$1 jvm="" stopping=0 rc started ran backoff=$TM_BACKOFF_FIRST
+  local restarts=0 recent=() t kept
+  [[ "$i" =~ ^[0-9]+$ ]] || die "supervise-taskmanager needs a TaskManager number."
+  FLINK_HOME=$(ls -d "$ENGINES/flink-$(runner_flink_version)/pyflink")
+  say() { echo "$(date '+%F %T') taskmanager $i supervisor: $*"; }
+  # Not `die`/errexit from here on: a supervisor that stops on a failed
+  # command would leave its TaskManager unreplaced.
+  set +e
+  trap 'stopping=1; if [ -n "$jvm" ]; then kill -TERM "$jvm" 2>/dev/null; fi' TERM INT
+  say "supervising (pid $$)"
+  while :; do
+    # The dead JVM's pid file line would otherwise number the next log
+    # file -1-, -2-, ... (Flink's console script counts the lines).
+    rm -f "$(tm_jvm_pid "$i")"
+    started=$SECONDS
+    # start-foreground execs the JVM, so $! is the TaskManager itself.
+    # STD_REDIRECT_TO_FILE: its stdout and stderr go to its .out and .err
+    # files, not a second copy of its log in ours.
+    FLINK_IDENT_STRING=$(tm_ident "$i") STD_REDIRECT_TO_FILE=true \
+      FLINK_CONF_DIR="$CONF_DIR" FLINK_LOG_DIR="$LOG_DIR" \
+      FLINK_PID_DIR="$PID_DIR" \
+      "$FLINK_HOME/bin/taskmanager.sh" start-foreground </dev/null &
+    jvm=$!
+    say "started the TaskManager (pid $jvm)"
+    # TERM may have come while the JVM started, before the trap knew it.
+    if [ "$stopping" -eq 1 ]; then kill -TERM "$jvm" 2>/dev/null; fi
+    # wait returns early when a trapped signal arrives; wait again until
+    # the JVM has really exited (then wait returns its exit code).
+    while :; do
+      wait "$jvm"
+      rc=$?
+      kill -0 "$jvm" 2>/dev/null || break
+    done
+    jvm=""
+    ran=$((SECONDS - started))
+    if [ "$stopping" -eq 1 ]; then
+      say "stopped: the TaskManager exited with code $rc after stop asked"
+      exit 0
+    fi
+    restarts=$((restarts + 1))
+    echo "$restarts $(date +%s) $rc" >"$(tm_restarts "$i")"
+    # Restarts within the window, this one included.
+    kept=()
+    for t in "${recent[@]}" "$SECONDS"; do
+      if [ $((SECONDS - t)) -lt "$TM_RESTART_WINDOW" ]; then kept+=("$t"); fi
+    done
+    recent=("${kept[@]}")
+    if [ "${#recent[@]}" -gt "$TM_RESTART_LIMIT" ]; then
+      say "gave up: the TaskManager exited $((TM_RESTART_LIMIT + 1)) times within $TM_RESTART_WINDOW s, last with code $rc after $ran s; see $LOG_DIR/flink-$(tm_ident "$i")-taskexecutor-0-*.log, then run start again"
+      echo "$restarts $(date +%s) $rc gave-up" >"$(tm_restarts "$i")"
+      rm -f "$(tm_supervisor_pid "$i")"
+      exit 1
+    fi
+    if [ "$ran" -ge "$TM_STABLE_SECONDS" ]; then backoff=$TM_BACKOFF_FIRST; fi
+    say "the TaskManager exited unexpectedly with code $rc after $ran s; restart $restarts in $backoff s"
+    # sleep in the background: a trapped TERM interrupts wait, not sleep.
+    sleep "$backoff" &
+    wait $!
+    if [ "$stopping" -eq 1 ]; then
+      kill $! 2>/dev/null
+      say "stopped before restarting"
+      exit 0
+    fi
+    backoff=$((backoff * 2 > TM_BACKOFF_MAX ? TM_BACKOFF_MAX : backoff * 2))
   done
 }
 
@@ -327,7 +457,7 @@ wait_ready() {
     die "the JobManager's REST endpoint localhost:$REST_PORT did not answer within 90 s (see $LOG_DIR/flink-$FLINK_IDENT_STRING-standalonesession-*.log)."
   step "jobmanager: REST answers on http://localhost:$REST_PORT"
   wait_for 90 "taskmanagers" tm_ready ||
-    die "only $(taskmanagers_registered) of $TASKMANAGERS TaskManagers registered with the JobManager within 90 s (see $LOG_DIR/flink-$FLINK_IDENT_STRING-taskexecutor-*.log)."
+    die "only $(taskmanagers_registered) of $TASKMANAGERS TaskManagers registered with the JobManager within 90 s (see $LOG_DIR/flink-$FLINK_IDENT_STRING-tm*-taskexecutor-*.log and $LOG_DIR/taskmanager-*-supervisor.log)."
   step "taskmanagers: $TASKMANAGERS registered with the JobManager"
   up_or_die 60 "worker pool" "$WORKER_POOL_PID" pipelines.worker_pool \
     "$LOG_DIR/worker-pool.log" port_open "$WORKER_POOL_PORT" ||
@@ -419,6 +549,42 @@ stop_group() {
   rm -f "$file"
 }
 
+# stop_supervised_taskmanagers: each supervisor first, so that it restarts
+# nothing: TERM makes it pass TERM on to its JVM (Flink shuts down in a few
+# seconds) and exit once the JVM has. What is left after 30 s (a hung JVM)
+# is killed, the whole process group and the JVM named in its pid file.
+stop_supervised_taskmanagers() {
+  local i sup jvm any=0
+  for ((i = 1; i <= TASKMANAGERS; i++)); do
+    sup=$(live_pids "$(tm_supervisor_pid "$i")" "$(tm_pattern "$i")")
+    jvm=$(live_pids "$(tm_jvm_pid "$i")" TaskManagerRunner)
+    if [ -z "$sup$jvm" ]; then
+      rm -f "$(tm_supervisor_pid "$i")" "$(tm_jvm_pid "$i")"
+      continue
+    fi
+    any=1
+    step "taskmanager $i: stopping${sup:+ its supervisor (pid $sup) and}${jvm:+ the TaskManager (pid $jvm)}"
+    if [ -n "$sup" ]; then
+      kill -TERM "$sup" 2>/dev/null || true
+    else
+      # A supervisor that gave up or was killed left its JVM (if any).
+      kill -TERM "$jvm" 2>/dev/null || true
+    fi
+    tm_gone() {
+      ! is_ours "$sup" "$(tm_pattern "$i")" && ! is_ours "$jvm" TaskManagerRunner
+    }
+    if ! wait_for 30 "taskmanager $i" tm_gone; then
+      step "taskmanager $i: still running after 30 s, killing it"
+      if [ -n "$sup" ]; then kill -KILL -- "-$sup" 2>/dev/null || true; fi
+      if [ -n "$jvm" ]; then kill -KILL "$jvm" 2>/dev/null || true; fi
+    fi
+    rm -f "$(tm_supervisor_pid "$i")" "$(tm_jvm_pid "$i")"
+  done
+  if [ "$any" -eq 0 ] && [ -z "$(live_pids "$TM_PIDS" TaskManagerRunner)" ]; then
+    step "taskmanagers: not running"
+  fi
+}
+
 stop() {
   local flink_home
   stop_group "job server" "$JOB_SERVER_PID" FlinkJobServerDriver
@@ -426,11 +592,10 @@ stop() {
   # Flink's own stop-all stops exactly the pids its start wrote into our
   # pid dir (TERM, then KILL after 10 s).
   flink_home=$(ls -d "$ENGINES"/flink-*/pyflink 2>/dev/null | head -n1 || true)
+  stop_supervised_taskmanagers
   if [ -n "$(live_pids "$TM_PIDS" TaskManagerRunner)" ]; then
-    step "taskmanagers: stopping $(live_pids "$TM_PIDS" TaskManagerRunner | count_lines)"
+    step "taskmanagers: stopping $(live_pids "$TM_PIDS" TaskManagerRunner | count_lines) unsupervised"
     flink_env "$flink_home/bin/taskmanager.sh" stop-all || true
-  else
-    step "taskmanagers: not running"
   fi
   rm -f "$TM_PIDS"
   if [ -n "$(live_pids "$JM_PIDS" StandaloneSessionClusterEntrypoint)" ]; then
@@ -457,15 +622,55 @@ say_running() {  # say_running NAME PIDS WHERE
   fi
 }
 
+# all_taskmanager_pids: the live TaskManager JVMs, supervised or not.
+all_taskmanager_pids() {
+  local i
+  live_pids "$TM_PIDS" TaskManagerRunner
+  for ((i = 1; i <= TASKMANAGERS; i++)); do
+    live_pids "$(tm_jvm_pid "$i")" TaskManagerRunner
+  done
+}
+
+# taskmanager_status: one line per supervised TaskManager, with its
+# restarts (a restart is a fault someone may want to look into).
+taskmanager_status() {
+  local i sup jvm count when rc gave line
+  for ((i = 1; i <= TASKMANAGERS; i++)); do
+    sup=$(live_pids "$(tm_supervisor_pid "$i")" "$(tm_pattern "$i")")
+    jvm=$(live_pids "$(tm_jvm_pid "$i")" TaskManagerRunner)
+    count=0 when="" rc="" gave=""
+    if [ -f "$(tm_restarts "$i")" ]; then
+      read -r count when rc gave <"$(tm_restarts "$i")" || true
+    fi
+    if [ -n "$sup" ]; then
+      line="supervised (supervisor pid $sup), ${jvm:+TaskManager pid $jvm}"
+      [ -n "$jvm" ] || line+="TaskManager restarting"
+    elif [ -n "$gave" ]; then
+      line="not running: its supervisor gave up after $count restarts (see $LOG_DIR/taskmanager-$i-supervisor.log)"
+    elif [ -n "$jvm" ]; then
+      line="TaskManager pid $jvm without its supervisor"
+    else
+      continue  # not started by a supervisor (or stopped)
+    fi
+    if [ "${count:-0}" -gt 0 ]; then
+      line+=", restarted $count time(s), last at $(date -d "@$when" '+%F %T') after an exit with code $rc"
+    else
+      line+=", no restarts"
+    fi
+    step "taskmanager $i: $line"
+  done
+}
+
 # Exit 0 when everything runs, 1 otherwise.
 status() {
   local ok=0 jm tms js wp tm_lines
   jm=$(live_pids "$JM_PIDS" StandaloneSessionClusterEntrypoint | tr '\n' ' ')
-  tms=$(live_pids "$TM_PIDS" TaskManagerRunner | tr '\n' ' ')
+  tms=$(all_taskmanager_pids | tr '\n' ' ')
   js=$(live_pids "$JOB_SERVER_PID" FlinkJobServerDriver)
   wp=$(live_pids "$WORKER_POOL_PID" pipelines.worker_pool)
   say_running jobmanager "$jm" ""
   step "taskmanagers: $(echo "$tms" | wc -w) of $TASKMANAGERS running${tms:+ (pids ${tms% })}"
+  taskmanager_status
   say_running "job server" "$js" ", localhost:$JOB_PORT"
   say_running "worker pool" "$wp" ", localhost:$WORKER_POOL_PORT"
   [ -n "$jm" ] && [ "$(echo "$tms" | wc -w)" -ge "$TASKMANAGERS" ] && [ -n "$js" ] && [ -n "$wp" ] || ok=1
@@ -499,6 +704,7 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) status ;;
+  supervise-taskmanager) supervise_taskmanager "${2:-}" ;;
   *)
     echo "usage: $0 start|stop|status" >&2
     exit 2

@@ -21,6 +21,7 @@ import pytest
 import imagegen
 import sensorgen
 from pipelines import flink
+from pipelines import launch
 from pipelines import preprocess
 from pipelines.options import UsageError
 import repo
@@ -178,9 +179,9 @@ def test_flink_launcher_options(tmp_path):
       '--runner': 'FlinkRunner', '--flink_master': 'flink-jm:8081',
       '--flink_job_server_jar': str(jar), '--parallelism': '8',
       '--environment_type': 'DOCKER',
-      '--environment_config': flink.sdk_image(),
+      '--environment_config': launch.sdk_image(),
       '--setup_file': os.path.join(ROOT, 'setup.py')}
-  assert flink.sdk_image().startswith('apache/beam_python3.')
+  assert launch.sdk_image().startswith('apache/beam_python3.')
   # Environment variables stand in for flags; a local master defaults to
   # LOOPBACK.
   args = flink.beam_args(base, {'FLINK_MASTER': 'localhost:8081',
@@ -195,6 +196,16 @@ def test_flink_launcher_options(tmp_path):
                                  'EXTERNAL', '--environment_config',
                                  'localhost:50000'], {})
   assert '--flink_master' not in args and 'js:8099' in args
+  # Beam's own --environment_type is passed on with its address (the
+  # launcher's flag table once kept --environment_config to itself).
+  args = flink.beam_args(base + ['--job_endpoint', 'js:8099',
+                                 '--environment_type', 'EXTERNAL',
+                                 '--environment_config', 'pool:50000'], {})
+  assert args[args.index('--environment_type') + 1] == 'EXTERNAL'
+  assert args[args.index('--environment_config') + 1] == 'pool:50000'
+  with pytest.raises(UsageError, match='give only one'):
+    flink.beam_args(base + ['--job_endpoint', 'js:8099', '--environment',
+                            'EXTERNAL', '--environment_type', 'EXTERNAL'], {})
 
 
 @pytest.mark.parametrize('extra, message', [
