@@ -71,8 +71,6 @@ FLAGS = {
     '--environment_config': ('SPARK_ENVIRONMENT_CONFIG',),
 }
 ENVIRONMENTS = ('LOOPBACK', 'EXTERNAL', 'DOCKER')
-# Longer than any job (see the module's docstring).
-ENVIRONMENT_CACHE_MILLIS = '86400000'
 _LOCAL_HOSTS = ('localhost', '127.0.0.1', '[::1]')
 _HOST_PORT = re.compile(r'^[-a-zA-Z0-9.\[\]:]+:[0-9]{1,5}$')
 # The master URLs Spark takes (standalone, with standby masters after
@@ -152,7 +150,7 @@ def beam_args(args: List[str], env: Mapping[str, str]) -> List[str]:
                      'without them Beam would download a job server jar '
                      'when the job starts.')
 
-  out += _environment_cache(cmd)
+  out += launch.environment_cache(cmd)
   if cmd.given('--environment_type'):
     # Beam's own spelling, passed on as given (with the address or image,
     # which this script's flag table would otherwise keep to itself).
@@ -163,19 +161,6 @@ def beam_args(args: List[str], env: Mapping[str, str]) -> List[str]:
     return cmd.rest + out + (['--environment_config', config]
                              if config else [])
   return cmd.rest + out + _environment(cmd, env, master)
-
-
-def _environment_cache(cmd: launch.Command) -> List[str]:
-  """--environment_cache_millis: the user's, checked, or a day."""
-  if not cmd.given('--environment_cache_millis'):
-    return ['--environment_cache_millis', ENVIRONMENT_CACHE_MILLIS]
-  value = cmd.value('--environment_cache_millis') or ''
-  if not value.isdigit():
-    # Beam takes any text here and the Java job server fails on it later,
-    # after the job was staged.
-    raise UsageError('--environment_cache_millis must be a whole number of '
-                     f'milliseconds (0 or more), not "{value}".')
-  return []
 
 
 def _environment(cmd: launch.Command, env: Mapping[str, str],
