@@ -38,7 +38,6 @@ import json
 import logging
 import os
 import re
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -58,7 +57,7 @@ FLAGS = {
     '--job_server_jar': ('FLINK_JOB_SERVER_JAR',),
 }
 _LOG = logging.getLogger('pipelines.flink')
-ENVIRONMENTS = ('LOOPBACK', 'EXTERNAL', 'DOCKER')
+ENGINE = 'Flink'
 # Flink's default rest.port, where a JobManager beside the job server answers
 # when --flink_master does not say (see rest_address).
 DEFAULT_REST_PORT = 8081
@@ -138,31 +137,8 @@ def _environment(cmd: launch.Command, env: Mapping[str, str],
                        'workers in this process; pass --environment EXTERNAL '
                        '(a worker pool beside each task manager) or DOCKER.')
     environment = 'LOOPBACK'
-  environment = environment.upper()
-  if environment not in ENVIRONMENTS:
-    raise UsageError(f'--environment must be one of {", ".join(ENVIRONMENTS)}'
-                     f', not "{environment}".')
-  config = cmd.setting('--environment_config', env)
-  if environment == 'LOOPBACK':
-    if master and not local:
-      raise UsageError(f'--environment LOOPBACK runs the SDK workers in this '
-                       f'process, which the Flink cluster at {master} cannot '
-                       'reach; use EXTERNAL or DOCKER.')
-    if config:
-      raise UsageError('--environment LOOPBACK takes no '
-                       '--environment_config.')
-  elif environment == 'EXTERNAL':
-    if not config:
-      raise UsageError('--environment EXTERNAL needs --environment_config '
-                       'HOST:PORT, the address of the SDK worker pool.')
-  else:
-    config = config or launch.sdk_image()
-  out = ['--environment_type', environment]
-  if config:
-    out += ['--environment_config', config]
-  if environment == 'DOCKER' and not cmd.given('--setup_file'):
-    out += ['--setup_file', SETUP_FILE]
-  return out
+  return launch.sdk_environment(cmd, env, environment, ENGINE, master,
+                                local, SETUP_FILE)
 
 
 def rest_address(options) -> Optional[str]:

@@ -7,6 +7,7 @@ to `pipelines.preprocess` unchanged, so exit codes and the JSON summary line
 are those of a local run.
 """
 
+import re
 import sys
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -118,6 +119,57 @@ def environment_cache(cmd: Command) -> List[str]:
     raise UsageError('--environment_cache_millis must be a whole number of '
                      f'milliseconds (0 or more), not "{value}".')
   return []
+
+
+ENVIRONMENTS = ('LOOPBACK', 'EXTERNAL', 'DOCKER')
+_POOL_ADDRESS = re.compile(r'^[-a-zA-Z0-9.\[\]:]+:[0-9]{1,5}$')
+
+
+def sdk_environment(cmd: Command, env: Mapping[str, str], environment: str,
+                    engine: str, master: Optional[str], local: bool,
+                    setup_file: str) -> List[str]:
+  """Beam's options for where the SDK workers run, checked: LOOPBACK (in
+  this process, for a cluster on this machine), EXTERNAL (a worker pool at
+  a HOST:PORT) or DOCKER (an image, Beam's by default; the project staged
+  from `setup_file`).
+
+  Args:
+    cmd: The launcher's command line.
+    env: The environment (for --environment_config's variable).
+    environment: The chosen --environment, any case.
+    engine: 'Flink' or 'Spark', for the sentences.
+    master: The cluster's address when known, else None.
+    local: Whether that cluster is on this machine.
+    setup_file: This project's setup.py.
+  """
+  environment = environment.upper()
+  if environment not in ENVIRONMENTS:
+    raise UsageError(f'--environment must be one of {", ".join(ENVIRONMENTS)}'
+                     f', not "{environment}".')
+  config = cmd.setting('--environment_config', env)
+  if environment == 'LOOPBACK':
+    if master and not local:
+      raise UsageError(f'--environment LOOPBACK runs the SDK workers in this '
+                       f'process, which the {engine} cluster at {master} '
+                       'cannot reach; use EXTERNAL or DOCKER.')
+    if config:
+      raise UsageError('--environment LOOPBACK takes no '
+                       '--environment_config.')
+  elif environment == 'EXTERNAL':
+    if not config:
+      raise UsageError('--environment EXTERNAL needs --environment_config '
+                       'HOST:PORT, the address of the SDK worker pool.')
+    if not _POOL_ADDRESS.match(config):
+      raise UsageError(f'--environment_config "{config}" is not the '
+                       'HOST:PORT of an SDK worker pool.')
+  else:
+    config = config or sdk_image()
+  out = ['--environment_type', environment]
+  if config:
+    out += ['--environment_config', config]
+  if environment == 'DOCKER' and not cmd.given('--setup_file'):
+    out += ['--setup_file', setup_file]
+  return out
 
 
 def sdk_image() -> str:

@@ -54,7 +54,6 @@ pipelines.preprocess; see docs/spark.md.
 
 import os
 import re
-import sys
 from typing import List, Mapping, Optional
 
 from pipelines import launch
@@ -70,7 +69,7 @@ FLAGS = {
     '--environment': ('SPARK_SDK_ENVIRONMENT',),
     '--environment_config': ('SPARK_ENVIRONMENT_CONFIG',),
 }
-ENVIRONMENTS = ('LOOPBACK', 'EXTERNAL', 'DOCKER')
+ENGINE = 'Spark'
 _LOCAL_HOSTS = ('localhost', '127.0.0.1', '[::1]')
 _HOST_PORT = re.compile(r'^[-a-zA-Z0-9.\[\]:]+:[0-9]{1,5}$')
 # The master URLs Spark takes (standalone, with standby masters after
@@ -186,34 +185,8 @@ def _environment(cmd: launch.Command, env: Mapping[str, str],
                        'workers in this process; pass --environment EXTERNAL '
                        '(a worker pool on each worker host) or DOCKER.')
     environment = 'LOOPBACK'
-  environment = environment.upper()
-  if environment not in ENVIRONMENTS:
-    raise UsageError(f'--environment must be one of {", ".join(ENVIRONMENTS)}'
-                     f', not "{environment}".')
-  config = cmd.setting('--environment_config', env)
-  if environment == 'LOOPBACK':
-    if master and not local:
-      raise UsageError(f'--environment LOOPBACK runs the SDK workers in this '
-                       f'process, which the Spark cluster at {master} cannot '
-                       'reach; use EXTERNAL or DOCKER.')
-    if config:
-      raise UsageError('--environment LOOPBACK takes no '
-                       '--environment_config.')
-  elif environment == 'EXTERNAL':
-    if not config:
-      raise UsageError('--environment EXTERNAL needs --environment_config '
-                       'HOST:PORT, the address of the SDK worker pool.')
-    if not _HOST_PORT.match(config):
-      raise UsageError(f'--environment_config "{config}" is not the '
-                       'HOST:PORT of an SDK worker pool.')
-  else:
-    config = config or launch.sdk_image()
-  out = ['--environment_type', environment]
-  if config:
-    out += ['--environment_config', config]
-  if environment == 'DOCKER' and not cmd.given('--setup_file'):
-    out += ['--setup_file', SETUP_FILE]
-  return out
+  return launch.sdk_environment(cmd, env, environment, ENGINE, master,
+                                local, SETUP_FILE)
 
 
 def main(argv: Optional[List[str]] = None,
