@@ -21,10 +21,25 @@ manager closes the control channel (SdkHarness.run returns), and exited
 workers are reaped. The pool leads its process group (start it with
 setsid), so ending the group ends the workers that are left. Workers write
 to the pool's stdout and stderr.
+
+--end_task_manager_of_lost_workers: a worker that dies in the middle of a
+bundle (killed, out of memory, a crash in native code) leaves Beam 2.70's
+Flink runner waiting for ever: measured, the TaskManager logs
+"FnApiControlClient closed, clearing outstanding requests" and its tasks
+stay RUNNING with no failure and no new worker. With this flag the pool
+ends (SIGKILL) the process that listens on a lost worker's control
+endpoint, the task manager it served, so that the engine recovers as from
+a lost task manager (Flink fails over the regions it ran; a supervisor or
+resource manager starts a new one). Lost means killed by a signal; a
+worker that exits with a code (0, or 1 after an error on a channel its
+task manager closed, which is common) is not. scripts/flink_cluster.sh
+turns it on.
 """
 
 import argparse
 import logging
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -49,11 +64,13 @@ class SharedWorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
   """Starts one SDK harness process per StartWorker; never kills on
   StopWorker, since worker ids from different task managers collide."""
 
-  def __init__(self, state_cache_size=0, data_buffer_time_limit_ms=-1):
+  def __init__(self, state_cache_size=0, data_buffer_time_limit_ms=-1,
+               end_task_manager_of_lost_workers=False):
     self._state_cache_size = state_cache_size
     self._data_buffer_time_limit_ms = data_buffer_time_limit_ms
+    self._end_owner = end_task_manager_of_lost_workers
     self._lock = threading.Lock()
-    self._workers = []  # [(worker_id, Popen)]
+    self._workers = []  # [(worker_id, Popen, control endpoint URL)]
 
   def StartWorker(self, request, context):
     command = [
@@ -68,7 +85,8 @@ class SharedWorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
     except OSError as e:
       return beam_fn_api_pb2.StartWorkerResponse(error=str(e))
     with self._lock:
-      self._workers.append((request.worker_id, process))
+      self._workers.append((request.worker_id, process,
+                            request.control_endpoint.url))
     _LOGGER.info('started worker %s (pid %d) for %s', request.worker_id,
                  process.pid, request.control_endpoint.url)
     return beam_fn_api_pb2.StartWorkerResponse()
@@ -81,14 +99,80 @@ class SharedWorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
 
   def reap(self):
     with self._lock:
-      running = []
-      for worker_id, process in self._workers:
+      running, lost = [], []
+      for worker_id, process, url in self._workers:
         if process.poll() is None:
-          running.append((worker_id, process))
-        else:
-          _LOGGER.info('worker %s (pid %d) exited with %s', worker_id,
-                       process.pid, process.returncode)
+          running.append((worker_id, process, url))
+          continue
+        _LOGGER.info('worker %s (pid %d) exited with %s', worker_id,
+                     process.pid, process.returncode)
+        # Killed by a signal (SIGKILL, the kernel's OOM killer, SIGSEGV):
+        # lost. A worker whose task manager closed its channels exits with
+        # 0 or, as often, 1 (an error on the closed stream): not lost.
+        if process.returncode < 0:
+          lost.append((worker_id, process.pid, url))
       self._workers = running
+    if self._end_owner:
+      for worker_id, pid, url in lost:
+        end_listener(url, f'worker {worker_id} (pid {pid}) was lost')
+
+
+def _listening_inodes(port):
+  """Socket inodes listening on TCP `port` (IPv4 or IPv6)."""
+  inodes = set()
+  for table in ('/proc/net/tcp', '/proc/net/tcp6'):
+    try:
+      with open(table) as f:
+        rows = f.read().splitlines()[1:]
+    except OSError:
+      continue
+    for row in rows:
+      fields = row.split()
+      # local address "HEX_IP:HEX_PORT", state 0A is LISTEN.
+      if fields[3] == '0A' and int(fields[1].rsplit(':', 1)[1], 16) == port:
+        inodes.add(fields[9])
+  return inodes
+
+
+def listener_pid(url):
+  """The pid of the process on this machine that listens on the port of
+  `url` (HOST:PORT), or None."""
+  try:
+    port = int(url.rsplit(':', 1)[1])
+  except (IndexError, ValueError):
+    return None
+  inodes = _listening_inodes(port)
+  if not inodes:
+    return None
+  for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+      fds = os.listdir(f'/proc/{pid}/fd')
+    except OSError:
+      continue
+    for fd in fds:
+      try:
+        target = os.readlink(f'/proc/{pid}/fd/{fd}')
+      except OSError:
+        continue
+      if target.startswith('socket:[') and target[8:-1] in inodes:
+        return int(pid)
+  return None
+
+
+def end_listener(url, why):
+  """SIGKILLs the task manager listening on `url`, whose bundles wait for
+  a worker that is gone (see the module's docstring)."""
+  pid = listener_pid(url)
+  if pid is None or pid == os.getpid():
+    _LOGGER.warning('%s; no process of this machine listens on %s', why,
+                    url)
+    return
+  _LOGGER.warning('%s; ending the task manager it served (pid %d, %s) so '
+                  'that the engine recovers its tasks', why, pid, url)
+  try:
+    os.kill(pid, signal.SIGKILL)
+  except OSError as e:
+    _LOGGER.warning('could not end pid %d: %s', pid, e)
 
 
 def main(argv=None):
@@ -96,11 +180,16 @@ def main(argv=None):
   parser.add_argument('--service_port', type=int, required=True)
   parser.add_argument('--state_cache_size', type=int, default=0)
   parser.add_argument('--data_buffer_time_limit_ms', type=int, default=-1)
+  parser.add_argument('--end_task_manager_of_lost_workers',
+                      action='store_true',
+                      help='End the task manager a worker served when the '
+                      'worker dies (see the module\'s docstring).')
   args = parser.parse_args(argv)
   logging.basicConfig(level=logging.INFO,
                       format='%(asctime)s %(levelname)s %(name)s: %(message)s')
   pool = SharedWorkerPool(args.state_cache_size,
-                          args.data_buffer_time_limit_ms)
+                          args.data_buffer_time_limit_ms,
+                          args.end_task_manager_of_lost_workers)
   server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
   beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(
       pool, server)
@@ -110,7 +199,9 @@ def main(argv=None):
                args.service_port, sys.executable)
   try:
     while True:
-      time.sleep(30)
+      # Often enough that a lost worker's task manager ends within a
+      # second; a look at a few processes.
+      time.sleep(0.5)
       pool.reap()
   except KeyboardInterrupt:
     server.stop(0)

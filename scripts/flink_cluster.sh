@@ -417,8 +417,12 @@ start_worker_pool() {
   fi
   step "worker pool: starting the Python SDK worker pool from $VENV on localhost:$WORKER_POOL_PORT"
   # cd: the workers must not import modules from the caller's folder.
+  # A worker lost in the middle of a bundle leaves Beam's Flink runner
+  # waiting for ever; the pool then ends that worker's TaskManager, which
+  # its supervisor replaces and Flink recovers from (pipelines/worker_pool.py).
   (cd "$RUN" && PATH="$VENV/bin:$PATH" exec setsid "$VENV/bin/python" \
     -m pipelines.worker_pool --service_port "$WORKER_POOL_PORT" \
+    --end_task_manager_of_lost_workers \
     </dev/null >>"$LOG_DIR/worker-pool.log" 2>&1) &
   echo $! >"$WORKER_POOL_PID"
 }
