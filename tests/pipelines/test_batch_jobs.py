@@ -132,7 +132,9 @@ def _preprocess_command(src, out, *extra):
 
 def test_a_killed_run_publishes_nothing_and_a_rerun_succeeds(tmp_path):
   src = tmp_path / 'log.csv'
-  sensorgen.frame(devices=40, rows_per_device=2500, seed=9).to_csv(
+  # 200,000 rows: on a quiet machine 100,000 were done 2 s after the
+  # pipeline started running, before the kill.
+  sensorgen.frame(devices=40, rows_per_device=5000, seed=9).to_csv(
       src, index=False)
   out = tmp_path / 'out'
   env = dict(os.environ, PYTHONPATH=ROOT)
@@ -149,7 +151,11 @@ def test_a_killed_run_publishes_nothing_and_a_rerun_succeeds(tmp_path):
         break
       time.sleep(0.2)
     assert proc.poll() is None, 'the run ended before it could be killed'
-    time.sleep(2.0)
+    # Half a second into the run, once its staging folder is there.
+    time.sleep(0.5)
+    while time.time() < deadline and not (out.is_dir() and any(
+        f.startswith('run-') for f in os.listdir(out))):
+      time.sleep(0.05)
     assert proc.poll() is None, 'the run ended before it could be killed'
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -177,7 +183,7 @@ def test_a_killed_run_publishes_nothing_and_a_rerun_succeeds(tmp_path):
   assert rerun.returncode == 0, rerun.stderr[-2000:]
   summary = _last_json(rerun.stdout)
   assert summary['status'] == 'published'
-  assert summary['records'] == 40 * 249
+  assert summary['records'] == 40 * 499  # windows per device of 5,000 rows
   assert [f for f in os.listdir(out) if f.startswith('run-')] == [
       f'run-{summary["run_id"]}']
   assert '.lease.json' not in os.listdir(out)
