@@ -76,18 +76,25 @@ def executor_log(worker_ui, app_id, executor_id):
     return response.read().decode(errors='replace')
 
 
-def tasks_finished_per_worker(app_id):
+def tasks_finished_per_worker(app_id, timeout=60):
   """{worker id: tasks its executors of the application finished}, for
-  every worker the master lists."""
-  workers = get_json(f'{SPARK_MASTER_UI}/json/')['workers']
-  finished = {}
-  for worker in workers:
-    ui = worker['webuiaddress']
-    executors = [e['id'] for e in get_json(f'{ui}/json/')['finishedexecutors']
-                 if e['appid'] == app_id]
-    finished[worker['id']] = sum(
-        executor_log(ui, app_id, e).count(FINISHED_TASK) for e in executors)
-  return finished
+  every worker the master lists. A worker lists an executor as finished
+  only once its process has exited, a few seconds after the application
+  ended: waits (up to `timeout` seconds) until every worker lists one."""
+  deadline = time.time() + timeout
+  while True:
+    executors = {}
+    for worker in get_json(f'{SPARK_MASTER_UI}/json/')['workers']:
+      ui = worker['webuiaddress']
+      executors[worker['id']] = (ui, [
+          e['id'] for e in get_json(f'{ui}/json/')['finishedexecutors']
+          if e['appid'] == app_id])
+    if all(ids for _, ids in executors.values()) or time.time() > deadline:
+      break
+    time.sleep(1)
+  return {worker: sum(executor_log(ui, app_id, e).count(FINISHED_TASK)
+                      for e in ids)
+          for worker, (ui, ids) in executors.items()}
 
 
 @pytest.mark.parametrize('modality', ['image', 'text', 'sensor'])
