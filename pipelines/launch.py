@@ -122,6 +122,24 @@ def environment_cache(cmd: Command) -> List[str]:
 
 
 ENVIRONMENTS = ('LOOPBACK', 'EXTERNAL', 'DOCKER')
+
+
+def beams_environment_type(cmd: Command,
+                           env: Mapping[str, str]) -> Optional[List[str]]:
+  """With Beam's own --environment_type (passed on as given among the
+  rest), the --environment_config a launcher's flag table keeps to itself;
+  None when --environment_type is not given.
+
+  Raises:
+    UsageError: --environment was given as well.
+  """
+  if not cmd.given('--environment_type'):
+    return None
+  if cmd.setting('--environment', env):
+    raise UsageError('--environment and Beam\'s --environment_type both '
+                     'say where the SDK workers run; give only one.')
+  config = cmd.setting('--environment_config', env)
+  return ['--environment_config', config] if config else []
 _POOL_ADDRESS = re.compile(r'^[-a-zA-Z0-9.\[\]:]+:[0-9]{1,5}$')
 
 

@@ -150,15 +150,9 @@ def beam_args(args: List[str], env: Mapping[str, str]) -> List[str]:
                      'when the job starts.')
 
   out += launch.environment_cache(cmd)
-  if cmd.given('--environment_type'):
-    # Beam's own spelling, passed on as given (with the address or image,
-    # which this script's flag table would otherwise keep to itself).
-    if cmd.setting('--environment', env):
-      raise UsageError('--environment and Beam\'s --environment_type both '
-                       'say where the SDK workers run; give only one.')
-    config = cmd.setting('--environment_config', env)
-    return cmd.rest + out + (['--environment_config', config]
-                             if config else [])
+  beams = launch.beams_environment_type(cmd, env)
+  if beams is not None:
+    return cmd.rest + out + beams
   return cmd.rest + out + _environment(cmd, env, master)
 
 

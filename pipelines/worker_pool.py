@@ -117,7 +117,7 @@ class SharedWorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
         end_listener(url, f'worker {worker_id} (pid {pid}) was lost')
 
 
-def _listening_inodes(port):
+def listening_inodes(port):
   """Socket inodes listening on TCP `port` (IPv4 or IPv6)."""
   inodes = set()
   for table in ('/proc/net/tcp', '/proc/net/tcp6'):
@@ -141,7 +141,7 @@ def listener_pid(url):
     port = int(url.rsplit(':', 1)[1])
   except (IndexError, ValueError):
     return None
-  inodes = _listening_inodes(port)
+  inodes = listening_inodes(port)
   if not inodes:
     return None
   for pid in filter(str.isdigit, os.listdir('/proc')):

@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 
+from pipelines.worker_pool import listening_inodes
 from repo import ROOT
 
 FLINK_SCRIPT = os.path.join(ROOT, 'scripts', 'flink_cluster.sh')
@@ -159,26 +160,9 @@ def pids_where(predicate):
   return out
 
 
-def _listening_inodes(port):
-  """The inodes of TCP sockets listening on `port` (IPv4 or IPv6)."""
-  inodes = set()
-  for table in ('/proc/net/tcp', '/proc/net/tcp6'):
-    try:
-      with open(table, encoding='ascii') as f:
-        rows = f.read().splitlines()[1:]
-    except OSError:
-      continue
-    for row in rows:
-      fields = row.split()
-      # local_address is HEXIP:HEXPORT; state 0A is LISTEN.
-      if fields[3] == '0A' and int(fields[1].rsplit(':', 1)[1], 16) == port:
-        inodes.add(fields[9])
-  return inodes
-
-
 def pid_listening_on(port, pids):
   """The one of `pids` that holds a socket listening on `port`, or None."""
-  inodes = {f'socket:[{i}]' for i in _listening_inodes(port)}
+  inodes = {f'socket:[{i}]' for i in listening_inodes(port)}
   for pid in pids:
     try:
       fds = os.listdir(f'/proc/{pid}/fd')
