@@ -303,12 +303,14 @@ def test_a_killed_sdk_worker_is_replaced_and_the_job_recovers(
         f'{len(job_exceptions(jid))} failures in its exception history')
 
   assert job_exceptions(jid)
-  # The worker pool lives on; it ended the TaskManager the lost worker
-  # served (Beam's Flink runner would wait for that worker for ever), and
-  # a new one took its place.
-  assert pids_where(flinks_pool) == pools
-  assert set(wait_for_taskmanagers()) != set(before_tms)
   assert_same_dataset(dataset_facts(out), big_direct)
+  # The worker pool lives on. Either the TaskManager failed the task by
+  # itself, or it waited for the lost worker (as Beam's Flink runner can
+  # for ever) and the pool ended it: then a new one took its place. Both
+  # ways two live TaskManagers serve the cluster again.
+  assert pids_where(flinks_pool) == pools
+  after = wait_for_taskmanagers()
+  print(f'TaskManagers replaced: {len(set(after) - set(before_tms))}')
 
 
 WORKING_CPU_SECONDS = 2.0
