@@ -507,7 +507,8 @@ def _cancel(lease, staging: str, progress: dict,
       result.cancel()
     except Exception as e:  # pylint: disable=broad-except
       _LOG.warning('could not cancel the job (%s: %s)', type(e).__name__, e)
-    if options is not None and _runner_name(options) == 'FlinkRunner':
+    if options is not None and _runner_name(options).lower() in (
+        'flinkrunner', 'flink'):
       # Beam's Flink job server leaves the Flink job running (see there).
       from pipelines import flink  # pylint: disable=import-outside-toplevel
       flink.cancel_on_cluster(result, options)
@@ -518,8 +519,8 @@ def _cancel(lease, staging: str, progress: dict,
 
 
 def _runner_name(options: PipelineOptions) -> str:
-  """The runner's class name (FlinkRunner for `FlinkRunner` or a dotted
-  path to it)."""
+  """The runner's name as given, without a dotted path (FlinkRunner for
+  `FlinkRunner` or `apache_beam...FlinkRunner`; `flink` as given)."""
   runner = options.view_as(StandardOptions).runner or ''
   return runner.split('.')[-1] if isinstance(runner, str) else type(
       runner).__name__
