@@ -134,6 +134,26 @@ def listening_inodes(port):
   return inodes
 
 
+def pid_listening_on(port, pids):
+  """The one of `pids` that holds a socket listening on TCP `port`, or
+  None."""
+  inodes = {f'socket:[{i}]' for i in listening_inodes(port)}
+  if not inodes:
+    return None
+  for pid in pids:
+    try:
+      fds = os.listdir(f'/proc/{pid}/fd')
+    except OSError:
+      continue
+    for fd in fds:
+      try:
+        if os.readlink(f'/proc/{pid}/fd/{fd}') in inodes:
+          return int(pid)
+      except OSError:
+        continue
+  return None
+
+
 def listener_pid(url):
   """The pid of the process on this machine that listens on the port of
   `url` (HOST:PORT), or None."""
@@ -141,22 +161,7 @@ def listener_pid(url):
     port = int(url.rsplit(':', 1)[1])
   except (IndexError, ValueError):
     return None
-  inodes = listening_inodes(port)
-  if not inodes:
-    return None
-  for pid in filter(str.isdigit, os.listdir('/proc')):
-    try:
-      fds = os.listdir(f'/proc/{pid}/fd')
-    except OSError:
-      continue
-    for fd in fds:
-      try:
-        target = os.readlink(f'/proc/{pid}/fd/{fd}')
-      except OSError:
-        continue
-      if target.startswith('socket:[') and target[8:-1] in inodes:
-        return int(pid)
-  return None
+  return pid_listening_on(port, filter(str.isdigit, os.listdir('/proc')))
 
 
 def end_listener(url, why):

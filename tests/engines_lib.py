@@ -10,7 +10,7 @@ import sys
 import time
 import urllib.request
 
-from pipelines.worker_pool import listening_inodes
+from pipelines.worker_pool import pid_listening_on
 from repo import ROOT
 
 FLINK_SCRIPT = os.path.join(ROOT, 'scripts', 'flink_cluster.sh')
@@ -158,23 +158,6 @@ def pids_where(predicate):
     if predicate(cmdline, ppid):
       out.append(int(name))
   return out
-
-
-def pid_listening_on(port, pids):
-  """The one of `pids` that holds a socket listening on `port`, or None."""
-  inodes = {f'socket:[{i}]' for i in listening_inodes(port)}
-  for pid in pids:
-    try:
-      fds = os.listdir(f'/proc/{pid}/fd')
-    except OSError:
-      continue
-    for fd in fds:
-      try:
-        if os.readlink(f'/proc/{pid}/fd/{fd}') in inodes:
-          return pid
-      except OSError:
-        pass
-  return None
 
 
 def flink_taskmanager_pid(tm_id):
