@@ -27,6 +27,13 @@ Beam reaches Flink through its Flink job server, a Java program:
     This project and its dependencies are staged from setup.py and installed
     when a worker starts; an image with them installed starts faster.
 
+--environment_cache_millis defaults to 60000 (a minute) unless given: a
+TaskManager then keeps a job's SDK workers for its next tasks instead of
+starting new ones (each imports TensorFlow) for each of the job's ~200
+tasks, and ends them a minute after the job's last task there. Beam's
+Flink runner honours it only when its classes are on the Flink cluster's
+own classpath (docs/flink.md says how; scripts/flink_cluster.sh does it).
+
 Flags may also come from the environment: FLINK_MASTER, FLINK_PARALLELISM,
 FLINK_SDK_ENVIRONMENT, FLINK_ENVIRONMENT_CONFIG, FLINK_JOB_SERVER_JAR. The
 input and output must be paths every Flink worker can reach (a shared
@@ -113,6 +120,8 @@ def beam_args(args: List[str], env: Mapping[str, str]) -> List[str]:
     out += ['--parallelism', str(launch.positive(parallelism,
                                                   '--parallelism'))]
 
+  out += launch.environment_cache(cmd,
+                                  launch.FLINK_ENVIRONMENT_CACHE_MILLIS)
   beams = launch.beams_environment_type(cmd, env)
   if beams is not None:
     return cmd.rest + out + beams

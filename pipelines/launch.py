@@ -97,21 +97,27 @@ def positive(value: str, flag: str) -> int:
   return n
 
 
-# How long a Spark executor keeps an idle SDK worker: longer than any job.
-# With Beam's default, 0, each task gives its worker back when it ends and
-# the next task starts a new Python process, which imports TensorFlow again
-# (about 4 CPU seconds): 200 images took 250 s instead of 46 s. Workers
-# still end with their job. (On Flink it changed nothing in a measured run
-# of 320 images: a new pair of SDK workers every 6-9 s either way, so
-# run_flink.sh leaves Beam's default.)
-ENVIRONMENT_CACHE_MILLIS = '86400000'
+# How long an idle Python SDK worker is kept for the next task of its job
+# (Beam's --environment_cache_millis). With Beam's default, 0, each task
+# gives its worker back when it ends and the next task starts a new Python
+# process, which imports TensorFlow again (about 4 CPU seconds a worker).
+# Spark: a day, longer than any job; executors end with their application
+# and their workers with them. 200 images took 250 s with 0, 46 s with it.
+# Flink: a minute; TaskManagers outlive jobs, so a job's workers end a
+# minute after its last task on that TaskManager, while the gaps between
+# the tasks of one job are seconds. Beam's Flink runner only honours it
+# when its own classes come from Flink's classpath, not from the job's jars
+# (scripts/flink_cluster.sh; docs/flink.md): 300 images took 64 s with 0,
+# 38 s with it.
+SPARK_ENVIRONMENT_CACHE_MILLIS = '86400000'
+FLINK_ENVIRONMENT_CACHE_MILLIS = '60000'
 
 
-def environment_cache(cmd: Command) -> List[str]:
+def environment_cache(cmd: Command, default: str) -> List[str]:
   """--environment_cache_millis for a cluster launcher: the user's,
-  checked, or ENVIRONMENT_CACHE_MILLIS."""
+  checked, or `default`."""
   if not cmd.given('--environment_cache_millis'):
-    return ['--environment_cache_millis', ENVIRONMENT_CACHE_MILLIS]
+    return ['--environment_cache_millis', default]
   value = cmd.value('--environment_cache_millis') or ''
   if not value.isdigit():
     # Beam takes any text here and the Java job server fails on it later,

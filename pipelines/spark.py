@@ -149,7 +149,8 @@ def beam_args(args: List[str], env: Mapping[str, str]) -> List[str]:
                      'without them Beam would download a job server jar '
                      'when the job starts.')
 
-  out += launch.environment_cache(cmd)
+  out += launch.environment_cache(cmd,
+                                  launch.SPARK_ENVIRONMENT_CACHE_MILLIS)
   beams = launch.beams_environment_type(cmd, env)
   if beams is not None:
     return cmd.rest + out + beams

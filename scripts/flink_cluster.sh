@@ -254,6 +254,11 @@ taskmanager.memory.network.min: 256m
 taskmanager.memory.network.max: 256m
 taskmanager.network.sort-shuffle.min-buffers: 64
 
+# Beam's runner is on the cluster's own classpath (see beam_classpath in
+# scripts/flink_cluster.sh); parent-first makes jobs use that copy rather
+# than the one in the jars each job ships. This cluster runs Beam jobs only.
+classloader.resolve-order: parent-first
+
 # Survive a lost TaskManager or SDK worker. A lost TaskManager is noticed
 # within heartbeat.timeout (10 s; a killed JVM is usually noticed at once,
 # when its RPC connection fails); its supervisor starts a new one meanwhile.
@@ -281,8 +286,35 @@ EOF
 
 # --- start ------------------------------------------------------------------
 
+# beam_classpath: Beam's Flink runner and its own dependencies (the job
+# server's jars without Flink's, which flink-dist holds, and without logging
+# bindings) for the JobManager's and TaskManagers' own classpath. Flink's
+# scripts append HADOOP_CLASSPATH after flink-dist, so where both hold a
+# class, Flink's copy wins.
+#
+# Why the runner must be there and not only in the jars the job server
+# ships with each job: Beam's Flink runner keeps a task's Python SDK
+# workers for the next task of the job (--environment_cache_millis) only
+# when its own classes come from Flink's parent classloader
+# (FlinkExecutableStageContextFactory releases them at once otherwise).
+# Loaded from the job's jars, every task of a 200-operator batch job
+# started two new SDK workers, each importing TensorFlow: about a minute of
+# a small run. With classloader.resolve-order parent-first (config.yaml)
+# the cluster's copy is the one used.
+beam_classpath() {
+  local jar cp=""
+  for jar in "$JOB_SERVER_DIR"/*.jar; do
+    case "${jar##*/}" in
+      flink-* | slf4j-* | log4j-*) continue ;;
+    esac
+    cp="$cp${cp:+:}$jar"
+  done
+  echo "$cp"
+}
+
 flink_env() {  # runs one of Flink's bin/ scripts with our configuration
-  FLINK_CONF_DIR="$CONF_DIR" FLINK_LOG_DIR="$LOG_DIR" FLINK_PID_DIR="$PID_DIR" \
+  HADOOP_CLASSPATH=$(beam_classpath) \
+    FLINK_CONF_DIR="$CONF_DIR" FLINK_LOG_DIR="$LOG_DIR" FLINK_PID_DIR="$PID_DIR" \
     "$@" >>"$LOG_DIR/flink-scripts.log" 2>&1
 }
 
@@ -354,6 +386,7 @@ supervise_taskmanager() {
     # STD_REDIRECT_TO_FILE: its stdout and stderr go to its .out and .err
     # files, not a second copy of its log in ours.
     FLINK_IDENT_STRING=$(tm_ident "$i") STD_REDIRECT_TO_FILE=true \
+      HADOOP_CLASSPATH=$(beam_classpath) \
       FLINK_CONF_DIR="$CONF_DIR" FLINK_LOG_DIR="$LOG_DIR" \
       FLINK_PID_DIR="$PID_DIR" \
       "$FLINK_HOME/bin/taskmanager.sh" start-foreground </dev/null &

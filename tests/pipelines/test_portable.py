@@ -178,10 +178,19 @@ def test_flink_launcher_options(tmp_path):
   assert opts == {
       '--runner': 'FlinkRunner', '--flink_master': 'flink-jm:8081',
       '--flink_job_server_jar': str(jar), '--parallelism': '8',
+      '--environment_cache_millis': '60000',
       '--environment_type': 'DOCKER',
       '--environment_config': launch.sdk_image(),
       '--setup_file': os.path.join(ROOT, 'setup.py')}
   assert launch.sdk_image().startswith('apache/beam_python3.')
+  # The user's environment cache is kept, and checked.
+  args = flink.beam_args(base + ['--flink_master', 'localhost:8081',
+                                 '--environment_cache_millis=0'], {})
+  assert '--environment_cache_millis=0' in args
+  assert '--environment_cache_millis' not in args
+  with pytest.raises(UsageError, match='whole number of milliseconds'):
+    flink.beam_args(base + ['--flink_master', 'localhost:8081',
+                            '--environment_cache_millis', '1m'], {})
   # Environment variables stand in for flags; a local master defaults to
   # LOOPBACK.
   args = flink.beam_args(base, {'FLINK_MASTER': 'localhost:8081',
