@@ -240,9 +240,16 @@ rest.port: $REST_PORT
 # One JobManager and $TASKMANAGERS TaskManagers, each its own JVM with one
 # slot, so a job with parallelism $TASKMANAGERS spreads over both.
 jobmanager.memory.process.size: 1024m
-taskmanager.memory.process.size: 2048m
+taskmanager.memory.process.size: 3072m
 taskmanager.numberOfTaskSlots: 1
 parallelism.default: $TASKMANAGERS
+
+# Beam's runner talks to the SDK workers over gRPC, whose buffers are JVM
+# direct memory, counted as the task's off-heap memory (Flink's default: 0).
+# With 2 GiB TaskManagers and no task off-heap memory a 20,000-image run
+# failed with "OutOfMemoryError: Direct buffer memory" while sending the
+# decoded images of a stage to its SDK worker.
+taskmanager.memory.task.off-heap.size: 512m
 
 # Beam's batch (DataSet) translation of a real pipeline has ~200 operators,
 # many running at once in a slot, and Flink 1.19 reserves 512 network
