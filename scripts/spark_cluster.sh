@@ -284,7 +284,11 @@ start_job_server() {
   #     classes from where the driver does. (Beam also hands Spark its whole
   #     class path to ship, as the job gives no --files_to_stage: 384 jars
   #     that each executor fetches from the driver, ~7 s per job.);
-  #   - spark.ui.port 4040 with retries: a job's UI; 4041... if taken.
+  #   - spark.ui.port 4040 with retries: a job's UI; 4041... if taken;
+  #   - 2 GiB executors: with Spark's default, 1 GiB, the 4,000,000-row
+  #     sensor benchmark failed: its executors exited with code 52 (out of
+  #     memory) in Beam's GroupByKey (GroupNonMergingWindowsFunctions), 4
+  #     times, and Spark aborted the job.
   local cp="$JOB_SERVER_LIB/*"
   launch job-server "$JOB_PORT,$ARTIFACT_PORT,$EXPANSION_PORT" \
       "$SPARK_HOME/bin/spark-submit" \
@@ -294,6 +298,7 @@ start_job_server() {
       --driver-memory 1g \
       --driver-class-path "$cp" \
       --conf "spark.executor.extraClassPath=$cp" \
+      --conf "spark.executor.memory=2g" \
       --conf "spark.local.dir=$RUN/local" \
       --conf "spark.ui.port=4040" \
       "$JOB_SERVER_LIB/beam-runners-spark-3-$BEAM_SPARK_VERSION.jar" \
