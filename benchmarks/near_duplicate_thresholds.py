@@ -137,7 +137,7 @@ def main(argv=None):
                       help='Largest threshold in the table (default 24).')
   harness.add_results_flags(parser)
   args = parser.parse_args(argv)
-  info = harness.run_info(argv)
+  info = harness.run_info(sys.argv[1:] if argv is None else argv, __file__)
   t0 = time.time()
   pictures = real_images.emoji() + real_images.photos()
   tones = real_images.emoji(skin_tones=True)
