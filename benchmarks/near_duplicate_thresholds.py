@@ -7,7 +7,9 @@ measurement behind the default near-duplicate threshold for images.
 
 Pictures (benchmarks/real_images.py): the 1,911 Twemoji clip-art PNGs
 (64x64, transparent), labelled by emoji category, and scikit-image's 26
-sample photographs. Every picture is flattened onto white, as the pipeline
+sample photographs. Every picture is decoded by the pipeline's own decoder
+at its own size (transforms/modalities/image/processing.decode_and_resize:
+transparency composited onto white, the default background), as the pipeline
 stores it, and hashed with imagehash's DCT hash (pHash) of `--hash-size`
 squared bits. Then, per picture, the copies real collections hold:
 
@@ -47,19 +49,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # pylint: disable=wrong-import-position
 import real_images  # pylint: disable=wrong-import-position
 
-WHITE = (255, 255, 255)
+sys.path.insert(0, harness.REPO)
+from transforms.modalities.image import processing  # pylint: disable=wrong-import-position,wrong-import-order
+
 THRESHOLDS_SHOWN = (0, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24)
 
 
-def flatten(img: Image.Image) -> Image.Image:
-  """RGB on white, as the pipeline stores a transparent picture."""
-  if img.mode in ('RGBA', 'LA', 'PA') or (
-      img.mode == 'P' and 'transparency' in img.info):
-    rgba = img.convert('RGBA')
-    out = Image.new('RGB', rgba.size, WHITE)
-    out.paste(rgba, mask=rgba.getchannel('A'))
-    return out
-  return img.convert('RGB')
+def decoded(path: str) -> Image.Image:
+  """A picture as the pipeline decodes it (flattened onto the default
+  background), at its own size."""
+  with open(path, 'rb') as f:
+    data = f.read()
+  with Image.open(io.BytesIO(data)) as img:
+    width, height = img.size
+  arr, _, _ = processing.decode_and_resize(
+      data, processing.ImageConfig(height=height, width=width), path)
+  return arr if isinstance(arr, Image.Image) else Image.fromarray(arr)
 
 
 def _jpeg(img: Image.Image, quality: int) -> Image.Image:
@@ -141,7 +146,7 @@ def main(argv=None):
   t0 = time.time()
   pictures = real_images.emoji() + real_images.photos()
   tones = real_images.emoji(skin_tones=True)
-  base = [flatten(Image.open(p.path)) for p in pictures]
+  base = [decoded(p.path) for p in pictures]
   labels = [p.label for p in pictures]
   hashes = np.stack([hash_picture(im, args.hash_size) for im in base])
   copies = {}
@@ -155,7 +160,7 @@ def main(argv=None):
   tone_d = []
   for t in tones:
     if t.variant_of in by_name:
-      h = hash_picture(flatten(Image.open(t.path)), args.hash_size)
+      h = hash_picture(decoded(t.path), args.hash_size)
       tone_d.append(int(distances(hashes[by_name[t.variant_of]][None, :],
                                   h[None, :])[0]))
   tone_d = np.asarray(tone_d)
