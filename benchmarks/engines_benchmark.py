@@ -77,6 +77,8 @@ import all_modalities
 import harness
 from harness import BenchmarkError, REPO
 import image_benchmark
+sys.path.insert(0, REPO)
+from pipelines import launch
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 RUNNERS = ('direct', 'flink', 'spark')
@@ -123,7 +125,9 @@ def spark_command(preprocess_args, via='run_spark'):
   return ([sys.executable, '-m', 'pipelines.preprocess'] + preprocess_args +
           ['--runner', 'PortableRunner', '--job_endpoint', SPARK_ENDPOINT,
            '--environment_type', 'EXTERNAL', '--environment_config',
-           SPARK_POOL, '--environment_cache_millis=86400000'])
+           SPARK_POOL,
+           '--environment_cache_millis=' +
+           launch.SPARK_ENVIRONMENT_CACHE_MILLIS])
 
 
 def runner_command(runner, ours, out, job_name, spark_via='run_spark'):

@@ -146,6 +146,8 @@ def beams_environment_type(cmd: Command,
                      'say where the SDK workers run; give only one.')
   config = cmd.setting('--environment_config', env)
   return ['--environment_config', config] if config else []
+
+
 _POOL_ADDRESS = re.compile(r'^[-a-zA-Z0-9.\[\]:]+:[0-9]{1,5}$')
 
 
