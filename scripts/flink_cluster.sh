@@ -240,16 +240,35 @@ rest.port: $REST_PORT
 # One JobManager and $TASKMANAGERS TaskManagers, each its own JVM with one
 # slot, so a job with parallelism $TASKMANAGERS spreads over both.
 jobmanager.memory.process.size: 1024m
-taskmanager.memory.process.size: 3072m
 taskmanager.numberOfTaskSlots: 1
 parallelism.default: $TASKMANAGERS
 
-# Beam's runner talks to the SDK workers over gRPC, whose buffers are JVM
-# direct memory, counted as the task's off-heap memory (Flink's default: 0).
-# With 2 GiB TaskManagers and no task off-heap memory a 20,000-image run
-# failed with "OutOfMemoryError: Direct buffer memory" while sending the
-# decoded images of a stage to its SDK worker.
-taskmanager.memory.task.off-heap.size: 512m
+# Memory, sized for how Beam's Flink runner (batch) moves data. It runs a
+# task's whole partition as one bundle, and each direction of its gRPC data
+# stream to the SDK worker holds up to 100 messages of up to about 10 MB,
+# about 1 GB per running task:
+# - what the SDK worker sends back waits in the task heap until the bundle
+#   ends (a queue of 100 messages in Beam's BeamFnDataInboundObserver);
+# - what the task sends to the SDK worker sits in gRPC's buffers, JVM direct
+#   memory counted as task off-heap memory (Beam's DirectStreamObserver asks
+#   whether the stream is ready once every 100 messages).
+# With Flink's default split of a 3 GiB TaskManager (40% managed memory,
+# 481 MiB task heap) and 512 MiB task off-heap, an 800,000-document text run
+# first ran out of heap in Beam's gRPC thread with 540 MB of output buffered
+# (and hung: see cluster.uncaught-exception-handling below), then, with more
+# heap, out of direct memory sending 10 MB batches to an SDK worker. With 2
+# GiB and no task off-heap memory (Flink's default), a 20,000-image run ran
+# out of direct memory the same way. Beam's batch translation sorts little
+# in managed memory, so it gets less than Flink's default share.
+taskmanager.memory.task.heap.size: 1536m
+taskmanager.memory.task.off-heap.size: 1280m
+taskmanager.memory.managed.size: 512m
+
+# An error outside a task's own thread (an OutOfMemoryError in Beam's gRPC
+# threads, above) ends the TaskManager, so its tasks fail over and the job
+# recovers or fails, instead of waiting for ever on a dead data stream
+# (Flink's default only logs it).
+cluster.uncaught-exception-handling: FAIL
 
 # Beam's batch (DataSet) translation of a real pipeline has ~200 operators,
 # many running at once in a slot, and Flink 1.19 reserves 512 network
