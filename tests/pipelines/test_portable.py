@@ -217,6 +217,31 @@ def test_flink_launcher_options(tmp_path):
                             'EXTERNAL', '--environment_type', 'EXTERNAL'], {})
 
 
+def test_flink_execution_mode_reaches_the_job_server():
+  """--execution_mode_for_batch, a flag of Beam's Java Flink runner, passes
+  the project's check for unknown flags and is among the options sent to
+  the job server."""
+  from apache_beam.options.pipeline_options import PipelineOptions
+  from apache_beam.runners.portability import portable_runner
+  argv = ['--runner', 'FlinkRunner', '--execution_mode_for_batch',
+          'BATCH_FORCED']
+  assert preprocess.unknown_flags(argv) == []
+  assert preprocess.unknown_flags(['--execution_mode_for_batchh', 'x']) == [
+      '--execution_mode_for_batchh']
+  options = PipelineOptions(argv)
+  assert options.get_all_options()['execution_mode_for_batch'] == (
+      'BATCH_FORCED')
+  proto = portable_runner.JobServiceHandle.encode_pipeline_options(
+      options.get_all_options())
+  assert proto.fields[
+      'beam:option:execution_mode_for_batch:v1'].string_value == 'BATCH_FORCED'
+  # Beam's own default (PIPELINED) unless the user asks.
+  args = flink.beam_args(['--modality', 'text', '--job_endpoint', 'js:8099',
+                          '--environment', 'EXTERNAL', '--environment_config',
+                          'localhost:50000'], {})
+  assert '--execution_mode_for_batch' not in args
+
+
 @pytest.mark.parametrize('extra, message', [
     ([], 'needs the Flink master address'),
     (['--flink_master', 'flink-jm'], 'is not HOST:PORT'),
