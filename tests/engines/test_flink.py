@@ -74,3 +74,27 @@ def test_each_modality_on_flink_publishes_the_direct_runners_dataset(
   check = run([sys.executable, '-m', 'pipelines.validate', '--output',
                str(out)], timeout=600)
   assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
+
+
+def test_more_subtasks_than_slots_with_batch_forced(
+    flink_cluster, sample_inputs, direct_runs, tmp_path):
+  """--execution_mode_for_batch BATCH_FORCED runs a job of parallelism 4 on
+  the 2 slots (its subtasks take turns), and publishes the same dataset.
+  (With Beam's default, PIPELINED, such a job waits for 4 free slots.)"""
+  before = job_ids()
+  out = tmp_path / 'dataset'
+  argv = flink_argv('text', sample_inputs, out)
+  argv[argv.index('--parallelism') + 1] = '4'
+  proc = run(argv + ['--execution_mode_for_batch', 'BATCH_FORCED'])
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  assert summary(proc)['status'] == 'published'
+  assert_same_dataset(dataset_facts(out), direct_runs('text'))
+  jobs = [j for j in get_json(f'{FLINK_REST}/jobs/overview')['jobs']
+          if j['jid'] not in before]
+  assert [j['state'] for j in jobs] == ['FINISHED']
+  jid = jobs[0]['jid']
+  config = get_json(f'{FLINK_REST}/jobs/{jid}/config')['execution-config']
+  assert config['execution-mode'] == 'BATCH_FORCED'
+  vertices = get_json(f'{FLINK_REST}/jobs/{jid}')['vertices']
+  assert max(v['parallelism'] for v in vertices) == 4
+  assert len(get_json(f'{FLINK_REST}/taskmanagers')['taskmanagers']) == 2
