@@ -59,7 +59,8 @@ Decisions:
   line of the block is parsed with `json.loads`, so a bad line is one dead
   letter ("invalid JSON: ...", "line is not valid UTF-8", "line is a JSON
   array, not an object") and the others are kept.
-- Text cells of the label and entity columns are stripped; 'NA', 'null' and
+- Text cells of the label and entity columns are stripped and put in
+  Unicode NFC (label_text.canonical); 'NA', 'null' and
   the like are kept as text there (only numeric columns know missing words).
 - `read_header` calls a column numeric only when the sampled rows hold at
   least one number and nothing that is not a number or a missing value.
@@ -87,6 +88,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
+
+from transforms.core import label_text
 
 if TYPE_CHECKING:
   from transforms.sources import files
@@ -756,7 +759,8 @@ def _merge_bad(first: _Bad, second: _Bad) -> _Bad:
 
 def _strings(array: pa.Array, name: str) -> Tuple[np.ndarray, np.ndarray,
                                                   _Bad]:
-  """A text column as an object array of stripped str ('' for missing).
+  """A text column as an object array of stripped, NFC str ('' for
+  missing): label_text.canonical of each cell.
 
   Returns:
     (values, missing mask, bad cells (invalid UTF-8)).
@@ -768,8 +772,8 @@ def _strings(array: pa.Array, name: str) -> Tuple[np.ndarray, np.ndarray,
   out = np.full(n, '', dtype=object)
   encoded = pc.dictionary_encode(trimmed)
   if len(encoded.dictionary):
-    words = np.asarray(encoded.dictionary.to_numpy(zero_copy_only=False),
-                       dtype=object)
+    words = np.asarray(label_text.canonical_words(
+        encoded.dictionary.to_numpy(zero_copy_only=False)), dtype=object)
     present = ~_mask(pc.is_null(encoded.indices))
     indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
     out[present] = words[indices[present]]

@@ -30,6 +30,7 @@ from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.modalities.image import processing as images
+from transforms.core import label_text
 from transforms.core import splits as split_lib
 from transforms.core import metrics
 from transforms.core import progress
@@ -97,7 +98,7 @@ def ref_from_path(root: str, path: str, splits_from_input: bool,
     return None, (f'in a folder nested inside the class folder '
                   f'{parts[depth - 2]} (--nested_folders skip)'), None
   example_id = '/'.join(parts)
-  label = parts[depth - 2]
+  label = label_text.canonical(parts[depth - 2])
   if splits_from_input:
     try:
       split = split_lib.canonical_split(parts[0])
@@ -262,7 +263,7 @@ def ref_from_manifest_line(line: str, fmt: ManifestFormat,
     return None, 'manifest line has no path'
   if label is None or not str(label).strip():
     return None, f'manifest line for {path} has no label'
-  path, label = str(path).strip(), str(label).strip()
+  path, label = str(path).strip(), label_text.canonical(str(label))
   if splits_from_input:
     if split is None or not str(split).strip():
       return None, f'manifest line for {path} has no split'

@@ -76,6 +76,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 
+from transforms.core import label_text
 from transforms.core.errors import UsageError
 from transforms.sources import tables as tabular
 # Shared private helpers of the sensor reader (same file handling).
@@ -413,8 +414,8 @@ def _as_list(array: pa.Array) -> List[str]:
 def _labels_as_list(array: pa.Array) -> List[str]:
   """A string array without nulls as a list (one str object per label)."""
   encoded = pc.dictionary_encode(array)
-  words = np.asarray(encoded.dictionary.to_numpy(zero_copy_only=False),
-                     dtype=object)
+  words = np.asarray(label_text.canonical_words(
+      encoded.dictionary.to_numpy(zero_copy_only=False)), dtype=object)
   indices = encoded.indices.to_numpy(zero_copy_only=False)
   return words[indices].tolist()
 

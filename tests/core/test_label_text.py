@@ -1,0 +1,58 @@
+"""Label names that are the same word are one class in every modality."""
+
+import unicodedata
+
+from transforms.core import label_text
+from transforms.modalities.image import inputs as image_inputs
+from transforms.modalities.text import inputs as text_inputs
+from transforms.sources import tables
+
+NFC = 'café'
+NFD = unicodedata.normalize('NFD', NFC)
+
+
+def test_canonical_merges_normal_forms_and_surrounding_whitespace():
+  assert NFD != NFC
+  assert label_text.canonical(NFD) == NFC
+  assert label_text.canonical(f' {NFD}\t') == NFC
+  assert label_text.canonical('Café') == 'Café'  # case is kept
+  assert label_text.canonical_words([NFD, NFC, ' dog']) == [NFC, NFC, 'dog']
+
+
+def test_case_variants_are_found_not_merged():
+  assert label_text.case_variants(['Cat', 'cat', 'dog', 'CAT', 'cat']) == [
+      ['CAT', 'Cat', 'cat']]
+  assert label_text.case_variants(['cat', 'dog']) == []
+
+
+def test_image_class_folders_in_either_normal_form_are_one_class():
+  ratios = (('train', 0.8), ('validation', 0.1), ('test', 0.1))
+  refs = [image_inputs.ref_from_path('/in', f'/in/{name}/a.png', False,
+                                     ratios)[0]
+          for name in (NFC, NFD)]
+  assert [r.label for r in refs] == [NFC, NFC]
+  # The id keeps the path as listed: the two files are different inputs.
+  assert refs[0].example_id != refs[1].example_id
+
+
+def test_text_labels_in_either_normal_form_are_one_class(tmp_path):
+  path = tmp_path / 'docs.csv'
+  path.write_text(f'text,label\none,{NFC}\ntwo,{NFD}\nthree, {NFD} \n',
+                  encoding='utf-8')
+  columns = text_inputs.check_columns(str(path), 'csv', 'text', 'label')
+  labels = [label
+            for batch, _ in text_inputs.iter_table_batches(
+                str(path), 'csv', columns, 'docs.csv')
+            for label in batch.label]
+  assert labels == [NFC, NFC, NFC]
+
+
+def test_sensor_labels_and_entities_in_either_normal_form_are_one(tmp_path):
+  path = tmp_path / 'rows.csv'
+  path.write_text(f'time,device,label,x\n1,{NFC},{NFC},0.5\n'
+                  f'2,{NFD},{NFD},0.25\n', encoding='utf-8')
+  columns = tables.Columns('time', 'device', 'label', ('x',))
+  batches = [batch for batch, _ in tables.iter_batches(str(path), 'csv',
+                                                       columns)]
+  assert [v for b in batches for v in b.label] == [NFC, NFC]
+  assert [v for b in batches for v in b.entity] == [NFC, NFC]
