@@ -1,5 +1,6 @@
 """Label names that are the same word are one class in every modality."""
 
+import os
 import unicodedata
 
 from transforms.core import label_text
@@ -56,3 +57,33 @@ def test_sensor_labels_and_entities_in_either_normal_form_are_one(tmp_path):
                                                        columns)]
   assert [v for b in batches for v in b.label] == [NFC, NFC]
   assert [v for b in batches for v in b.entity] == [NFC, NFC]
+
+
+def test_a_run_merges_normal_forms_and_reports_case_variants(tmp_path):
+  """Class folders café (NFC) and café (NFD, as macOS names files), Cat and
+  cat: one café class; Cat and cat stay two classes, listed in the
+  manifest; the dataset validates."""
+  import numpy as np
+  from PIL import Image
+
+  import readback
+  from pipelines import preprocess
+  from pipelines import reader
+  src = tmp_path / 'in'
+  rng = np.random.default_rng(7)
+  for folder in (NFC, NFD, 'Cat', 'cat'):
+    os.makedirs(src / folder, exist_ok=True)
+    for i in range(12):
+      pixels = rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)
+      Image.fromarray(pixels).save(src / folder / f'{i}.png')
+  assert len(os.listdir(src)) == 4  # the file system keeps both forms
+  out = tmp_path / 'out'
+  assert preprocess.main([
+      '--input', str(src), '--output', str(out), '--image_size', '16x16',
+      '--storage', 'png', '--direct_running_mode', 'in_memory',
+      '--direct_num_workers', '1']) == 0
+  readback.assert_valid(out)
+  manifest = reader.load_manifest(str(out))
+  assert manifest['labels'] == ['Cat', NFC, 'cat']
+  assert manifest['label_case_variants'] == [['Cat', 'cat']]
+  assert manifest['totals']['examples'] == 48

@@ -41,6 +41,7 @@ from typing import Dict, List, Optional
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.core import label_text
 from transforms.core.dead_letters import DEAD_LETTER_PREFIX
 from transforms.core.errors import DataQualityError
 from transforms.output.paths import join
@@ -408,6 +409,11 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
         '; '.join(', '.join(f'{i} ({label})' for i, label in
                             zip(c['ids'], c['labels']))
                   for c in contents['conflict_examples'][:3]))
+  case_variants = label_text.case_variants(values['labels'])
+  if case_variants:
+    _LOG.warning(
+        'label names that differ only by case stay separate classes: %s',
+        '; '.join(', '.join(g) for g in case_variants[:5]))
   finished = time.time()
   dead_files = values['dead_files']
   return {
@@ -417,6 +423,10 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       'run_id': run['run_id'],
       'created': _utc(finished),
       'labels': values['labels'],
+      # Groups of label names that differ only by case ('Cat', 'cat'):
+      # separate classes, reported (names that differ by Unicode normal
+      # form or surrounding whitespace were merged when read).
+      'label_case_variants': case_variants,
       'feature_spec': feature_spec,
       cfg.modality: section,
       'compression': cfg.compression,
