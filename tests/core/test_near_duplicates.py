@@ -1,77 +1,233 @@
-"""The plain-Python parts of near-duplicate grouping: bands that cannot miss
-a pair within the threshold, distances, and groups that do not depend on
-the order in which their edges come."""
+"""Near-duplicate grouping without a pipeline: the tables that find
+candidate pairs, the two measures that verify them, groups that do not
+depend on the order of their edges, and what each mode decides."""
 
+import io
 import itertools
 import random
 
+import apache_beam as beam
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+import numpy as np
+from PIL import Image, ImageEnhance
 import pytest
 
 from transforms.core import near_duplicates as nd
+from transforms.modalities.image import processing
+
+RATIOS = [('train', 0.8), ('validation', 0.1), ('test', 0.1)]
 
 
-def _flip(digest: bytes, positions) -> bytes:
-  value = int.from_bytes(digest, 'big')
+def _sig(hash_value: int, thumb=None) -> bytes:
+  thumb = bytes(48) if thumb is None else bytes(thumb)
+  return hash_value.to_bytes(8, 'big') + thumb
+
+
+def _flip(value: int, positions) -> int:
   for p in positions:
     value ^= 1 << p
-  return value.to_bytes(len(digest), 'big')
+  return value
 
 
-@pytest.mark.parametrize('bits, threshold', [(64, 0), (64, 4), (64, 10),
-                                             (256, 24), (16, 15)])
-def test_bands_cover_the_hash_evenly(bits, threshold):
-  bounds = nd.band_bounds(bits, threshold)
-  assert len(bounds) == threshold + 1
-  assert bounds[0][0] == 0 and bounds[-1][1] == bits
-  assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
-  sizes = {end - start for start, end in bounds}
-  assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+def test_tables_are_fixed_and_within_the_hash():
+  assert nd.TABLE_BITS.shape == (nd.TABLES, nd.BITS_PER_TABLE)
+  assert nd.TABLE_BITS.min() >= 0 and nd.TABLE_BITS.max() < nd.HASH_BITS
+  # Fixed forever: a change would regroup every dataset.
+  assert nd.TABLE_BITS[0].tolist() == [5, 9, 21, 30, 42, 44, 49, 52, 57, 60]
+  assert all(len(set(row)) == nd.BITS_PER_TABLE
+             for row in nd.TABLE_BITS.tolist())
 
 
-def test_a_threshold_the_hash_cannot_band_is_refused():
-  with pytest.raises(ValueError, match='needs at most 63 for a 64-bit hash'):
-    nd.band_bounds(64, 64)
-  with pytest.raises(ValueError):
-    nd.band_bounds(64, -1)
+def test_candidate_probability_matches_what_the_tables_find():
+  """The stated probability that a pair d bits apart meets in a table,
+  against random pairs."""
+  rng = random.Random(3)
+  for d, expected in ((0, 1.0), (4, nd.candidate_probability(4)),
+                      (10, nd.candidate_probability(10)),
+                      (16, nd.candidate_probability(16))):
+    met = 0
+    for _ in range(2000):
+      a = rng.getrandbits(64)
+      b = _flip(a, rng.sample(range(64), d))
+      ka, kb = nd.table_keys(np.frombuffer(
+          a.to_bytes(8, 'big') + b.to_bytes(8, 'big'), np.uint8).reshape(2, 8))
+      met += bool((ka == kb).any())
+    assert abs(met / 2000 - expected) < 0.03, (d, met / 2000, expected)
+  assert nd.candidate_probability(10) > 0.96
 
 
-def test_every_pair_within_the_threshold_shares_a_band():
-  """The pigeonhole guarantee, tried on random hashes and flips."""
-  rng = random.Random(7)
-  for threshold in (0, 3, 8, 12):
-    bounds = nd.band_bounds(64, threshold)
-    for _ in range(300):
-      a = rng.getrandbits(64).to_bytes(8, 'big')
-      flips = rng.sample(range(64), rng.randint(0, threshold))
-      b = _flip(a, flips)
-      assert nd.hamming(a, b) == len(flips)
-      assert set(nd.band_keys(a, bounds)) & set(nd.band_keys(b, bounds))
+def test_pairs_are_verified_by_both_measures():
+  rules = nd.NearDuplicateRules(hash_distance=4, thumb_distance=0.15)
+  base = random.Random(1).getrandbits(64)
+  thumb = list(range(0, 240, 5))
+  sigs = [
+      _sig(base, thumb),                                 # 0
+      _sig(_flip(base, [1, 2, 3]), thumb),               # 1: 3 bits away
+      _sig(_flip(base, range(5)), thumb),                # 2: 5 bits away
+      _sig(base, thumb[::-1]),                           # 3: other colours
+      _sig(base, [min(255, int(v * 1.1)) for v in thumb]),  # 4: brighter
+  ]
+  found = {(i, j): (h, t) for i, j, h, t in nd.verified_pairs(sigs, rules)}
+  assert (0, 1) in found and found[(0, 1)][0] == 3
+  assert (0, 2) not in found  # too many bits
+  assert (0, 3) not in found  # same grey pattern, other thumbnail
+  assert (0, 4) in found and found[(0, 4)][1] < 0.05  # brightness is free
+  assert nd.distances(sigs[0], sigs[3])[1] > 1.0
 
 
-def test_band_keys_read_the_bits_in_order():
-  bounds = nd.band_bounds(16, 3)  # four bands of 4 bits
-  assert nd.band_keys(bytes([0x12, 0x34]), bounds) == [
-      (0, 0x1), (1, 0x2), (2, 0x3), (3, 0x4)]
-
-
-def test_pairs_within_keep_only_close_pairs_once():
-  h = bytes(8)
-  members = [('b', h), ('a', h), ('c', _flip(h, [1, 2, 3])),
-             ('d', _flip(h, range(10))), ('a', h)]
-  assert nd.pairs_within(members, 3) == [('a', 'b', 0), ('a', 'c', 3),
-                                         ('b', 'c', 3)]
-
-
-def test_groups_are_connected_components_whatever_the_edge_order():
-  edges = [('a', 'b', 1), ('c', 'd', 2), ('b', 'c', 4), ('x', 'y', 0)]
+def test_groups_do_not_depend_on_the_order_of_edges():
+  edges = [('c', 'd'), ('a', 'b'), ('b', 'c'), ('x', 'y')]
   expected = {'a': 'a', 'b': 'a', 'c': 'a', 'd': 'a', 'x': 'x', 'y': 'x'}
   for order in itertools.permutations(edges):
     assert nd.components(order) == expected
 
 
-def test_a_group_key_is_its_smallest_content_key():
-  edges = [('p1', 'p2', 3), ('p2', 'p3', 5), ('q1', 'q2', 0)]
-  keys = {'p1': 'c9', 'p2': 'c1', 'p3': 'c5', 'q1': 'c7', 'q2': 'c7'}
-  assert nd.group_keys(edges, keys) == {
-      'p1': 'c1', 'p2': 'c1', 'p3': 'c1', 'q1': 'c7', 'q2': 'c7'}
-  assert nd.group_keys([], keys) == {}
+def _members(*items):
+  return {digest: [tuple(m) for m in ms] for digest, ms in items}
+
+
+def test_group_mode_moves_every_member_to_the_split_of_its_smallest_digest():
+  edges = {('d1', 'd2'): (3, 0.01), ('d2', 'd3'): (5, 0.02)}
+  members = _members(('d1', [('x/1.jpg', 'cat', 'train')]),
+                     ('d2', [('x/2.jpg', 'cat', 'test'),
+                             ('x/2b.jpg', 'cat', 'test')]),
+                     ('d3', [('x/3.jpg', 'cat', 'validation')]))
+  decisions, summary = nd.decide(edges, members, nd.NearDuplicateRules(),
+                                 'keep', 'content', RATIOS)
+  expected_split = nd.split_lib.assign_split(
+      nd.split_lib.content_split_key('d1'), RATIOS)
+  assert {d['split'] for d in decisions.values()} == {expected_split}
+  assert {d['group'] for d in decisions.values()} == {'d1'}
+  assert not any(d['drop'] for d in decisions.values())
+  assert (summary['groups'], summary['members'], summary['contents'],
+          summary['edges'], summary['largest_group']) == (1, 4, 3, 2, 4)
+  assert summary['examples'][0]['ids'] == ['x/1.jpg', 'x/2.jpg', 'x/2b.jpg',
+                                           'x/3.jpg']
+
+
+def test_drop_mode_keeps_the_smallest_content_and_its_copies():
+  edges = {('d1', 'd2'): (3, 0.01), ('d1', 'd3'): (2, 0.01)}
+  members = _members(('d1', [('b.jpg', 'cat', 'train'),
+                             ('a.jpg', 'cat', 'train')]),
+                     ('d2', [('c.jpg', 'cat', 'test')]),
+                     ('d3', [('d.jpg', 'cat', 'train')]))
+  decisions, summary = nd.decide(edges, members,
+                                 nd.NearDuplicateRules(mode='drop'), 'keep',
+                                 'content', RATIOS)
+  assert decisions['a.jpg']['drop'] is None
+  assert decisions['b.jpg']['drop'] is None  # an exact copy: contents.py's
+  assert decisions['c.jpg']['drop'] == 'near-duplicate of a.jpg'
+  assert decisions['d.jpg']['drop'] == 'near-duplicate of a.jpg'
+  assert summary['dropped'] == {'near_duplicates': 2, 'label_conflicts': 0}
+
+
+@pytest.mark.parametrize('policy, dropped', [
+    ('keep', set()), ('drop', {'a.jpg', 'b.jpg', 'c.jpg'}),
+    ('majority', {'c.jpg'})])
+def test_label_conflicts_among_near_duplicates_follow_the_policy(policy,
+                                                                  dropped):
+  edges = {('d1', 'd2'): (3, 0.01), ('d2', 'd3'): (1, 0.01)}
+  members = _members(('d1', [('a.jpg', 'cat', 'train')]),
+                     ('d2', [('b.jpg', 'cat', 'test')]),
+                     ('d3', [('c.jpg', 'dog', 'train')]))
+  decisions, summary = nd.decide(edges, members, nd.NearDuplicateRules(),
+                                 policy, 'content', RATIOS)
+  assert {i for i, d in decisions.items() if d['drop']} == dropped
+  assert summary['label_conflicts'] == 1
+  if dropped:
+    reason = decisions[sorted(dropped)[0]]['drop']
+    assert reason.startswith('label conflict') and 'cat (2), dog (1)' in reason
+
+
+def test_splits_named_by_the_input_do_not_move_and_are_counted():
+  edges = {('d1', 'd2'): (3, 0.01)}
+  members = _members(('d1', [('a.jpg', 'cat', 'train')]),
+                     ('d2', [('b.jpg', 'cat', 'test')]))
+  decisions, summary = nd.decide(edges, members, nd.NearDuplicateRules(),
+                                 'keep', 'input', RATIOS)
+  assert decisions['a.jpg']['split'] == 'train'
+  assert decisions['b.jpg']['split'] == 'test'
+  assert summary['groups_across_splits'] == 1 and summary['moved'] == 0
+
+
+def _png(img: Image.Image) -> bytes:
+  buf = io.BytesIO()
+  img.save(buf, 'PNG')
+  return buf.getvalue()
+
+
+def _jpeg(img: Image.Image, quality=80) -> bytes:
+  buf = io.BytesIO()
+  img.save(buf, 'JPEG', quality=quality)
+  return buf.getvalue()
+
+
+def _photo(seed: int, size=(160, 120)) -> Image.Image:
+  """A smooth picture with structure (pHash of noise is meaningless)."""
+  rng = np.random.default_rng(seed)
+  small = rng.integers(0, 256, (6, 8, 3), np.uint8)
+  return Image.fromarray(small).resize(size, Image.BICUBIC)
+
+
+def test_signatures_of_real_copies_are_near_and_of_others_far():
+  cfg = processing.ImageConfig(height=64, width=64)
+
+  def sig(data):
+    return processing.process_image(
+        data, processing.ImageConfig(height=64, width=64,
+                                     signature=True)).signature
+
+  rules = nd.NearDuplicateRules()
+  original = _photo(5)
+  w, h = original.size
+  copies = {
+      'jpeg80': _jpeg(original),
+      'resized': _jpeg(original.resize((int(w * .85), int(h * .85)),
+                                       Image.LANCZOS)),
+      'brighter': _png(ImageEnhance.Brightness(original).enhance(1.15)),
+      'cropped': _png(original.crop((3, 2, w - 3, h - 2))),
+  }
+  base = sig(_png(original))
+  assert len(base) == processing.SIGNATURE_BYTES
+  for kind, data in copies.items():
+    hd, td = nd.distances(base, sig(data))
+    assert hd <= rules.hash_distance and td <= rules.thumb_distance, kind
+  others = [nd.distances(base, sig(_png(_photo(seed))))
+            for seed in range(10, 30)]
+  assert not any(hd <= rules.hash_distance and td <= rules.thumb_distance
+                 for hd, td in others)
+  # The signature is that of the stored pixels: the pipeline's first pass
+  # computes the same one.
+  _, from_pass = processing.identify_content_and_signature(
+      _png(original), processing.ImageConfig(height=64, width=64))
+  assert from_pass == base
+  assert not processing.process_image(_png(original), cfg).signature
+
+
+def test_the_beam_transform_groups_across_bundles():
+  """Entries of one group arriving in different elements (bundles) meet,
+  and exact copies are one content."""
+  base = random.Random(2).getrandbits(64)
+  thumb = list(range(0, 240, 5))
+  entries = [
+      [('a.jpg', 'd1', 'cat', 'train', _sig(base, thumb))],
+      [('b.jpg', 'd2', 'cat', 'test', _sig(_flip(base, [7, 40]), thumb)),
+       ('b2.jpg', 'd2', 'cat', 'train', _sig(_flip(base, [7, 40]), thumb))],
+      [('z.jpg', 'd9', 'cat', 'train',
+        _sig(random.Random(9).getrandbits(64), thumb[::-1]))],
+  ]
+  with TestPipeline() as p:
+    decisions, summary = (
+        p | beam.Create(entries)
+        | nd.NearDuplicateGroups(nd.NearDuplicateRules(), 'keep', 'content',
+                                 RATIOS))
+    split = nd.split_lib.assign_split(nd.split_lib.content_split_key('d1'),
+                                      RATIOS)
+    assert_that(decisions | beam.Map(lambda d: sorted(
+        (k, v['split'], v['group']) for k, v in d.items())),
+                equal_to([[('a.jpg', split, 'd1'), ('b.jpg', split, 'd1'),
+                           ('b2.jpg', split, 'd1')]]), label='decisions')
+    assert_that(summary | beam.Map(lambda s: (s['groups'], s['members'],
+                                              s['edges'])),
+                equal_to([(1, 3, 1)]), label='summary')

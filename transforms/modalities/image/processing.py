@@ -102,6 +102,9 @@ class ImageConfig:
   draft: bool = True
   background: str = '#ffffff'
   nested_folders: str = 'include'
+  # Whether process_image also computes the near-duplicate signature (set
+  # by the pipeline from the run's content rules, which the config holds).
+  signature: bool = False
 
   @property
   def channels(self) -> int:
@@ -112,7 +115,9 @@ class ImageConfig:
     return parse_background(self.background)
 
   def to_json(self) -> dict:
-    return dataclasses.asdict(self)
+    d = dataclasses.asdict(self)
+    d.pop('signature')
+    return d
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +138,8 @@ class ProcessedImage:
     content: The digest of the pixels at the stored size, before encoding
       (see content_digest): equal for the same picture in any file format
       or bit depth.
+    signature: The near-duplicate signature (signature_of_pixels) when the
+      config asks for it, else empty.
   """
   data: bytes
   original_height: int
@@ -142,6 +149,7 @@ class ProcessedImage:
   pixel_count: int
   source_format: str = ''
   content: str = ''
+  signature: bytes = b''
 
 
 def is_image_path(path: str) -> bool:
@@ -930,7 +938,8 @@ def process_image(data: bytes, cfg: ImageConfig,
   return ProcessedImage(
       data=encode(arr, cfg), original_height=orig_h, original_width=orig_w,
       channel_sum=sums, channel_sum_squares=squares, pixel_count=count,
-      source_format=source_format, content=content_digest(arr))
+      source_format=source_format, content=content_digest(arr),
+      signature=signature_of_pixels(arr) if cfg.signature else b'')
 
 
 def process_inputs(kernel, inputs, cfg: ImageConfig) -> list:
@@ -1001,3 +1010,52 @@ def zscore_from_sums(sums: Sequence[float], squares: Sequence[float],
   mean = sums / count
   var = np.maximum(squares / count - mean * mean, 0.0)
   return mean, np.sqrt(var)
+
+
+
+# ------------------------------------------------- near-duplicate hashing --
+
+# The side of the small square picture near-duplicate signatures are
+# computed from (pHash ignores the aspect ratio anyway), and of the colour
+# thumbnail they carry.
+SIGNATURE_SIDE = 32
+THUMB_SIDE = 4
+# Bytes of a signature: the 64-bit pHash, then the thumbnail's RGB pixels.
+PHASH_BYTES = 8
+SIGNATURE_BYTES = PHASH_BYTES + THUMB_SIDE * THUMB_SIDE * 3
+
+
+def signature_of_pixels(img: Union[Image.Image, np.ndarray]) -> bytes:
+  """What near-duplicate pictures are found by (core/near_duplicates.py),
+  from a picture as it is stored (the resized pixels): the 64-bit DCT hash
+  of its grey levels (imagehash's pHash), then a 4x4 RGB thumbnail (48
+  bytes). The pipeline computes it from the pixels it has just resized,
+  the validation from the stored records, so both see the same picture.
+
+  Args:
+    img: An 'RGB' or 'L' Pillow image, or its pixels as a uint8 [h, w, 3]
+      or [h, w] array.
+  """
+  import imagehash  # pylint: disable=import-outside-toplevel
+  arr = _pixels(img)
+  if arr.ndim == 2:
+    arr = cv2.cvtColor(arr, cv2.COLOR_GRAY2RGB)
+  small = cv2.resize(arr, (SIGNATURE_SIDE, SIGNATURE_SIDE),
+                     interpolation=cv2.INTER_AREA)
+  grey = Image.fromarray(cv2.cvtColor(small, cv2.COLOR_RGB2GRAY))
+  phash = np.packbits(imagehash.phash(grey, hash_size=8).hash.flatten())
+  thumb = cv2.resize(small, (THUMB_SIDE, THUMB_SIDE),
+                     interpolation=cv2.INTER_AREA)
+  return phash.tobytes() + np.ascontiguousarray(thumb).tobytes()
+
+
+def identify_content_and_signature(data: bytes, cfg: ImageConfig,
+                                   name: str = '') -> Tuple[str, bytes]:
+  """identify_content and the near-duplicate signature, from one decode
+  (the first pass of a two-pass run).
+
+  Raises:
+    BadImageError: The input cannot become an example.
+  """
+  arr, _, _, _ = _decode_pixels(data, cfg, name)
+  return content_digest(arr), signature_of_pixels(arr)
