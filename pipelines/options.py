@@ -22,6 +22,7 @@ from transforms.core.errors import UsageError
 
 from transforms import modalities
 from transforms.core import contents as contents_lib
+from transforms.core import near_duplicates as near_lib
 from transforms.core import flags
 from transforms.core import processes as processes_lib
 from transforms.core import rebalance
@@ -144,6 +145,20 @@ class PreprocessOptions(PipelineOptions):
         help='Images and text: drop further copies of a content with the '
         'same label in the same split (dead-lettered "duplicate of <id>"). '
         'Duplicates are counted in the manifest either way.')
+    add('--near_duplicates', default=None,
+        help='Images: what to do with near-duplicate pictures (the same '
+        'picture saved again, resized, slightly cropped or brightened; see '
+        'docs/splits.md): group (every member of a group in the '
+        'split of the group, none straddling splits), drop (keep one '
+        'content per group, dead-letter the others "near-duplicate of '
+        '<id>") or off. Default: group for images.')
+    add('--near_duplicate_hash_distance', default=None,
+        help='Images: the largest number of bits, of 64, in which the pHashes '
+        f'of near-duplicates differ, 0-16. Default: {near_lib.HASH_DISTANCE}.')
+    add('--near_duplicate_thumb_distance', default=None,
+        help='Images: the largest mean difference between the normalized 4x4 '
+        'colour thumbnails of near-duplicates, 0-2. Default: '
+        f'{near_lib.THUMB_DISTANCE}.')
     add('--label_column', default='label',
         help='Text and sensor: the label column. Default: label.')
     add = group('normalization, rebalancing and shuffling')
@@ -564,9 +579,19 @@ def local_processes(options: PipelineOptions) -> int:
 def _content_rules(o, modality, from_input):
   """The ContentRules from --split_key, --label_conflicts and
   --drop_duplicates (None for a modality without content keys)."""
+  near_flags = [f'--{name}' for name, value in (
+      ('near_duplicates', o.near_duplicates),
+      ('near_duplicate_hash_distance', o.near_duplicate_hash_distance),
+      ('near_duplicate_thumb_distance', o.near_duplicate_thumb_distance))
+                if value is not None]
   given = [f'--{name}' for name, value in (
       ('split_key', o.split_key), ('label_conflicts', o.label_conflicts),
       ('drop_duplicates', o.drop_duplicates or None)) if value is not None]
+  if modality.name != 'image' and near_flags and not (
+      near_flags == ['--near_duplicates']
+      and str(o.near_duplicates).strip().lower() == 'off'):
+    raise UsageError(f'{near_flags[0]} applies to images only: near-duplicate '
+                     f'{modality.name} is not grouped yet.')
   if not modality.content_keyed:
     if given:
       verb = 'apply' if len(given) > 1 else 'applies'
@@ -585,7 +610,31 @@ def _content_rules(o, modality, from_input):
       label_conflicts=flags.choice('label_conflicts',
                                    o.label_conflicts or 'keep',
                                    contents_lib.CONFLICT_POLICIES),
-      drop_duplicates=bool(o.drop_duplicates))
+      drop_duplicates=bool(o.drop_duplicates),
+      near_duplicates=_near_duplicate_rules(o) if modality.name == 'image'
+      else None)
+
+
+def _near_duplicate_rules(o) -> near_lib.NearDuplicateRules:
+  """The NearDuplicateRules from --near_duplicates and its distances."""
+  mode = flags.choice('near_duplicates', o.near_duplicates or 'group',
+                      near_lib.MODES)
+  hash_distance = near_lib.HASH_DISTANCE
+  if o.near_duplicate_hash_distance is not None:
+    hash_distance = flags.whole_number('near_duplicate_hash_distance',
+                                       o.near_duplicate_hash_distance, 0, 16)
+  thumb = near_lib.THUMB_DISTANCE
+  if o.near_duplicate_thumb_distance is not None:
+    try:
+      thumb = float(o.near_duplicate_thumb_distance)
+    except ValueError:
+      thumb = -1.0
+    if not 0 <= thumb <= 2:
+      raise UsageError(f'--near_duplicate_thumb_distance must be a number '
+                       f'from 0 to 2 (got '
+                       f'{o.near_duplicate_thumb_distance!r}).')
+  return near_lib.NearDuplicateRules(mode=mode, hash_distance=hash_distance,
+                                     thumb_distance=thumb)
 
 
 def tfds_skip_reason(options: PipelineOptions, cfg: PreprocessConfig

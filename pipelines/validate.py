@@ -48,6 +48,8 @@ from pipelines import options as options_lib
 from pipelines import preflight
 from pipelines import preprocess
 from pipelines import reader
+from transforms.core import near_duplicates as near_lib
+from transforms.modalities.image import checks as image_checks
 from transforms.validation import html_report
 from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as quality_checks
@@ -88,6 +90,7 @@ class _CheckShardFn(beam.DoFn):
 
   CONTENT = 'content'
   RECORDING = 'recording'
+  NEAR = 'near'
 
   def __init__(self, output: str, manifest: dict):
     super().__init__()
@@ -97,6 +100,9 @@ class _CheckShardFn(beam.DoFn):
     result = validation.check_shard(shard, self._output, self._manifest)
     for content, member in result.pop('content'):
       yield beam.pvalue.TaggedOutput(self.CONTENT, (content, member))
+    near = result.pop('near')
+    if near:
+      yield beam.pvalue.TaggedOutput(self.NEAR, near)
     for recording, records in sorted(result.pop('recordings').items()):
       yield beam.pvalue.TaggedOutput(
           self.RECORDING, (recording, (result['split'], records)))
@@ -120,6 +126,13 @@ def _in_several_splits(kv):
     splits[split] = splits.get(split, 0) + records
   if len(splits) > 1:
     yield recording, splits
+
+
+def _has_pictures(manifest: dict) -> bool:
+  """Whether validation decodes the dataset's pictures (images stored
+  encoded or as uint8; float32 ones are normalized, and not compared)."""
+  return (manifest.get('modality') == 'image' and
+          (manifest.get('image') or {}).get('storage') != 'float32')
 
 
 def _write_report(results, output, manifest, extra, report_path, content,
@@ -239,13 +252,26 @@ def run(argv: Optional[List[str]] = None) -> dict:
                | 'CheckShard' >> beam.ParDo(
                    _CheckShardFn(output, manifest)).with_outputs(
                        _CheckShardFn.CONTENT, _CheckShardFn.RECORDING,
-                       main='results'))
+                       _CheckShardFn.NEAR, main='results'))
     # Records of equal content meet in one group, wherever they are.
     content = (checked[_CheckShardFn.CONTENT]
                | 'GroupByContent' >> beam.GroupByKey()
                | 'RepeatedContent' >> beam.FlatMap(_repeated)
                | 'AllRepeated' >> beam.combiners.ToList()
                | 'Findings' >> beam.Map(quality_checks.content_findings))
+    if _has_pictures(manifest):
+      # Near-duplicate pictures, found as the pipeline finds them, from the
+      # stored pictures (core/near_duplicates.py).
+      rules = quality_checks.near_duplicate_rules(manifest)
+      near = (checked[_CheckShardFn.NEAR]
+              | 'NearDuplicates' >> near_lib.GatherNearDuplicates(rules)
+              | 'NearFindings' >> beam.Map(
+                  quality_checks.near_duplicate_findings, rules)
+              | 'GroupPictures' >> beam.Map(
+                  image_checks.near_duplicate_pictures, output, manifest))
+      content = content | 'WithNearDuplicates' >> beam.Map(
+          lambda c, n: {**c, 'near_duplicates': n},
+          beam.pvalue.AsSingleton(near))
     # The splits of each recording (a sensor entity), from every shard.
     recordings = (checked[_CheckShardFn.RECORDING]
                   | 'GroupByRecording' >> beam.GroupByKey()

@@ -36,6 +36,7 @@ from typing import (Dict, Iterable, Iterator, List, Optional, Sequence,
 import apache_beam as beam
 import numpy as np
 
+from transforms.core import near_duplicates as near_duplicates_lib
 from transforms.core import splits as split_lib
 from transforms.core.dead_letters import dead_letter
 
@@ -62,16 +63,24 @@ class ContentRules:
     label_conflicts: 'keep', 'drop' or 'majority' (see the module
       docstring).
     drop_duplicates: Drop further copies of a content inside a split.
+    near_duplicates: How near-duplicate pictures are treated
+      (core/near_duplicates.py); None where a modality has none.
   """
   split_key: str = 'content'
   label_conflicts: str = 'keep'
   drop_duplicates: bool = False
+  near_duplicates: Optional[near_duplicates_lib.NearDuplicateRules] = None
 
   @property
   def drops(self) -> bool:
     """Whether the rules may drop examples (so that every content must be
     known before any example is counted or written)."""
     return self.label_conflicts != 'keep' or self.drop_duplicates
+
+  @property
+  def near(self) -> bool:
+    """Whether near-duplicates are looked for."""
+    return self.near_duplicates is not None and self.near_duplicates.on
 
   def to_json(self) -> dict:
     return dataclasses.asdict(self)

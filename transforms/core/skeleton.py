@@ -68,11 +68,20 @@ class Transform(NamedTuple):
 
 
 class ReadInputs(beam.PTransform):
-  """Base of a modality's ReadInputs stage (see the module docstring)."""
+  """Base of a modality's ReadInputs stage (see the module docstring).
+  `staging` is the run folder (set by the skeleton before expansion)."""
 
   def __init__(self, cfg, plan):
     super().__init__()
     self._cfg, self._plan = cfg, plan
+    self.staging = None
+
+  def hold_folder(self) -> str:
+    """Where examples wait on disk for a decision about all of them
+    (core/hold.py); removed when the shards are written."""
+    if self.staging is None:
+      raise ValueError('the run folder of ReadInputs is not set')
+    return manifest_lib.join(self.staging, manifest_lib.HOLD_TEMP)
 
 
 class BuildRecords(beam.PTransform):
@@ -120,7 +129,9 @@ class PreprocessDataset(beam.PTransform):
     modality = cfg.plugin
     with tft_beam.Context(temp_dir=self._run['tft_temp'],
                           force_tf_compat_v1=False):
-      read = pbegin | 'ReadInputs' >> modality.read_inputs(cfg, plan)
+      reader = modality.read_inputs(cfg, plan)
+      reader.staging = staging
+      read = pbegin | 'ReadInputs' >> reader
       _require(read, READ_KEYS, modality.name, 'ReadInputs')
       dead_per_split, dead_files = read['dead'] | 'WriteDeadLetters' >> (
           DeadLetters(staging, modality.name))

@@ -68,6 +68,9 @@ TFT_TEMP = 'tft_tmp'
 # The shuffle's records on a local run (core/shuffle.py), inside the run's
 # folder; removed once the shards are written.
 SHUFFLE_TEMP = 'shuffle_tmp'
+# Examples waiting for the near-duplicate groups (core/hold.py), inside the
+# run's folder; removed once the shards are written.
+HOLD_TEMP = 'hold_tmp'
 TFDS_FOLDER = 'tfds'
 VALIDATION_REPORT = 'validation_report.json'
 _VERSIONED = ('apache-beam', 'tensorflow', 'tensorflow-transform', 'tfx-bsl',
@@ -401,6 +404,10 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
   # Examples the content rules dropped on request are dead letters too, but
   # not bad inputs: they do not count against --max_bad_fraction.
   dropped = sum(contents['dropped'].values()) if contents else 0
+  # And near-duplicates dropped by --near_duplicates drop or their label
+  # conflicts (core/near_duplicates.py).
+  near = (contents or {}).get('near_duplicates') or {}
+  dropped += sum(near.get('dropped', {}).values())
   if contents and contents['conflicting_contents']:
     _LOG.warning(
         '%d contents have more than one label (%d examples; '
@@ -440,7 +447,8 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
           'inputs': total_inputs,
           'examples': sum(s['examples'] for s in splits.values()),
           'dead_lettered': total_dead,
-          # Of those, dropped by --label_conflicts or --drop_duplicates.
+          # Of those, dropped by --label_conflicts, --drop_duplicates or
+          # --near_duplicates drop.
           'dropped_by_content_rules': dropped,
           'records': sum(s['records'] for s in splits.values()),
           'skipped_files': sum(values['skipped']),
@@ -530,6 +538,7 @@ class FinalizeDataset(beam.PTransform):
       # (kept neither in a published dataset nor in a refused run's folder).
       if getattr(cfg, 'local_shuffle', False):
         remove_tree(join(staging, SHUFFLE_TEMP))
+      remove_tree(join(staging, HOLD_TEMP))
       # The manifest names the folder the files were written into.
       manifest = build_manifest(
           cfg, dict(run, data_dir=posixpath.basename(staging.rstrip('/'))),

@@ -484,3 +484,84 @@ def merge_time_ranges(spans: Iterable[Optional[dict]]) -> Optional[dict]:
   first = min(tuple(s['first']) for s in spans)
   last = min((-s['last'][0], s['last'][1]) for s in spans)
   return {'first': list(first), 'last': [-last[0], last[1]]}
+
+
+# ------------------------------------------------------- near-duplicates --
+
+# Pairs across splits and groups listed in the report.
+MAX_NEAR_LISTED = 10
+
+
+def near_duplicate_rules(manifest: dict):
+  """The near-duplicate distances the dataset was written with (its
+  config), or the defaults for a dataset whose config has none."""
+  from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
+  given = ((manifest.get('config') or {}).get('contents') or {}).get(
+      'near_duplicates') or {}
+  return near_lib.NearDuplicateRules(
+      mode=given.get('mode', 'group'),
+      hash_distance=int(given.get('hash_distance', near_lib.HASH_DISTANCE)),
+      thumb_distance=float(given.get('thumb_distance',
+                                     near_lib.THUMB_DISTANCE)))
+
+
+def near_duplicate_findings(gathered, rules) -> dict:
+  """Near-duplicate groups among the records read back, and the pairs of
+  them in two splits (leakage).
+
+  Args:
+    gathered: core/near_duplicates' gathered edges: ({(content a, content
+      b): (hash distance, thumbnail distance)}, {content: [((id, shard
+      file, record number), label, split)]}).
+    rules: The NearDuplicateRules whose distances were applied.
+
+  Returns:
+    {'hash_distance', 'thumb_distance', 'groups', 'members', 'edges',
+    'pairs_across_splits', 'across': [{'a', 'b', 'splits', 'hash_distance',
+    'thumb_distance'}], 'label_conflict_groups', 'label_conflicts':
+    [{'labels': {label: [ids]}}], 'listed_groups': [{'members': [{'id',
+    'label', 'split', 'file', 'record'}]}]}, the lists cut at
+    MAX_NEAR_LISTED.
+  """
+  from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
+  edges, members = gathered
+  root_of = near_lib.components(edges)
+  groups: Dict[str, List[str]] = {}
+  for content, root in root_of.items():
+    groups.setdefault(root, []).append(content)
+  across, conflicts, listed = [], [], []
+  crossing = 0
+  for (a, b), (hd, td) in sorted(edges.items()):
+    pairs = [(ma, mb) for ma in members[a] for mb in members[b]
+             if ma[2] != mb[2]]
+    if not pairs:
+      continue
+    crossing += 1
+    if len(across) < MAX_NEAR_LISTED:
+      ma, mb = min(pairs)
+      across.append({'a': ma[0][0], 'b': mb[0][0], 'splits': [ma[2], mb[2]],
+                     'hash_distance': hd, 'thumb_distance': td})
+  conflict_groups = 0
+  member_count = 0
+  for root in sorted(groups):
+    group = sorted(m for content in groups[root] for m in members[content])
+    member_count += len(group)
+    labels: Dict[str, List[str]] = {}
+    for (ex_id, _, _), label, _ in group:
+      labels.setdefault(label, []).append(ex_id)
+    if len(labels) > 1:
+      conflict_groups += 1
+      if len(conflicts) < MAX_NEAR_LISTED:
+        conflicts.append({'labels': {k: sorted(v)[:10]
+                                     for k, v in sorted(labels.items())}})
+    if len(listed) < MAX_NEAR_LISTED:
+      listed.append({'members': [
+          {'id': ex_id, 'label': label, 'split': split, 'file': file,
+           'record': number}
+          for (ex_id, file, number), label, split in group[:10]]})
+  return {'hash_distance': rules.hash_distance,
+          'thumb_distance': rules.thumb_distance,
+          'groups': len(groups), 'members': member_count,
+          'edges': len(edges), 'pairs_across_splits': crossing,
+          'across': across, 'label_conflict_groups': conflict_groups,
+          'label_conflicts': conflicts, 'listed_groups': listed}

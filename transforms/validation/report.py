@@ -245,6 +245,36 @@ def content_leakage(content: dict) -> List[dict]:
   return checks
 
 
+def near_duplicate_leakage(near: dict) -> List[dict]:
+  """Near-duplicate pictures in two splits fail (naming pairs and their
+  distances); near-duplicates with different labels warn.
+
+  Args:
+    near: dataset_checks.near_duplicate_findings of all records.
+  """
+  pairs = '; '.join(
+      f'{p["a"]} ({p["splits"][0]}) and {p["b"]} ({p["splits"][1]}): '
+      f'hash distance {p["hash_distance"]}, thumbnail distance '
+      f'{p["thumb_distance"]}' for p in near['across'][:5])
+  rule = (f'pHash within {near["hash_distance"]} bits and thumbnail within '
+          f'{near["thumb_distance"]}')
+  checks = [entry(
+      'no near-duplicate pictures in two splits (leakage)',
+      not near['pairs_across_splits'],
+      f'{near["pairs_across_splits"]} pairs of near-duplicate pictures '
+      f'({rule}) are in different splits, e.g. {pairs}'
+      if near['pairs_across_splits'] else
+      f'{near["groups"]} near-duplicate groups ({near["members"]} records, '
+      f'{rule}), each in one split')]
+  conflicts = near['label_conflict_groups']
+  checks.append(entry(
+      'near-duplicate pictures with different labels', not conflicts,
+      f'{conflicts} near-duplicate groups have more than one label, e.g. '
+      f'{listed_ids(near["label_conflicts"], "labels")}' if conflicts else
+      'every near-duplicate group has one label', problem='warn'))
+  return checks
+
+
 def _content_checks(run: ReportInputs) -> List[dict]:
   """Leakage as the modality means it, label conflicts, copies inside a
   split."""

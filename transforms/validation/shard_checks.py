@@ -72,6 +72,7 @@ def check_record(record: bytes, manifest: dict,
          'image': None, 'values': None, 'flags': (),
          'id': values[schema.ID][0].decode('utf-8', 'replace'), 'exact': True,
          'observation': '', 'recording': None, 'time_range': None,
+         'signature': None,
          'content': quality_checks.record_content_hash(
              feats, modality.identity_features)}
   modality.check_values(values, manifest, out, stats)
@@ -153,7 +154,7 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
             'channel_sum_squares': None, 'pixels': 0, 'sha256': None,
             'readable': True, 'bytes': None, 'largest_record': 0,
             'stats': {}, 'content': [], 'samples': {}, 'flagged': {},
-            'recordings': {}, 'time_range': None}
+            'recordings': {}, 'time_range': None, 'near': []}
   if not FileSystems.exists(path):
     result['readable'] = False
     result['shard_errors'].append(f'{shard["file"]}: file is missing')
@@ -218,6 +219,13 @@ def _add_record(result: dict, record: bytes, name: str, manifest: dict,
   result['content'].append((info['content'], (
       result['split'], info['id'], info['exact'], info['label'],
       info['observation'])))
+  if info['signature'] is not None:
+    # (id, content, label, split, signature) as core/near_duplicates reads
+    # them; the id is (id, shard file, record number), so that the report
+    # can show the pictures of a group.
+    result['near'].append(((info['id'], name, result['records'] - 1),
+                           info['content'], info['label'], result['split'],
+                           info['signature']))
   if info['recording'] is not None:
     recordings = result['recordings']
     recordings[info['recording']] = recordings.get(info['recording'], 0) + 1

@@ -101,6 +101,10 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
   out['channel_sum_squares'] = squares.tolist()
   out['pixels'] = h * w
   out['image'] = arr
+  # What near-duplicates are found by (core/near_duplicates.py), from the
+  # stored picture as the pipeline computed it from the same pixels.
+  out['signature'] = images.signature_of_pixels(arr[..., 0] if c == 1
+                                                else arr)
   low, high = channels.min(axis=1), channels.max(axis=1)
   if np.all(low == high) or (
       manifest['image'].get('resize_mode') == 'fit' and
@@ -268,8 +272,65 @@ def html_sections(report: dict, manifest) -> str:
         f'<figcaption>{e(x["id"].rsplit("/", 1)[-1])}</figcaption>'
         '</figure>' for x in items if 'jpeg_base64' in x)
     rows.append(f'<h3>{e(label)}</h3><div class="grid">{figs}</div>')
-  return (f'<h2>Sample images per class ({e(split)})</h2>' + ''.join(rows)
-          if rows else '')
+  samples_html = (f'<h2>Sample images per class ({e(split)})</h2>' +
+                  ''.join(rows) if rows else '')
+  return samples_html + _near_duplicate_html(report)
+
+
+# Near-duplicate groups shown as pictures in the HTML report.
+GROUPS_SHOWN = 5
+
+
+def near_duplicate_pictures(near: dict, output: str, manifest: dict) -> dict:
+  """The near-duplicate findings with a thumbnail ('jpeg_base64') of each
+  member of the first GROUPS_SHOWN listed groups, read back from their
+  shards (only those records are decoded)."""
+  from transforms.output import tfrecord_files  # pylint: disable=import-outside-toplevel
+  from transforms.validation import shard_checks  # pylint: disable=import-outside-toplevel
+  wanted: Dict[str, set] = {}
+  for group in near['listed_groups'][:GROUPS_SHOWN]:
+    for m in group['members']:
+      wanted.setdefault(m['file'], set()).add(m['record'])
+  pictures = {}
+  for name, numbers in sorted(wanted.items()):
+    stream = tfrecord_files.open_records(manifest_lib.join(output, name),
+                                         manifest.get('compression') == 'gzip')
+    try:
+      for number, record in enumerate(tfrecord_files.iter_records(stream)):
+        if number in numbers:
+          info = shard_checks.check_record(record, manifest)
+          pictures[(name, number)] = report_sample(info, manifest).get(
+              'jpeg_base64')
+        if number >= max(numbers):
+          break
+    finally:
+      stream.close()
+  groups = []
+  for i, group in enumerate(near['listed_groups']):
+    members = [dict(m, jpeg_base64=pictures.get((m['file'], m['record'])))
+               if i < GROUPS_SHOWN else m for m in group['members']]
+    groups.append({**group, 'members': members})
+  return {**near, 'listed_groups': groups}
+
+
+def _near_duplicate_html(report: dict) -> str:
+  """The first near-duplicate groups, side by side, with split and label
+  under each picture."""
+  e = html_report.escape
+  near = (report.get('content') or {}).get('near_duplicates')
+  if not near or not near['listed_groups']:
+    return ''
+  rows = []
+  for group in near['listed_groups'][:GROUPS_SHOWN]:
+    figs = ''.join(
+        f'<figure><img alt="{e(m["id"])}" width="64" '
+        f'src="data:image/jpeg;base64,{m["jpeg_base64"]}">'
+        f'<figcaption>{e(m["id"].rsplit("/", 1)[-1])}<br>{e(m["split"])}, '
+        f'{e(m["label"])}</figcaption></figure>'
+        for m in group['members'] if m.get('jpeg_base64'))
+    rows.append(f'<div class="grid">{figs}</div>')
+  return (f'<h2>Near-duplicate groups ({near["groups"]}; the first '
+          f'{len(rows)})</h2>' + ''.join(rows))
 
 
 # ------------------------------------------------------------- reading --

@@ -1,5 +1,6 @@
 """The parallel read-decode-resize-encode step, as a Beam transform."""
 
+import dataclasses
 import itertools
 import logging
 
@@ -43,7 +44,7 @@ def start_head(cfg) -> None:
     return
   root = files.strip_slash(cfg.input)
   ratios = inputs.split_pairs(cfg.split_ratios)
-  kernel, settings = DecodeImageFn._kernel, cfg.settings  # pylint: disable=protected-access
+  kernel, settings = DecodeImageFn._kernel, decode_settings(cfg)  # pylint: disable=protected-access
 
   def paths():  # those of the pipeline's listing (ListImageInputs)
     for listed in files.list_tree(root):
@@ -99,6 +100,9 @@ def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
       'format': out.source_format,
       # The digest of its pixels at the stored size (core/contents.py).
       'content': out.content,
+      # Its near-duplicate signature, when the run looks for them
+      # (core/near_duplicates.py); not stored in the record.
+      'signature': out.signature,
       schema.IMAGE: out.data,
       schema.ORIGINAL_HEIGHT: out.original_height,
       schema.ORIGINAL_WIDTH: out.original_width,
@@ -318,6 +322,16 @@ class DecodeImageFn(_PooledFn):
     yield example_from_image(ref, out, copy, write, weight)
 
 
+def decode_settings(cfg) -> images.ImageConfig:
+  """The image settings the decoding kernels run with: the run's, asking
+  for near-duplicate signatures when the run looks for them (start_head
+  and the pipeline must use the same, or the head start is not used)."""
+  rules = cfg.contents
+  if rules is not None and rules.near:
+    return dataclasses.replace(cfg.settings, signature=True)
+  return cfg.settings
+
+
 def _dead_letter(ref, e: Exception, split: str) -> dict:
   """The dead letter of an input that could not be read or processed."""
   if isinstance(e, images.BadImageError):
@@ -360,9 +374,20 @@ class FindContentFn(_PooledFn):
       yield beam.pvalue.TaggedOutput(DEAD, _dead_letter(
           ref, error, None if self._ratios else ref.split))
       return
+    signature = None
+    if isinstance(digest, tuple):
+      digest, signature = digest
     if self._ratios:
       ref = ref._replace(split=contents.content_split(digest, self._ratios))
-    yield ref, digest
+    yield (ref, digest) if signature is None else (ref, digest, signature)
+
+
+class FindContentAndSignatureFn(FindContentFn):
+  """FindContentFn that also computes each image's near-duplicate
+  signature from the same decode: InputRef -> (InputRef, digest,
+  signature)."""
+
+  _kernel = staticmethod(images.identify_content_and_signature)
 
 
 class DecodeImages(beam.PTransform):

@@ -6,15 +6,22 @@
        before planning: rebalancing with content splits, or content rules
        that drop (core/contents.py)]
         FindContents (decode and resize, no encoding; the split of each
-        image from its pixels) --(bad)--> dead letter
+        image from its pixels; its near-duplicate signature)
+        --(bad)--> dead letter
+        -> NearDuplicates (core/near_duplicates.py): each group's members
+           to the group's split --(dropped by its rules)--> dead letter
         -> ContentGroups --(dropped by the rules)--> dead letter
       -> PlanCopies (rebalancing decided per input, from the class counts
          of the inputs whose split is known, core/rebalance.Plan), or one
          copy each when the split is still to come from the pixels
       -> SeededShuffle of the input references (core/shuffle.py)
       -> DecodeImages (the split from the pixels where it is still to
-         come) --(bad)--> dead letter; the examples leave in lists, those
-         of one call to a decoding worker
+         come; the near-duplicate signature) --(bad)--> dead letter; the
+         examples leave in lists, those of one call to a decoding worker
+      -> [single pass: NearDuplicates of the signatures, while the
+         examples wait on disk (core/hold.py); then each is read back, in
+         its group's split --(dropped by the near-duplicate rules)--> dead
+         letter]
       -> [single pass: ContentGroups of the decoded digests, for the
          manifest's counts]
       -> per split (each list cut by split); the training split's first
@@ -49,11 +56,14 @@ import numpy as np
 
 from transforms.modalities.image import features as schema
 from transforms.core import contents as contents_lib
+from transforms.core import hold as hold_lib
+from transforms.core import near_duplicates as near_lib
 from transforms.core import progress
 from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import SKIPPED
+from transforms.core.dead_letters import dead_letter
 from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.modalities.image import inputs as sources
@@ -62,6 +72,7 @@ from transforms.modalities.image import processing as images
 from transforms.modalities.image import records as image_records
 from transforms.modalities.image import decode
 from transforms.modalities.image.decode import DecodeImages
+from transforms.modalities.image.decode import FindContentAndSignatureFn
 from transforms.modalities.image.decode import FindContentFn
 
 
@@ -124,41 +135,89 @@ class ReadImages(skeleton.ReadInputs):
         cfg.settings.nested_folders)
     # -> InputRef per image (split by its id, replaced when by content)
     dead = [listed[DEAD]]
+    near = rules.near
+    settings = decode.decode_settings(cfg)
+    near_summary = None
     if contents_pass(cfg):
       # Every split and content must be known before anything is planned:
       # a first pass finds them, the second writes.
+      finder = FindContentAndSignatureFn if near else FindContentFn
       found = listed.refs | 'FindContents' >> beam.ParDo(
-          FindContentFn(cfg.settings, by_content,
-                        cfg.local_processes)).with_outputs(
+          finder(settings, by_content, cfg.local_processes)).with_outputs(
               DEAD, main='refs')
-      # -> (InputRef with its split, content digest)
+      # -> (InputRef with its split, content digest[, signature])
+      refs_found = found.refs
+      if near:
+        decisions, near_summary = (
+            found.refs
+            | 'SignatureOf' >> beam.Map(lambda rds: [(
+                rds[0].example_id, rds[1], rds[0].label, rds[0].split,
+                rds[2])])
+            | 'NearDuplicates' >> self._near_duplicate_groups())
+        refs_found = found.refs | 'GroupSplits' >> beam.Map(
+            _with_group_split, beam.pvalue.AsSingleton(decisions))
       drops, out_contents = (
-          found.refs
+          refs_found
           | 'ContentOf' >> beam.Map(lambda rd: (
               rd[1], (rd[0].example_id, rd[0].label, rd[0].split)))
           | 'ContentGroups' >> contents_lib.ContentGroups(rules))
-      assigned = found.refs | 'Refs' >> beam.Map(lambda rd: rd[0])
+      if near:
+        # An example both rules drop is one dead letter, counted once (by
+        # the exact rules).
+        exact = beam.pvalue.AsDict(drops)
+        near_summary = near_summary | 'RecountNearDrops' >> beam.Map(
+            _recount_near_drops, beam.pvalue.AsSingleton(decisions), exact)
+        drops = (drops, decisions | 'NearDuplicateDrops' >> beam.FlatMap(
+            _near_duplicate_drops, exact)) | 'AllDrops' >> beam.Flatten()
+      assigned = refs_found | 'Refs' >> beam.Map(lambda rd: rd[0])
       kept = assigned | 'DropByContent' >> beam.ParDo(
           _DropFn(), beam.pvalue.AsDict(drops)).with_outputs(
               DEAD, main='refs')
       dead += [found[DEAD], kept[DEAD]]
-      decoded = self._decode(kept.refs, None)
+      decoded = self._decode(kept.refs, None, settings)
+      examples = decoded.examples
       # Inputs with a split: every one the first pass found.
       split_counts = assigned | 'SplitOfInput' >> beam.Map(_split_of)
     else:
-      decoded = self._decode(listed.refs, by_content)
+      decoded = self._decode(listed.refs, by_content, settings)
+      examples = decoded.examples
+      released_dead = None
+      if near:
+        # Which split a near-duplicate goes to needs every picture's
+        # signature: the decoded examples wait on disk meanwhile.
+        decisions, near_summary = (
+            examples
+            | 'SignatureOf' >> beam.Map(_entries_of_first_copies)
+            | 'NearDuplicates' >> self._near_duplicate_groups())
+        released = (
+            examples
+            | 'Hold' >> hold_lib.Hold(self.hold_folder())
+            | 'Release' >> beam.ParDo(
+                _ReleaseFn(), beam.pvalue.AsSingleton(decisions)
+            ).with_outputs(DEAD, main='examples'))
+        examples, released_dead = released.examples, released[DEAD]
+        dead.append(released_dead)
       _, out_contents = (
-          decoded.examples
+          examples
           | 'ContentOf' >> beam.FlatMap(_contents_of_first_copies)
           | 'ContentGroups' >> contents_lib.ContentGroups(rules))
       if by_content:
         # Inputs with a split: those decoded (a bad one has none, its split
-        # was to come from its content).
-        split_counts = decoded.examples | 'SplitOfInput' >> beam.FlatMap(
+        # was to come from its content), dropped ones included.
+        split_counts = examples | 'SplitOfInput' >> beam.FlatMap(
             _first_copies_per_split)
+        if released_dead is not None:
+          split_counts = (split_counts, released_dead
+                          | 'SplitOfDropped' >> beam.Map(
+                              lambda d: (d['split'], 1))
+                          ) | 'AllWithSplit' >> beam.Flatten()
       else:
         # Inputs with a split: every one listed.
         split_counts = listed.refs | 'SplitOfInput' >> beam.Map(_split_of)
+    if near:
+      out_contents = out_contents | 'WithNearDuplicates' >> beam.Map(
+          lambda c, n: {**c, 'near_duplicates': n},
+          beam.pvalue.AsSingleton(near_summary))
     dead.append(decoded[DEAD])
     all_dead = tuple(dead) | 'AllDeadLetters' >> beam.Flatten()
     # Inputs per split: those with a split, and the dead letters without.
@@ -168,7 +227,7 @@ class ReadImages(skeleton.ReadInputs):
         | 'UnassignedOnly' >> beam.Filter(lambda kv: kv[0] == ''),
         'CountUnassigned')
     inputs = _count_per_key(split_counts, 'CountInputsPerSplit')
-    by_split = decoded.examples | 'PartitionBySplit' >> beam.ParDo(
+    by_split = examples | 'PartitionBySplit' >> beam.ParDo(
         _BySplitFn(names)).with_outputs(*names)
     out = {
         'dead': all_dead,
@@ -202,7 +261,13 @@ class ReadImages(skeleton.ReadInputs):
         normalize.PixelStatsFn())
     return out
 
-  def _decode(self, refs, by_content):
+  def _near_duplicate_groups(self):
+    cfg, rules = self._cfg, self._cfg.contents
+    return near_lib.NearDuplicateGroups(
+        rules.near_duplicates, rules.label_conflicts, rules.split_key,
+        cfg.split_ratios)
+
+  def _decode(self, refs, by_content, settings):
     """Plans the copies of refs whose split is known (or, `by_content`,
     one copy of each), shuffles and decodes them."""
     cfg = self._cfg
@@ -219,15 +284,20 @@ class ReadImages(skeleton.ReadInputs):
                | 'PlanCopies' >> PlanCopies(cfg, cfg.rebalance == 'weight'))
     tasks = tasks | 'ShuffleInputs' >> shuffle.SeededShuffle(cfg.seed)
     # -> (InputRef, copy index, write, weight), in seeded random order
-    return tasks | 'DecodeImages' >> DecodeImages(cfg.settings, by_content,
+    return tasks | 'DecodeImages' >> DecodeImages(settings, by_content,
                                                   cfg.local_processes)
 
 
 def contents_pass(cfg) -> bool:
   """Whether the images are read twice: a first pass finds every content
   (to drop some, or to know the content splits before rebalancing)."""
-  by_content = cfg.contents.split_key == 'content' and cfg.split_ratios
-  return bool(cfg.contents.drops or (by_content and cfg.rebalance != 'none'))
+  rules = cfg.contents
+  by_content = rules.split_key == 'content' and cfg.split_ratios
+  # Near-duplicate groups move examples to other splits: rebalancing must
+  # count them where they end up.
+  moved = rules.near and rules.split_key != 'input'
+  return bool(rules.drops or ((by_content or moved)
+                              and cfg.rebalance != 'none'))
 
 
 def progress_measure(cfg) -> progress.ItemMeasure:
@@ -255,6 +325,68 @@ def _contents_of_first_copies(examples):
   examples: what core/contents.ContentGroups reads."""
   return [(ex['content'], (ex[schema.ID], ex[schema.LABEL_TEXT], ex['split']))
           for ex in examples if ex['copy'] == 0]
+
+
+def _entries_of_first_copies(examples):
+  """(id, content, label, split, signature) of each first copy of a list of
+  examples: what core/near_duplicates.NearDuplicateGroups reads."""
+  return [(ex[schema.ID], ex['content'], ex[schema.LABEL_TEXT], ex['split'],
+           ex['signature']) for ex in examples if ex['copy'] == 0]
+
+
+def _with_group_split(found, decisions):
+  """(InputRef, digest, signature) -> (InputRef in the split of its
+  near-duplicate group, if it is in one, digest)."""
+  ref, digest = found[0], found[1]
+  decision = decisions.get(ref.example_id)
+  if decision is not None and decision['split'] != ref.split:
+    ref = ref._replace(split=decision['split'])
+  return ref, digest
+
+
+def _near_duplicate_drops(decisions, exact_drops=None):
+  """(id, dead letter) of every near-duplicate the decisions drop (but
+  those the exact content rules drop already)."""
+  exact_drops = exact_drops or {}
+  return [(ex_id, dead_letter(ex_id, contents_lib.STAGE, d['drop'],
+                              d['split']))
+          for ex_id, d in sorted(decisions.items())
+          if d['drop'] and ex_id not in exact_drops]
+
+
+def _recount_near_drops(summary, decisions, exact_drops):
+  """The near-duplicate summary with its drops counted without those the
+  exact content rules drop already."""
+  counts = {'near_duplicates': 0, 'label_conflicts': 0}
+  for ex_id, d in decisions.items():
+    if d['drop'] and ex_id not in exact_drops:
+      counts['near_duplicates' if d['drop'].startswith('near-duplicate')
+             else 'label_conflicts'] += 1
+  return {**summary, 'dropped': counts}
+
+
+class _ReleaseFn(beam.DoFn):
+  """The name of a hold file -> its lists of examples, each in the split
+  of its near-duplicate group (side input: {id: decision}); an example
+  the decisions drop goes to the dead letters (its first copy)."""
+
+  def process(self, name, decisions):
+    for examples in hold_lib.read_held(name):
+      kept = []
+      for ex in examples:
+        decision = decisions.get(ex[schema.ID])
+        if decision is not None:
+          if decision['drop']:
+            if ex['copy'] == 0:
+              yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+                  ex['input'], contents_lib.STAGE, decision['drop'],
+                  decision['split']))
+            continue
+          if decision['split'] != ex['split']:
+            ex = {**ex, 'split': decision['split']}
+        kept.append(ex)
+      if kept:
+        yield kept
 
 
 def _only_first_copies(examples):
