@@ -62,7 +62,8 @@ def test_sensor_labels_and_entities_in_either_normal_form_are_one(tmp_path):
 def test_a_run_merges_normal_forms_and_reports_case_variants(tmp_path):
   """Class folders café (NFC) and café (NFD, as macOS names files), Cat and
   cat: one café class; Cat and cat stay two classes, listed in the
-  manifest; the dataset validates."""
+  manifest; the dataset validates, and validation warns of Cat and cat
+  from the labels it reads back."""
   import numpy as np
   from PIL import Image
 
@@ -82,7 +83,10 @@ def test_a_run_merges_normal_forms_and_reports_case_variants(tmp_path):
       '--input', str(src), '--output', str(out), '--image_size', '16x16',
       '--storage', 'png', '--direct_running_mode', 'in_memory',
       '--direct_num_workers', '1']) == 0
-  readback.assert_valid(out)
+  report = readback.assert_valid(out)
+  case = next(c for c in report['checks']
+              if c['check'] == 'label names that differ only by case')
+  assert case['status'] == 'warn' and 'Cat, cat' in case['detail']
   manifest = reader.load_manifest(str(out))
   assert manifest['labels'] == ['Cat', NFC, 'cat']
   assert manifest['label_case_variants'] == [['Cat', 'cat']]

@@ -390,10 +390,25 @@ def _class_drift(split: str, rep: dict, before: Dict[str, int],
 
 
 # The report's checks, in the order it lists them.
+def _label_case_check(run: ReportInputs) -> List[dict]:
+  """Label names read back that differ only by case ('Cat', 'cat') warn:
+  they are separate classes, which is seldom what was meant."""
+  from transforms.core import label_text  # pylint: disable=import-outside-toplevel
+  names = sorted({label for r in run.results for label in r['class_counts']})
+  variants = label_text.case_variants(names)
+  return [entry(
+      'label names that differ only by case', not variants,
+      f'{len(variants)} groups of label names differ only by case and are '
+      f'separate classes: ' + '; '.join(', '.join(g) for g in variants[:5])
+      if variants else 'no two label names differ only by case',
+      problem='warn')]
+
+
 CHECKS: Sequence[Callable[[ReportInputs], List[dict]]] = (
     _split_checks, _shards_check, _unlisted_check, _dead_letter_check,
     _modality_checks,
-    _transform_check, _shard_health_checks, _content_checks, _drift_checks)
+    _transform_check, _shard_health_checks, _content_checks,
+    _label_case_check, _drift_checks)
 
 
 def flagged(results: List[dict], flag: str, listed: int = 5):
