@@ -26,7 +26,11 @@ setuptools.setup(
         # Image resizes: antialiased shrinking (INTER_AREA), GIL released.
         'opencv-python-headless>=4.8,<6',
         'google-crc32c>=1.5',
-        'numpy>=1.26',
+        # 2.0 for bitwise_count (near-duplicate hash distances).
+        'numpy>=2.0',
+        # The perceptual hash (pHash) of near-duplicate pictures
+        # (transforms/core/near_duplicates.py).
+        'imagehash>=4.3,<5',
         # Used directly (they also come with Beam and tf.Transform): Arrow
         # for reading tables and feeding tf.Transform, pandas for ISO-8601
         # timestamps, tfx-bsl's TFXIO tensor representations
