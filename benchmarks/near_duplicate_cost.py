@@ -1,0 +1,121 @@
+"""What near-duplicate grouping costs a default image run: whole
+processes, paired.
+
+    python benchmarks/near_duplicate_cost.py [--sizes 10000,20000]
+        [--repeats 3] [--workdir /tmp/tfrecord_bench]
+        [--results PATH | --no-results]
+
+At each size, `python -m pipelines.preprocess --input CORPUS --output OUT
+--overwrite` (the default: --near_duplicates group) and the same command
+with `--near_duplicates off` run in turns (off, group, off, group, ...) on
+the image benchmark's corpus (benchmarks/image_benchmark.py generates it
+once, 402x303-ish JPEGs in three classes). Reported per size: the median
+wall time and peak memory (RSS of the process tree) of each, the ratio of
+the medians, the median of the paired ratios, and the groups the run
+found. The target is at most 1.10x in time, and peak memory flat with size
+(the group run's 20,000/10,000 ratio against the off run's).
+
+A run at the default sizes and repeats rewrites its section of
+benchmarks/RESULTS.md (--results PATH writes it whatever the settings;
+--no-results nothing).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# pylint: disable=wrong-import-position
+import harness
+import image_benchmark
+# pylint: enable=wrong-import-position
+
+UNIT = 'images'
+TIME_TARGET = 1.10
+DEFAULT_SIZES = '10000,20000'
+DEFAULT_REPEATS = 3
+
+
+def _inspect(name, out, log_path):
+  del name, log_path
+  with open(os.path.join(out, 'manifest.json'), encoding='utf-8') as f:
+    manifest = json.load(f)
+  near = manifest['contents']['near_duplicates']
+  return {'records': manifest['totals']['records'],
+          'groups': near.get('groups'), 'members': near.get('members')}
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+  parser.add_argument('--sizes', default=DEFAULT_SIZES)
+  parser.add_argument('--repeats', type=int, default=DEFAULT_REPEATS)
+  parser.add_argument('--workdir', default='/tmp/tfrecord_bench')
+  harness.add_results_flags(parser)
+  args = parser.parse_args(argv)
+  info = harness.run_info(sys.argv[1:] if argv is None else argv, __file__)
+  sizes = [int(s) for s in args.sizes.split(',')]
+  outdir, logdir = harness.make_dirs(args.workdir)
+  jobs = {}
+  py = sys.executable
+  for n in sizes:
+    corpus = image_benchmark.ensure_corpus(args.workdir, n)
+    print(f'page cache: read {harness.warm_page_cache(corpus) / 2**20:.0f} '
+          f'MiB of {corpus}')
+    for mode in ('off', 'group'):
+      out = os.path.join(outdir, f'near_{mode}_{n}')
+      cmd = [py, '-m', 'pipelines.preprocess', '--input', corpus,
+             '--output', out, '--overwrite']
+      if mode == 'off':
+        cmd += ['--near_duplicates', 'off']
+      jobs[f'{mode}@{n}'] = (cmd, out, n)
+  harness.print_commands(jobs)
+  runs = harness.measure(jobs, args.repeats, logdir, UNIT, _inspect)
+  s = harness.summarize(runs, UNIT)
+  lines = ['| images | off: wall s | group: wall s | group / off '
+           '(medians) | group / off (median of pairs) | off: peak RSS MiB | '
+           'group: peak RSS MiB | groups found (members) |',
+           '|---|---|---|---|---|---|---|---|']
+  verdicts = []
+  for n in sizes:
+    off, group = s[f'off@{n}'], s[f'group@{n}']
+    ratio = group['seconds_median'] / off['seconds_median']
+    paired = statistics.median(
+        g['seconds'] / o['seconds'] for g, o in
+        zip(runs[f'group@{n}'], runs[f'off@{n}']))
+    last = runs[f'group@{n}'][-1]
+    verdicts.append(paired <= TIME_TARGET)
+    lines.append(
+        f'| {n:,} | {off["seconds_median"]:.1f} | '
+        f'{group["seconds_median"]:.1f} | {ratio:.3f}x | {paired:.3f}x | '
+        f'{off["peak_rss_mib_median"]:.0f} | '
+        f'{group["peak_rss_mib_median"]:.0f} | {last["groups"]} '
+        f'({last["members"]}) |')
+  memory = ''
+  if len(sizes) == 2:
+    small, large = sorted(sizes)
+    growth = {mode: s[f'{mode}@{large}']['peak_rss_mib_median'] /
+              s[f'{mode}@{small}']['peak_rss_mib_median']
+              for mode in ('off', 'group')}
+    memory = (f'\n\nPeak memory {large:,} / {small:,} images: off '
+              f'{growth["off"]:.2f}x, group {growth["group"]:.2f}x.')
+  body = (
+      f'Median of {args.repeats} paired repeats, whole processes on the '
+      f'image benchmark\'s corpus; the default run (`--near_duplicates '
+      f'group`) against `--near_duplicates off`. Target: at most '
+      f'{TIME_TARGET:.2f}x ({"met" if all(verdicts) else "MISSED"} at '
+      f'{", ".join(f"{n:,}" for n in sizes)}).\n\n' + '\n'.join(lines) +
+      memory + '\n')
+  print()
+  print(body)
+  harness.write_results(
+      args, args.sizes == DEFAULT_SIZES and args.repeats >= DEFAULT_REPEATS,
+      'near_duplicate_cost',
+      'Near-duplicate grouping: cost on images (near_duplicate_cost.py)',
+      info, body)
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
