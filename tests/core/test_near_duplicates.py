@@ -83,17 +83,33 @@ def test_groups_do_not_depend_on_the_order_of_edges():
     assert nd.components(order) == expected
 
 
-def _members(*items):
-  return {digest: [tuple(m) for m in ms] for digest, ms in items}
+def _infos(*items):
+  """{digest: Info} from (digest, [(id, label, split)])."""
+  out = {}
+  for digest, members in items:
+    for m in members:
+      out[digest] = nd.merge_info(out.get(digest), nd.new_info(*m))
+  return out
+
+
+def _by_example(decisions, infos):
+  """{id: (split, drop reason)} of every example of the infos (the first
+  of each split), as the pipeline applies the decisions."""
+  out = {}
+  for digest, info in infos.items():
+    for split, (ex_id, label) in info['ids'].items():
+      to, reason = nd.example_decision(decisions[digest], label)
+      out[ex_id] = (to or split, reason)
+  return out
 
 
 def test_group_mode_moves_every_member_to_the_split_of_its_smallest_digest():
   edges = {('d1', 'd2'): (3, 0.01), ('d2', 'd3'): (5, 0.02)}
-  members = _members(('d1', [('x/1.jpg', 'cat', 'train')]),
-                     ('d2', [('x/2.jpg', 'cat', 'test'),
-                             ('x/2b.jpg', 'cat', 'test')]),
-                     ('d3', [('x/3.jpg', 'cat', 'validation')]))
-  decisions, summary = nd.decide(edges, members, nd.NearDuplicateRules(),
+  infos = _infos(('d1', [('x/1.jpg', 'cat', 'train')]),
+                 ('d2', [('x/2.jpg', 'cat', 'test'),
+                         ('x/2b.jpg', 'cat', 'test')]),
+                 ('d3', [('x/3.jpg', 'cat', 'validation')]))
+  decisions, summary = nd.decide(edges, infos, nd.NearDuplicateRules(),
                                  'keep', 'content', RATIOS)
   expected_split = nd.split_lib.assign_split(
       nd.split_lib.content_split_key('d1'), RATIOS)
@@ -102,23 +118,25 @@ def test_group_mode_moves_every_member_to_the_split_of_its_smallest_digest():
   assert not any(d['drop'] for d in decisions.values())
   assert (summary['groups'], summary['members'], summary['contents'],
           summary['edges'], summary['largest_group']) == (1, 4, 3, 2, 4)
-  assert summary['examples'][0]['ids'] == ['x/1.jpg', 'x/2.jpg', 'x/2b.jpg',
-                                           'x/3.jpg']
+  assert summary['moved'] == sum(
+      1 for s in ('train', 'test', 'test', 'validation')
+      if s != expected_split)
+  assert summary['examples'][0]['ids'] == ['x/1.jpg', 'x/2.jpg', 'x/3.jpg']
+  assert summary['examples'][0]['examples'] == 4
 
 
 def test_drop_mode_keeps_the_smallest_content_and_its_copies():
   edges = {('d1', 'd2'): (3, 0.01), ('d1', 'd3'): (2, 0.01)}
-  members = _members(('d1', [('b.jpg', 'cat', 'train'),
-                             ('a.jpg', 'cat', 'train')]),
-                     ('d2', [('c.jpg', 'cat', 'test')]),
-                     ('d3', [('d.jpg', 'cat', 'train')]))
-  decisions, summary = nd.decide(edges, members,
+  infos = _infos(('d1', [('b.jpg', 'cat', 'train'),
+                         ('a.jpg', 'cat', 'train')]),
+                 ('d2', [('c.jpg', 'cat', 'test')]),
+                 ('d3', [('d.jpg', 'cat', 'train')]))
+  decisions, summary = nd.decide(edges, infos,
                                  nd.NearDuplicateRules(mode='drop'), 'keep',
                                  'content', RATIOS)
-  assert decisions['a.jpg']['drop'] is None
-  assert decisions['b.jpg']['drop'] is None  # an exact copy: contents.py's
-  assert decisions['c.jpg']['drop'] == 'near-duplicate of a.jpg'
-  assert decisions['d.jpg']['drop'] == 'near-duplicate of a.jpg'
+  assert decisions['d1']['drop'] is None  # exact copies: contents.py's
+  assert decisions['d2']['drop'] == 'near-duplicate of a.jpg'
+  assert decisions['d3']['drop'] == 'near-duplicate of a.jpg'
   assert summary['dropped'] == {'near_duplicates': 2, 'label_conflicts': 0}
 
 
@@ -128,26 +146,42 @@ def test_drop_mode_keeps_the_smallest_content_and_its_copies():
 def test_label_conflicts_among_near_duplicates_follow_the_policy(policy,
                                                                   dropped):
   edges = {('d1', 'd2'): (3, 0.01), ('d2', 'd3'): (1, 0.01)}
-  members = _members(('d1', [('a.jpg', 'cat', 'train')]),
-                     ('d2', [('b.jpg', 'cat', 'test')]),
-                     ('d3', [('c.jpg', 'dog', 'train')]))
-  decisions, summary = nd.decide(edges, members, nd.NearDuplicateRules(),
+  infos = _infos(('d1', [('a.jpg', 'cat', 'train')]),
+                 ('d2', [('b.jpg', 'cat', 'test')]),
+                 ('d3', [('c.jpg', 'dog', 'train')]))
+  decisions, summary = nd.decide(edges, infos, nd.NearDuplicateRules(),
                                  policy, 'content', RATIOS)
-  assert {i for i, d in decisions.items() if d['drop']} == dropped
+  examples = _by_example(decisions, infos)
+  assert {i for i, (_, reason) in examples.items() if reason} == dropped
   assert summary['label_conflicts'] == 1
+  assert summary['dropped']['label_conflicts'] == len(dropped)
   if dropped:
-    reason = decisions[sorted(dropped)[0]]['drop']
+    reason = examples[sorted(dropped)[0]][1]
     assert reason.startswith('label conflict') and 'cat (2), dog (1)' in reason
+
+
+def test_majority_within_one_content_drops_only_the_minority_label():
+  """A content whose copies carry two labels, near another: the minority
+  label's copies go, the content's other copies stay."""
+  edges = {('d1', 'd2'): (3, 0.01)}
+  infos = _infos(('d1', [('a.jpg', 'cat', 'train'), ('z.jpg', 'dog', 'train')]),
+                 ('d2', [('b.jpg', 'cat', 'train')]))
+  decisions, summary = nd.decide(edges, infos, nd.NearDuplicateRules(),
+                                 'majority', 'content', RATIOS)
+  assert nd.example_decision(decisions['d1'], 'cat')[1] is None
+  assert 'majority label cat' in nd.example_decision(decisions['d1'],
+                                                      'dog')[1]
+  assert summary['dropped']['label_conflicts'] == 1
 
 
 def test_splits_named_by_the_input_do_not_move_and_are_counted():
   edges = {('d1', 'd2'): (3, 0.01)}
-  members = _members(('d1', [('a.jpg', 'cat', 'train')]),
-                     ('d2', [('b.jpg', 'cat', 'test')]))
-  decisions, summary = nd.decide(edges, members, nd.NearDuplicateRules(),
+  infos = _infos(('d1', [('a.jpg', 'cat', 'train')]),
+                 ('d2', [('b.jpg', 'cat', 'test')]))
+  decisions, summary = nd.decide(edges, infos, nd.NearDuplicateRules(),
                                  'keep', 'input', RATIOS)
-  assert decisions['a.jpg']['split'] == 'train'
-  assert decisions['b.jpg']['split'] == 'test'
+  assert _by_example(decisions, infos) == {'a.jpg': ('train', None),
+                                           'b.jpg': ('test', None)}
   assert summary['groups_across_splits'] == 1 and summary['moved'] == 0
 
 
@@ -210,11 +244,12 @@ def test_the_beam_transform_groups_across_bundles():
   and exact copies are one content."""
   base = random.Random(2).getrandbits(64)
   thumb = list(range(0, 240, 5))
+  d1, d2, d9 = 'a1' * 16, 'b2' * 16, 'c3' * 16
   entries = [
-      [('a.jpg', 'd1', 'cat', 'train', _sig(base, thumb))],
-      [('b.jpg', 'd2', 'cat', 'test', _sig(_flip(base, [7, 40]), thumb)),
-       ('b2.jpg', 'd2', 'cat', 'train', _sig(_flip(base, [7, 40]), thumb))],
-      [('z.jpg', 'd9', 'cat', 'train',
+      [('a.jpg', d1, 'cat', 'train', _sig(base, thumb))],
+      [('b.jpg', d2, 'cat', 'test', _sig(_flip(base, [7, 40]), thumb)),
+       ('b2.jpg', d2, 'cat', 'train', _sig(_flip(base, [7, 40]), thumb))],
+      [('z.jpg', d9, 'cat', 'train',
         _sig(random.Random(9).getrandbits(64), thumb[::-1]))],
   ]
   with TestPipeline() as p:
@@ -222,12 +257,43 @@ def test_the_beam_transform_groups_across_bundles():
         p | beam.Create(entries)
         | nd.NearDuplicateGroups(nd.NearDuplicateRules(), 'keep', 'content',
                                  RATIOS))
-    split = nd.split_lib.assign_split(nd.split_lib.content_split_key('d1'),
+    split = nd.split_lib.assign_split(nd.split_lib.content_split_key(d1),
                                       RATIOS)
     assert_that(decisions | beam.Map(lambda d: sorted(
         (k, v['split'], v['group']) for k, v in d.items())),
-                equal_to([[('a.jpg', split, 'd1'), ('b.jpg', split, 'd1'),
-                           ('b2.jpg', split, 'd1')]]), label='decisions')
+                equal_to([[(d1, split, d1), (d2, split, d1)]]),
+                label='decisions')
     assert_that(summary | beam.Map(lambda s: (s['groups'], s['members'],
-                                              s['edges'])),
-                equal_to([(1, 3, 1)]), label='summary')
+                                              s['contents'], s['edges'],
+                                              s['moved'])),
+                equal_to([(1, 3, 2, 1, sum(
+                    1 for s in ('train', 'test', 'train') if s != split))]),
+                label='summary')
+
+
+def test_a_crowded_bucket_finds_the_pairs_a_full_comparison_finds(tmp_path):
+  """600 pictures of one hash (one template), some of one thumbnail: the
+  bucket is verified a block at a time, through files in a folder, and
+  finds exactly the pairs that comparing every two finds."""
+  rng = np.random.default_rng(4)
+  base = random.Random(5).getrandbits(64)
+  thumbs = [rng.integers(0, 256, 48).tolist() for _ in range(40)]
+  entries, sigs = [], []
+  for k in range(600):
+    sig = _sig(_flip(base, [k % 3]), thumbs[k % 40])
+    digest = f'{k:032x}'
+    entries.append([(f'{k:04d}.png', digest, 'cat', 'train', sig)])
+    sigs.append((digest, sig))
+  rules = nd.NearDuplicateRules()
+  expected = set()
+  for (da, sa), (db, sb) in itertools.combinations(sigs, 2):
+    hd, td = nd.distances(sa, sb)
+    if hd <= rules.hash_distance and td <= rules.thumb_distance:
+      expected.add((min(da, db), max(da, db)))
+  assert len(expected) > 1000
+  with TestPipeline() as p:
+    gathered = (p | beam.Create(entries)
+                | nd.GatherNearDuplicates(rules, str(tmp_path)))
+    assert_that(gathered | beam.Map(lambda g: set(g[0])),
+                equal_to([expected]))
+  assert list(tmp_path.glob('*.spill'))

@@ -16,7 +16,6 @@ folder when the shards are written (output/manifest.py).
 """
 
 import pickle
-import struct
 import uuid
 
 import apache_beam as beam
@@ -24,8 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
 
-# Each element in a hold file: its pickle's length (uint64), then the pickle.
-_LENGTH = struct.Struct('<Q')
+# A hold file is the pickles of its elements, one after the other.
 
 
 class HoldFn(beam.DoFn):
@@ -43,9 +41,9 @@ class HoldFn(beam.DoFn):
     if self._file is None:
       self._name = FileSystems.join(self._folder, f'{uuid.uuid4().hex}.hold')
       self._file = FileSystems.create(self._name)
-    data = pickle.dumps(element, protocol=pickle.HIGHEST_PROTOCOL)
-    self._file.write(_LENGTH.pack(len(data)))
-    self._file.write(data)
+    # Straight into the file: large values (pictures) are written where
+    # they are, not copied into one pickle first.
+    pickle.dump(element, self._file, protocol=pickle.HIGHEST_PROTOCOL)
 
   def finish_bundle(self):
     if self._file is None:
@@ -56,19 +54,18 @@ class HoldFn(beam.DoFn):
 
 
 def read_held(name: str):
-  """The elements of one hold file, in the order they were written."""
+  """The elements of one hold file, in the order they were written.
+
+  Raises:
+    IOError: The file ends inside an element (it was cut).
+  """
+  size = FileSystems.match([name])[0].metadata_list[0].size_in_bytes
   with FileSystems.open(name, compression_type='uncompressed') as f:
-    while True:
-      head = f.read(_LENGTH.size)
-      if not head:
-        return
-      if len(head) != _LENGTH.size:
-        raise IOError(f'hold file {name} is cut short')
-      size = _LENGTH.unpack(head)[0]
-      data = f.read(size)
-      if len(data) != size:
-        raise IOError(f'hold file {name} is cut short')
-      yield pickle.loads(data)
+    while f.tell() < size:
+      try:
+        yield pickle.load(f)
+      except (EOFError, pickle.UnpicklingError) as e:
+        raise IOError(f'hold file {name} is cut short: {e}') from None
 
 
 class Hold(beam.PTransform):
@@ -81,3 +78,43 @@ class Hold(beam.PTransform):
 
   def expand(self, elements):
     return elements | 'HoldOnDisk' >> beam.ParDo(HoldFn(self._folder))
+
+
+# A reference to a value a Spill wrote: (file name, offset, length).
+_REF = 'spilled'
+
+
+class Spill:
+  """Values written to one new file in `folder`, each read back alone by
+  the reference `put` returns (`take`): for a DoFn whose outputs the
+  runner groups, so that only the references are grouped."""
+
+  def __init__(self, folder: str):
+    self._name = FileSystems.join(folder, f'{uuid.uuid4().hex}.spill')
+    self._file = FileSystems.create(self._name)
+    self._offset = 0
+
+  def put(self, value) -> tuple:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    self._file.write(data)
+    ref = (_REF, self._name, self._offset, len(data))
+    self._offset += len(data)
+    return ref
+
+  def close(self) -> None:
+    self._file.close()
+
+
+def take(value):
+  """The value a Spill reference names (read from its file), or `value`
+  itself when it is not one."""
+  if not (isinstance(value, tuple) and len(value) == 4 and
+          isinstance(value[0], str) and value[0] == _REF):
+    return value
+  _, name, offset, length = value
+  with FileSystems.open(name, compression_type='uncompressed') as f:
+    f.seek(offset)
+    data = f.read(length)
+  if len(data) != length:
+    raise IOError(f'spill file {name} is cut short')
+  return pickle.loads(data)

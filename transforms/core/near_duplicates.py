@@ -31,13 +31,15 @@ dropped or kept, by core/contents.py as before.
 
 import dataclasses
 import hashlib
+import itertools
 import math
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
 from apache_beam.utils.windowed_value import WindowedValue
 
+from transforms.core import hold as hold_lib
 from transforms.core import splits as split_lib
 
 MODES = ('group', 'drop', 'off')
@@ -58,7 +60,6 @@ _IDS_PER_GROUP = 10
 # Rows of a bucket verified at once (memory: rows x bucket size).
 _BLOCK = 512
 
-Member = Tuple[str, str, str]  # (example id, label, split)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,16 +148,20 @@ def verified_pairs(sigs: Sequence[bytes], rules: NearDuplicateRules
                    ) -> List[Tuple[int, int, int, float]]:
   """(i, j, hash distance, thumbnail distance), i < j, of every pair of
   `sigs` within both of the rules' distances."""
-  n = len(sigs)
-  if n < 2:
+  if len(sigs) < 2:
     return []
-  hashes, thumbs = _split_signatures(sigs)
+  return _verified(*_split_signatures(sigs), rules)
+
+
+def _verified(hashes: np.ndarray, thumbs: np.ndarray,
+              rules: NearDuplicateRules) -> List[Tuple[int, int, int, float]]:
+  """verified_pairs of uint64 hashes and normalized thumbnails."""
+  n = len(hashes)
   out = []
   for lo in range(0, n - 1, _BLOCK):
     hi = min(n, lo + _BLOCK)
     hd = np.bitwise_count(hashes[lo:hi, None] ^ hashes[None, :])
-    close = hd <= rules.hash_distance
-    rows, cols = np.nonzero(close)
+    rows, cols = np.nonzero(hd <= rules.hash_distance)
     keep = cols > rows + lo
     rows, cols = rows[keep], cols[keep]
     if not len(rows):
@@ -197,21 +202,56 @@ def components(edges: Iterable[Tuple[str, str]]) -> Dict[str, str]:
 
 # ------------------------------------------------------------ decisions --
 
+# What a group's decisions know of one content: {'ids': {split: (smallest
+# id, its label)}, 'splits': {split: examples}, 'labels': {label: examples},
+# 'count': examples}. A content's examples are counted, not listed, so that
+# what is gathered stays small whatever the number of copies.
+Info = Dict[str, dict]
+
+
+def new_info(ex_id, label: str, split: str) -> dict:
+  """The Info of one example."""
+  return {'ids': {split: (ex_id, label)}, 'splits': {split: 1},
+          'labels': {label: 1}, 'count': 1}
+
+
+def merge_info(a: Optional[dict], b) -> dict:
+  """Two Infos of one content as one (a is changed; None for none); b may
+  also be one example's (id, label, split)."""
+  if isinstance(b, tuple):
+    b = new_info(*b)
+  if a is None:
+    return {'ids': dict(b['ids']), 'splits': dict(b['splits']),
+            'labels': dict(b['labels']), 'count': b['count']}
+  for split, first in b['ids'].items():
+    if split not in a['ids'] or first < a['ids'][split]:
+      a['ids'][split] = first
+  for key in ('splits', 'labels'):
+    for k, n in b[key].items():
+      a[key][k] = a[key].get(k, 0) + n
+  a['count'] += b['count']
+  return a
+
+
+def first_id(info: dict):
+  """The smallest id of a content."""
+  return min(ex_id for ex_id, _ in info['ids'].values())
+
 
 def _named_labels(labels: Dict[str, int]) -> str:
   return ', '.join(f'{label} ({n})' for label, n in sorted(labels.items()))
 
 
 def decide(edges: Dict[Tuple[str, str], Tuple[int, float]],
-           members: Dict[str, Sequence[Member]], rules: NearDuplicateRules,
+           infos: Dict[str, dict], rules: NearDuplicateRules,
            label_conflicts: str, split_key: str, ratios
            ) -> Tuple[Dict[str, dict], dict]:
-  """What to do with the members of every near-duplicate group.
+  """What to do with the contents of every near-duplicate group.
 
   Args:
     edges: {(digest a, digest b): (hash distance, thumbnail distance)},
       a < b: the verified pairs of contents.
-    members: {digest: [(id, label, split)]} of every content with an edge.
+    infos: {digest: Info} of every content with an edge.
     rules: The near-duplicate rules.
     label_conflicts: 'keep', 'drop' or 'majority' (core/contents.py).
     split_key: 'content', 'id' or 'input' (core/contents.py): how the
@@ -220,13 +260,19 @@ def decide(edges: Dict[Tuple[str, str], Tuple[int, float]],
     ratios: The split ratios, [(name, ratio)] (unused with 'input').
 
   Returns:
-    ({id: {'group': key, 'split': split, 'drop': reason or None}} of every
-    member, the summary for the manifest's contents section).
+    ({digest: {'group': key, 'split': split or None (where the input names
+    it), 'drop': reason or None, 'drop_labels': {label: reason}}} of every
+    content in a group: its examples go to `split`, and are dropped with
+    `drop`, or those of a label in `drop_labels` with that reason; the
+    summary for the manifest's contents section).
   """
   root_of = components(edges)
   groups: Dict[str, List[str]] = {}
   for digest, root in root_of.items():
     groups.setdefault(root, []).append(digest)
+  edges_of: Dict[str, List[Tuple[str, str, int, float]]] = {}
+  for (a, b), (hd, td) in edges.items():
+    edges_of.setdefault(root_of[a], []).append((a, b, hd, td))
   decisions: Dict[str, dict] = {}
   listed = []
   summary = {'groups': 0, 'members': 0, 'contents': 0, 'edges': len(edges),
@@ -234,82 +280,99 @@ def decide(edges: Dict[Tuple[str, str], Tuple[int, float]],
              'conflicting_examples': 0, 'groups_across_splits': 0,
              'moved': 0, 'dropped': {'near_duplicates': 0,
                                      'label_conflicts': 0}}
-  edges_of: Dict[str, List[Tuple[str, str, int, float]]] = {}
-  for (a, b), (hd, td) in edges.items():
-    edges_of.setdefault(root_of[a], []).append((a, b, hd, td))
   for root in sorted(groups):
     digests = sorted(groups[root])
-    group_members = sorted((m, d) for d in digests for m in set(members[d]))
-    ids = [m[0] for m, _ in group_members]
     key = digests[0]
+    size = sum(infos[d]['count'] for d in digests)
     if split_key == 'content':
       split = split_lib.assign_split(split_lib.content_split_key(key),
                                      list(ratios))
     elif split_key == 'id':
-      split = split_lib.assign_split(min(ids), list(ratios))
+      split = split_lib.assign_split(min(first_id(infos[d]) for d in digests),
+                                     list(ratios))
     else:
       split = None
     summary['groups'] += 1
-    summary['members'] += len(group_members)
+    summary['members'] += size
     summary['contents'] += len(digests)
-    summary['largest_group'] = max(summary['largest_group'],
-                                   len(group_members))
-    if len({m[2] for m, _ in group_members}) > 1 and split is None:
+    summary['largest_group'] = max(summary['largest_group'], size)
+    splits = {s for d in digests for s in infos[d]['splits']}
+    if split is None and len(splits) > 1:
       summary['groups_across_splits'] += 1
     labels: Dict[str, int] = {}
-    for (_, label, _), _ in group_members:
-      labels[label] = labels.get(label, 0) + 1
-    dropped: Dict[str, str] = {}
-    keep_labels = set(labels)
+    for d in digests:
+      for label, n in infos[d]['labels'].items():
+        labels[label] = labels.get(label, 0) + n
+    whole: Dict[str, str] = {}  # digest -> reason
+    by_label: Dict[str, str] = {}  # label -> reason
     if len(labels) > 1:
       summary['label_conflicts'] += 1
-      summary['conflicting_examples'] += len(group_members)
+      summary['conflicting_examples'] += size
       named = _named_labels(labels)
       if label_conflicts == 'drop':
-        keep_labels = set()
         reason = (f'label conflict: near-duplicate pictures are labelled '
                   f'{named}')
+        whole = {d: reason for d in digests}
       elif label_conflicts == 'majority':
         top = max(labels.values())
         winners = [label for label, n in labels.items() if n == top]
         if len(winners) > 1:
-          keep_labels = set()
           reason = (f'label conflict with no majority label: near-duplicate '
                     f'pictures are labelled {named}')
+          whole = {d: reason for d in digests}
         else:
-          keep_labels = {winners[0]}
           reason = (f'label conflict: near-duplicate pictures are labelled '
                     f'{named}; the majority label {winners[0]} is kept')
-      for (ex_id, label, _), _ in group_members:
-        if label not in keep_labels:
-          dropped[ex_id] = reason
-      summary['dropped']['label_conflicts'] += len(dropped)
+          by_label = {label: reason for label in labels
+                      if label != winners[0]}
+    for d in digests:
+      info = infos[d]
+      summary['dropped']['label_conflicts'] += info['count'] if d in whole \
+          else sum(n for label, n in info['labels'].items()
+                   if label in by_label)
     if rules.mode == 'drop':
-      survivors = [(d, m) for m, d in group_members if m[0] not in dropped]
-      if survivors:
-        kept_digest = min(d for d, _ in survivors)
-        keeper = min(m[0] for d, m in survivors if d == kept_digest)
-        for d, m in survivors:
-          if d != kept_digest:
-            dropped[m[0]] = f'near-duplicate of {keeper}'
-            summary['dropped']['near_duplicates'] += 1
-    for (ex_id, _, member_split), _ in group_members:
-      final = member_split if split is None else split
-      if final != member_split:
-        summary['moved'] += 1
-      decisions[ex_id] = {'group': key, 'split': final,
-                          'drop': dropped.get(ex_id)}
+      # The smallest content with an example left keeps its examples.
+      alive = [d for d in digests if d not in whole and any(
+          label not in by_label for label in infos[d]['labels'])]
+      if alive:
+        kept = alive[0]
+        keeper = min(ex_id for ex_id, label in infos[kept]['ids'].values())
+        for d in alive[1:]:
+          whole[d] = f'near-duplicate of {keeper}'
+          summary['dropped']['near_duplicates'] += sum(
+              n for label, n in infos[d]['labels'].items()
+              if label not in by_label)
+    for d in digests:
+      info = infos[d]
+      if split is not None:
+        summary['moved'] += sum(n for s, n in info['splits'].items()
+                                if s != split)
+      decisions[d] = {'group': key, 'split': split, 'drop': whole.get(d),
+                      'drop_labels': {label: r for label, r in
+                                      by_label.items()
+                                      if label in info['labels']}}
     if len(listed) < MAX_LISTED:
       pairs = sorted(edges_of.get(root, []))
+      firsts = sorted((first_id(infos[d]), d) for d in digests)
       listed.append({
-          'key': key, 'split': split,
-          'ids': ids[:_IDS_PER_GROUP],
-          'labels': [m[1] for m, _ in group_members][:_IDS_PER_GROUP],
-          'pairs': [{'a': members[a][0][0], 'b': members[b][0][0],
+          'key': key, 'split': split, 'examples': size,
+          'ids': [ex_id for ex_id, _ in firsts][:_IDS_PER_GROUP],
+          'labels': dict(sorted(labels.items())),
+          'pairs': [{'a': first_id(infos[a]), 'b': first_id(infos[b]),
                      'hash_distance': hd, 'thumb_distance': td}
                     for a, b, hd, td in pairs[:_IDS_PER_GROUP]]})
   summary['examples'] = listed
   return decisions, summary
+
+
+def example_decision(decision: Optional[dict], label: str
+                     ) -> Tuple[Optional[str], Optional[str]]:
+  """(the split an example goes to, or None to keep its own; the reason
+  it is dropped, or None) from its content's decision."""
+  if decision is None:
+    return None, None
+  reason = decision['drop_labels'].get(label) or decision['drop']
+  return decision['split'], reason
 
 
 def empty_summary(rules: NearDuplicateRules) -> dict:
@@ -321,46 +384,106 @@ def empty_summary(rules: NearDuplicateRules) -> dict:
 # ----------------------------------------------------------------- Beam --
 
 Entry = Tuple[str, str, str, str, bytes]  # (id, digest, label, split, sig)
+# Runner groups the contents' Infos are spread over (by digest).
+_INFO_GROUPS = 64
+
+
+def _info_group(digest: str) -> int:
+  return int(digest[:8], 16) % _INFO_GROUPS
 
 
 class _BandFn(beam.DoFn):
-  """Lists of entries -> (runner group, (table buckets, digests, sigs,
-  members)), one element per runner group a bundle has entries for (the
-  runner's cost is per element). Copies of one content in a bundle are one
-  entry with all their members."""
+  """Lists of entries -> per runner group of each table, one element per
+  bundle: ((table, group), part), the part's buckets, signatures and
+  digests as compact arrays (the runner's cost is per element, and each
+  content is in every table); and, tagged 'info', (info group, [(digest,
+  Info)]). Copies of one content in a bundle are one entry.
+
+  With a `folder`, each bundle writes its parts and Infos to one file
+  there (core/hold.py) and the elements carry only where they are in it:
+  the runner then moves a few small elements per bundle whatever the size
+  of the dataset (the local runner keeps a grouping's input in memory).
+  """
+
+  INFO = 'info'
+
+  def __init__(self, folder: Optional[str] = None):
+    super().__init__()
+    self._folder = folder
 
   def start_bundle(self):
-    self._by_digest: Dict[str, Tuple[bytes, List[Member]]] = {}
+    self._by_digest: Dict[str, list] = {}
 
   def process(self, entries):
     for ex_id, digest, label, split, sig in entries:
       known = self._by_digest.get(digest)
       if known is None:
-        self._by_digest[digest] = (sig, [(ex_id, label, split)])
-      else:
-        known[1].append((ex_id, label, split))
+        # One example's Info as a tuple: most contents have one example,
+        # and a bundle holds one per content until it ends.
+        self._by_digest[digest] = [sig, (ex_id, label, split)]
+        continue
+      if isinstance(known[1], tuple):
+        known[1] = new_info(*known[1])
+      merge_info(known[1], (ex_id, label, split))
 
   def finish_bundle(self):
     if not self._by_digest:
       return
+    window = (beam.transforms.window.GlobalWindow(),)
     digests = list(self._by_digest)
-    sigs = [self._by_digest[d][0] for d in digests]
-    raw = np.frombuffer(b''.join(s[:PHASH_BYTES] for s in sigs), np.uint8)
-    keys = table_keys(raw.reshape(len(digests), PHASH_BYTES))
+    raw = np.frombuffer(b''.join(self._by_digest[d][0] for d in digests),
+                        np.uint8).reshape(len(digests), -1)
+    keys = table_keys(raw[:, :PHASH_BYTES])
     shift = max(0, BITS_PER_TABLE - int(math.log2(_GROUPS_PER_TABLE)))
-    out: Dict[Tuple[int, int], list] = {}
+    names = np.frombuffer(b''.join(bytes.fromhex(d) for d in digests),
+                          np.uint8).reshape(len(digests), -1)
+    spill = hold_lib.Spill(self._folder) if self._folder else None
+    out = []
     for t in range(TABLES):
-      for i, bucket in enumerate(keys[:, t].tolist()):
-        part = out.setdefault((t, bucket >> shift), [])
-        part.append((bucket, digests[i], sigs[i], self._by_digest[digests[i]][1]))
+      buckets = keys[:, t]
+      groups = buckets >> shift
+      order = np.argsort(groups, kind='stable')
+      starts = np.flatnonzero(np.r_[True, np.diff(groups[order]) != 0])
+      ends = np.r_[starts[1:], len(order)]
+      for lo, hi in zip(starts.tolist(), ends.tolist()):
+        idx = order[lo:hi]
+        part = (buckets[idx].astype(np.uint16), raw[idx], names[idx])
+        out.append(((t, int(groups[idx[0]])),
+                    spill.put(part) if spill else part))
+    infos: Dict[int, list] = {}
+    for d in digests:
+      infos.setdefault(_info_group(d), []).append((d, self._by_digest[d][1]))
     self._by_digest = {}
-    for key, part in out.items():
-      yield WindowedValue((key, part), 0, (beam.transforms.window.GlobalWindow(),))
+    info_out = [(group, spill.put(part) if spill else part)
+                for group, part in infos.items()]
+    if spill:
+      spill.close()
+    for item in out:
+      yield WindowedValue(item, 0, window)
+    for item in info_out:
+      yield beam.pvalue.TaggedOutput(self.INFO, WindowedValue(item, 0,
+                                                              window))
+
+
+def _pairs_in_runs(starts: np.ndarray, ends: np.ndarray
+                   ) -> Tuple[np.ndarray, np.ndarray]:
+  """(i, j) of every pair i < j inside each run [start, end)."""
+  sizes = ends - starts
+  firsts, seconds = [], []
+  for size in np.unique(sizes[sizes > 1]).tolist():
+    at = starts[sizes == size]
+    i, j = np.triu_indices(size, 1)
+    firsts.append((at[:, None] + i[None, :]).ravel())
+    seconds.append((at[:, None] + j[None, :]).ravel())
+  if not firsts:
+    return np.zeros(0, np.int64), np.zeros(0, np.int64)
+  return np.concatenate(firsts), np.concatenate(seconds)
 
 
 class _PairsFn(beam.DoFn):
   """(runner group, parts) -> the verified pairs of its buckets: (digest a,
-  digest b, hash distance, thumbnail distance, members a, members b)."""
+  digest b, hash distance, thumbnail distance), a < b. A pair may come
+  more than once (a content in several bundles); gathering keeps one."""
 
   def __init__(self, rules: NearDuplicateRules):
     super().__init__()
@@ -368,68 +491,122 @@ class _PairsFn(beam.DoFn):
 
   def process(self, group):
     _, parts = group
-    buckets: Dict[int, Dict[str, Tuple[bytes, set]]] = {}
-    for part in parts:
-      for bucket, digest, sig, members in part:
-        entries = buckets.setdefault(bucket, {})
-        if digest in entries:
-          entries[digest][1].update(members)
-        else:
-          entries[digest] = (sig, set(members))
-    for entries in buckets.values():
-      if len(entries) < 2:
-        continue
-      digests = sorted(entries)
-      for i, j, hd, td in verified_pairs(
-          [entries[d][0] for d in digests], self._rules):
-        a, b = digests[i], digests[j]
-        yield (a, b, hd, td, sorted(entries[a][1]), sorted(entries[b][1]))
+    parts = [hold_lib.take(p) for p in parts]
+    buckets = np.concatenate([p[0] for p in parts])
+    raw = np.concatenate([p[1] for p in parts])
+    names = np.concatenate([p[2] for p in parts])
+    order = np.argsort(buckets, kind='stable')
+    buckets, raw, names = buckets[order], raw[order], names[order]
+    starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
+    ends = np.r_[starts[1:], len(buckets)]
+    hashes = raw[:, :PHASH_BYTES].copy().view('>u8').ravel().astype(np.uint64)
+    thumbs = normalized_thumbs(raw[:, PHASH_BYTES:])
+    # Small buckets (almost all) at once; a crowded one (many pictures
+    # with one look: blank frames, one template) a block of rows at a
+    # time, so that memory stays bounded.
+    small = (ends - starts) <= _BLOCK
+    found = []
+    i, j = _pairs_in_runs(starts[small], ends[small])
+    if len(i):
+      hd = np.bitwise_count(hashes[i] ^ hashes[j])
+      near = hd <= self._rules.hash_distance
+      i, j, hd = i[near], j[near], hd[near]
+      td = np.abs(thumbs[i] - thumbs[j]).mean(axis=1)
+      ok = td <= self._rules.thumb_distance
+      found.append(zip(i[ok].tolist(), j[ok].tolist(), hd[ok].tolist(),
+                       td[ok].tolist()))
+    for lo, hi in zip(starts[~small].tolist(), ends[~small].tolist()):
+      found.append((lo + a, lo + b, h, t) for a, b, h, t in _verified(
+          hashes[lo:hi], thumbs[lo:hi], self._rules))
+    for a, b, h, t in itertools.chain.from_iterable(found):
+      da, db = names[a].tobytes().hex(), names[b].tobytes().hex()
+      if da == db:
+        continue  # one content from two bundles
+      t = round(float(t), 4)
+      yield (da, db, int(h), t) if da < db else (db, da, int(h), t)
 
 
-class _EdgesFn(beam.CombineFn):
-  """Verified pairs -> ({(a, b): (hash d, thumb d)}, {digest: members}):
-  each pair once (it may meet in several tables)."""
+class _InfosOfFn(beam.DoFn):
+  """(info group, [('edge', digests) and ('info', [(digest, Info)])]) ->
+  (digest, Info) of each content of the group that has an edge."""
+
+  def process(self, group):
+    _, items = group
+    wanted, infos = set(), {}
+    for kind, value in items:
+      if kind == 'edge':
+        wanted.update(value)
+      else:
+        for digest, info in hold_lib.take(value):
+          infos.setdefault(digest, []).append(info)
+    for digest in sorted(wanted):
+      merged = None
+      for info in infos.get(digest, ()):
+        merged = merge_info(merged, info)
+      if merged is not None:
+        yield digest, merged
+
+
+class _GatherFn(beam.CombineFn):
+  """Verified pairs ((a, b, hash d, thumb d)) and Infos ((digest, Info))
+  -> ({(a, b): (hash d, thumb d)}, {digest: Info}): each pair once (it may
+  meet in several tables)."""
 
   def create_accumulator(self):
     return {}, {}
 
-  def add_input(self, acc, pair):
-    edges, members = acc
-    a, b, hd, td, ma, mb = pair
-    edges[(a, b)] = (hd, td)
-    for d, m in ((a, ma), (b, mb)):
-      members.setdefault(d, set()).update(m)
+  def add_input(self, acc, item):
+    edges, infos = acc
+    if len(item) == 4:
+      a, b, hd, td = item
+      edges[(a, b)] = (hd, td)
+    else:
+      digest, info = item
+      infos[digest] = merge_info(infos.get(digest), info)
     return acc
 
   def merge_accumulators(self, accs):
-    edges, members = {}, {}
-    for e, m in accs:
+    edges, infos = {}, {}
+    for e, i in accs:
       edges.update(e)
-      for d, ms in m.items():
-        members.setdefault(d, set()).update(ms)
-    return edges, members
+      for digest, info in i.items():
+        infos[digest] = merge_info(infos.get(digest), info)
+    return edges, infos
 
   def extract_output(self, acc):
-    edges, members = acc
-    return edges, {d: sorted(m) for d, m in members.items()}
+    return acc
 
 
 class GatherNearDuplicates(beam.PTransform):
   """Lists of (id, content digest, label, split, signature) -> one element:
   ({(digest a, digest b): (hash distance, thumbnail distance)}, {digest:
-  [(id, label, split)]}), the verified pairs and the members of their
-  contents. Ids may be any sortable value."""
+  Info}), the verified pairs and what is known of their contents. Ids may
+  be any sortable value. With a `folder`, what is grouped waits there
+  (see _BandFn)."""
 
-  def __init__(self, rules: NearDuplicateRules):
+  def __init__(self, rules: NearDuplicateRules,
+               folder: Optional[str] = None):
     super().__init__()
-    self._rules = rules
+    self._rules, self._folder = rules, folder
 
   def expand(self, entries):
-    return (entries
-            | 'Bands' >> beam.ParDo(_BandFn())
-            | 'GroupByBucket' >> beam.GroupByKey()
-            | 'VerifyPairs' >> beam.ParDo(_PairsFn(self._rules))
-            | 'GatherEdges' >> beam.CombineGlobally(_EdgesFn()))
+    banded = entries | 'Bands' >> beam.ParDo(_BandFn(self._folder)).with_outputs(
+        _BandFn.INFO, main='bands')
+    pairs = (banded.bands
+             | 'GroupByBucket' >> beam.GroupByKey()
+             | 'VerifyPairs' >> beam.ParDo(_PairsFn(self._rules)))
+    wanted = pairs | 'DigestsOfPairs' >> beam.FlatMap(
+        lambda p: [(_info_group(p[0]), ('edge', [p[0]])),
+                   (_info_group(p[1]), ('edge', [p[1]]))])
+    infos = banded[_BandFn.INFO] | 'Tagged' >> beam.Map(
+        lambda kv: (kv[0], ('info', kv[1])))
+    found = ((wanted, infos)
+             | 'AllByDigest' >> beam.Flatten()
+             | 'GroupByDigest' >> beam.GroupByKey()
+             | 'InfosOfPairs' >> beam.ParDo(_InfosOfFn()))
+    return ((pairs, found)
+            | 'PairsAndInfos' >> beam.Flatten()
+            | 'Gather' >> beam.CombineGlobally(_GatherFn()))
 
 
 class NearDuplicateGroups(beam.PTransform):
@@ -437,25 +614,25 @@ class NearDuplicateGroups(beam.PTransform):
 
   Input: lists of (id, content digest, label, split, signature), one entry
   per example (its first copy). Output: (decisions, summary), each one
-  element: {id: {'group', 'split', 'drop'}} of every member of a group
-  (the split it goes to, and the dead-letter reason when it is dropped),
-  and the manifest's near-duplicate counts.
+  element: decide()'s {digest: decision} of every content in a group, and
+  the manifest's near-duplicate counts.
   """
 
   def __init__(self, rules: NearDuplicateRules, label_conflicts: str,
-               split_key: str, ratios):
+               split_key: str, ratios, folder: Optional[str] = None):
     super().__init__()
     self._rules, self._conflicts = rules, label_conflicts
     self._split_key, self._ratios = split_key, list(ratios or [])
+    self._folder = folder
 
   def expand(self, entries):
     rules, conflicts = self._rules, self._conflicts
     split_key, ratios = self._split_key, self._ratios
-    gathered = entries | 'Gather' >> GatherNearDuplicates(rules)
+    gathered = entries | 'Gather' >> GatherNearDuplicates(rules, self._folder)
 
     def decided(acc):
-      edges, members = acc
-      decisions, summary = decide(edges, members, rules, conflicts,
+      edges, infos = acc
+      decisions, summary = decide(edges, infos, rules, conflicts,
                                   split_key, ratios)
       return decisions, {**rules.to_json(), **summary}
 

@@ -510,9 +510,9 @@ def near_duplicate_findings(gathered, rules) -> dict:
   them in two splits (leakage).
 
   Args:
-    gathered: core/near_duplicates' gathered edges: ({(content a, content
-      b): (hash distance, thumbnail distance)}, {content: [((id, shard
-      file, record number), label, split)]}).
+    gathered: core/near_duplicates' gathered pairs: ({(content a, content
+      b): (hash distance, thumbnail distance)}, {content: Info}), the ids
+      being (id, shard file, record number).
     rules: The NearDuplicateRules whose distances were applied.
 
   Returns:
@@ -520,11 +520,11 @@ def near_duplicate_findings(gathered, rules) -> dict:
     'pairs_across_splits', 'across': [{'a', 'b', 'splits', 'hash_distance',
     'thumb_distance'}], 'label_conflict_groups', 'label_conflicts':
     [{'labels': {label: [ids]}}], 'listed_groups': [{'members': [{'id',
-    'label', 'split', 'file', 'record'}]}]}, the lists cut at
-    MAX_NEAR_LISTED.
+    'label', 'split', 'file', 'record'}]}] (a record per content and
+    split)}, the lists cut at MAX_NEAR_LISTED.
   """
   from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
-  edges, members = gathered
+  edges, infos = gathered
   root_of = near_lib.components(edges)
   groups: Dict[str, List[str]] = {}
   for content, root in root_of.items():
@@ -532,33 +532,40 @@ def near_duplicate_findings(gathered, rules) -> dict:
   across, conflicts, listed = [], [], []
   crossing = 0
   for (a, b), (hd, td) in sorted(edges.items()):
-    pairs = [(ma, mb) for ma in members[a] for mb in members[b]
-             if ma[2] != mb[2]]
+    pairs = sorted((ia[0], sa, ib[0], sb)
+                   for sa, ia in infos[a]['ids'].items()
+                   for sb, ib in infos[b]['ids'].items() if sa != sb)
     if not pairs:
       continue
     crossing += 1
     if len(across) < MAX_NEAR_LISTED:
-      ma, mb = min(pairs)
-      across.append({'a': ma[0][0], 'b': mb[0][0], 'splits': [ma[2], mb[2]],
+      id_a, split_a, id_b, split_b = pairs[0]
+      across.append({'a': id_a[0], 'b': id_b[0], 'splits': [split_a, split_b],
                      'hash_distance': hd, 'thumb_distance': td})
   conflict_groups = 0
   member_count = 0
   for root in sorted(groups):
-    group = sorted(m for content in groups[root] for m in members[content])
-    member_count += len(group)
-    labels: Dict[str, List[str]] = {}
-    for (ex_id, _, _), label, _ in group:
-      labels.setdefault(label, []).append(ex_id)
+    contents = sorted(groups[root])
+    member_count += sum(infos[c]['count'] for c in contents)
+    shown = sorted((ex_id, label, split) for c in contents
+                   for split, (ex_id, label) in infos[c]['ids'].items())
+    labels: Dict[str, int] = {}
+    for c in contents:
+      for label, n in infos[c]['labels'].items():
+        labels[label] = labels.get(label, 0) + n
     if len(labels) > 1:
       conflict_groups += 1
       if len(conflicts) < MAX_NEAR_LISTED:
+        named: Dict[str, List[str]] = {label: [] for label in labels}
+        for (ex_id, _, _), label, _ in shown:
+          named[label].append(ex_id)
         conflicts.append({'labels': {k: sorted(v)[:10]
-                                     for k, v in sorted(labels.items())}})
+                                     for k, v in sorted(named.items())}})
     if len(listed) < MAX_NEAR_LISTED:
       listed.append({'members': [
           {'id': ex_id, 'label': label, 'split': split, 'file': file,
            'record': number}
-          for (ex_id, file, number), label, split in group[:10]]})
+          for (ex_id, file, number), label, split in shown[:10]]})
   return {'hash_distance': rules.hash_distance,
           'thumb_distance': rules.thumb_distance,
           'groups': len(groups), 'members': member_count,

@@ -164,11 +164,12 @@ class ReadImages(skeleton.ReadInputs):
       if near:
         # An example both rules drop is one dead letter, counted once (by
         # the exact rules).
-        exact = beam.pvalue.AsDict(drops)
+        near_drops = refs_found | 'NearDuplicateDrops' >> beam.FlatMap(
+            _near_duplicate_drops, beam.pvalue.AsSingleton(decisions),
+            beam.pvalue.AsDict(drops))
         near_summary = near_summary | 'RecountNearDrops' >> beam.Map(
-            _recount_near_drops, beam.pvalue.AsSingleton(decisions), exact)
-        drops = (drops, decisions | 'NearDuplicateDrops' >> beam.FlatMap(
-            _near_duplicate_drops, exact)) | 'AllDrops' >> beam.Flatten()
+            _recount_near_drops, beam.pvalue.AsList(near_drops))
+        drops = (drops, near_drops) | 'AllDrops' >> beam.Flatten()
       assigned = refs_found | 'Refs' >> beam.Map(lambda rd: rd[0])
       kept = assigned | 'DropByContent' >> beam.ParDo(
           _DropFn(), beam.pvalue.AsDict(drops)).with_outputs(
@@ -265,7 +266,7 @@ class ReadImages(skeleton.ReadInputs):
     cfg, rules = self._cfg, self._cfg.contents
     return near_lib.NearDuplicateGroups(
         rules.near_duplicates, rules.label_conflicts, rules.split_key,
-        cfg.split_ratios)
+        cfg.split_ratios, self.hold_folder())
 
   def _decode(self, refs, by_content, settings):
     """Plans the copies of refs whose split is known (or, `by_content`,
@@ -338,52 +339,54 @@ def _with_group_split(found, decisions):
   """(InputRef, digest, signature) -> (InputRef in the split of its
   near-duplicate group, if it is in one, digest)."""
   ref, digest = found[0], found[1]
-  decision = decisions.get(ref.example_id)
-  if decision is not None and decision['split'] != ref.split:
-    ref = ref._replace(split=decision['split'])
+  split, _ = near_lib.example_decision(decisions.get(digest), ref.label)
+  if split is not None and split != ref.split:
+    ref = ref._replace(split=split)
   return ref, digest
 
 
-def _near_duplicate_drops(decisions, exact_drops=None):
-  """(id, dead letter) of every near-duplicate the decisions drop (but
-  those the exact content rules drop already)."""
-  exact_drops = exact_drops or {}
-  return [(ex_id, dead_letter(ex_id, contents_lib.STAGE, d['drop'],
-                              d['split']))
-          for ex_id, d in sorted(decisions.items())
-          if d['drop'] and ex_id not in exact_drops]
+def _near_duplicate_drops(found, decisions, exact_drops):
+  """(id, dead letter) of an (InputRef, digest) the near-duplicate
+  decisions drop (unless the exact content rules drop it already)."""
+  ref, digest = found
+  _, reason = near_lib.example_decision(decisions.get(digest), ref.label)
+  if reason is not None and ref.example_id not in exact_drops:
+    yield ref.example_id, dead_letter(ref.example_id, contents_lib.STAGE,
+                                      reason, ref.split)
 
 
-def _recount_near_drops(summary, decisions, exact_drops):
-  """The near-duplicate summary with its drops counted without those the
-  exact content rules drop already."""
+def _recount_near_drops(summary, drops):
+  """The near-duplicate summary with its drops counted from the dead
+  letters made (an example the exact rules drop is theirs)."""
   counts = {'near_duplicates': 0, 'label_conflicts': 0}
-  for ex_id, d in decisions.items():
-    if d['drop'] and ex_id not in exact_drops:
-      counts['near_duplicates' if d['drop'].startswith('near-duplicate')
-             else 'label_conflicts'] += 1
+  for _, letter in drops:
+    counts['near_duplicates' if letter['reason'].startswith('near-duplicate')
+           else 'label_conflicts'] += 1
   return {**summary, 'dropped': counts}
 
 
 class _ReleaseFn(beam.DoFn):
   """The name of a hold file -> its lists of examples, each in the split
-  of its near-duplicate group (side input: {id: decision}); an example
-  the decisions drop goes to the dead letters (its first copy)."""
+  of its near-duplicate group (side input: {content digest: decision});
+  an example the decisions drop goes to the dead letters (its first
+  copy)."""
 
   def process(self, name, decisions):
     for examples in hold_lib.read_held(name):
       kept = []
       for ex in examples:
-        decision = decisions.get(ex[schema.ID])
+        decision = decisions.get(ex['content'])
         if decision is not None:
-          if decision['drop']:
+          split, reason = near_lib.example_decision(
+              decision, ex[schema.LABEL_TEXT])
+          split = split or ex['split']
+          if reason is not None:
             if ex['copy'] == 0:
               yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
-                  ex['input'], contents_lib.STAGE, decision['drop'],
-                  decision['split']))
+                  ex['input'], contents_lib.STAGE, reason, split))
             continue
-          if decision['split'] != ex['split']:
-            ex = {**ex, 'split': decision['split']}
+          if split != ex['split']:
+            ex = {**ex, 'split': split}
         kept.append(ex)
       if kept:
         yield kept

@@ -1,0 +1,48 @@
+"""Elements that wait on disk (core/hold.py): what a bundle holds comes
+back whole and in order, a cut file says so, and spilled values come back
+by their reference."""
+
+import os
+
+import apache_beam as beam
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+import pytest
+
+from transforms.core import hold
+
+
+def test_held_elements_come_back_whole(tmp_path):
+  elements = [[{'id': f'{i}.jpg', 'image': bytes([i]) * 50000}]
+              for i in range(20)]
+  with TestPipeline() as p:
+    names = p | beam.Create(elements) | hold.Hold(str(tmp_path))
+    back = names | beam.FlatMap(hold.read_held)
+    assert_that(back | beam.Map(lambda e: (e[0]['id'], len(e[0]['image']),
+                                           e[0]['image'][:1])),
+                equal_to([(f'{i}.jpg', 50000, bytes([i])) for i in range(20)]))
+  assert list(tmp_path.glob('*.hold'))
+
+
+def test_a_cut_hold_file_is_an_error_not_fewer_elements(tmp_path):
+  fn = hold.HoldFn(str(tmp_path))
+  fn.start_bundle()
+  for i in range(3):
+    fn.process({'n': i, 'data': os.urandom(10000)})
+  (name,) = [w.value for w in fn.finish_bundle()]
+  assert [e['n'] for e in hold.read_held(name)] == [0, 1, 2]
+  with open(name, 'rb') as f:
+    data = f.read()
+  with open(name, 'wb') as f:
+    f.write(data[:15000])
+  with pytest.raises(IOError, match='cut short'):
+    list(hold.read_held(name))
+
+
+def test_spilled_values_come_back_by_reference(tmp_path):
+  spill = hold.Spill(str(tmp_path))
+  refs = [spill.put(('part', i, list(range(i)))) for i in range(5)]
+  spill.close()
+  assert [hold.take(r) for r in reversed(refs)] == [
+      ('part', i, list(range(i))) for i in reversed(range(5))]
+  assert hold.take(('not', 'a', 'reference')) == ('not', 'a', 'reference')
