@@ -7,7 +7,8 @@ generator, so the same arguments always give the same files.
 
 writes ``/tmp/images/<class>/<class>_00000.jpg`` ... with imbalanced classes
 and sizes between 300x200 and 640x480. ``--oddities`` adds what real
-folders hold: PNGs with transparency and a JPEG cut short (a dead letter).
+folders hold: PNGs with transparency, a JPEG cut short (a dead letter) and
+two near-duplicates of one photo (a smaller JPEG, a brighter PNG).
 
     python -m pipelines.sample_data --modality text --output /tmp/text
     python -m pipelines.sample_data --modality sensor --output /tmp/sensor
@@ -27,6 +28,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 from PIL import Image
+from PIL import ImageEnhance
 
 DEFAULT_CLASSES = ('cat', 'dog', 'bird', 'horse')
 # Share of the images each class gets, in the order above (imbalanced).
@@ -97,8 +99,11 @@ def generate(output: str, count: int, classes: Sequence[str] = DEFAULT_CLASSES,
 def add_oddities(output: str, seed: int = 0) -> List[str]:
   """Adds what real image folders hold to a generated one: three PNGs with
   transparency (a glyph on a transparent background, half-transparent
-  colour) and a JPEG cut short, which the pipeline dead-letters. Returns
-  the files written, relative to `output`."""
+  colour), a JPEG cut short, which the pipeline dead-letters, and two
+  near-duplicates of the first class's first picture (downloaded again:
+  resized to 85% and saved as JPEG quality 80; and brightened, as a PNG),
+  which the pipeline keeps in that picture's split. Returns the files
+  written, relative to `output`."""
   rng = np.random.default_rng(seed + 1)
   classes = sorted(d for d in os.listdir(output)
                    if os.path.isdir(os.path.join(output, d)))
@@ -115,6 +120,20 @@ def add_oddities(output: str, seed: int = 0) -> List[str]:
   rel = os.path.join(classes[0], f'{classes[0]}_cut_short.jpg')
   with open(os.path.join(output, rel), 'wb') as f:
     f.write(whole.getvalue()[:len(whole.getvalue()) // 2])
+  written.append(rel)
+  first = sorted(n for n in os.listdir(os.path.join(output, classes[0]))
+                 if n.endswith('.jpg') and 'cut_short' not in n)[0]
+  with Image.open(os.path.join(output, classes[0], first)) as img:
+    original = img.convert('RGB')
+  stem = os.path.splitext(first)[0]
+  w, h = original.size
+  rel = os.path.join(classes[0], f'{stem}_downloaded_again.jpg')
+  original.resize((w * 85 // 100, h * 85 // 100), Image.LANCZOS).save(
+      os.path.join(output, rel), 'JPEG', quality=80)
+  written.append(rel)
+  rel = os.path.join(classes[0], f'{stem}_brighter.png')
+  ImageEnhance.Brightness(original).enhance(1.15).save(
+      os.path.join(output, rel))
   written.append(rel)
   return written
 

@@ -23,8 +23,10 @@ validation pipeline itself failed.
 import argparse
 import json
 import os
+import posixpath
 import sys
 import traceback
+import uuid
 from typing import List, Optional
 
 from pipelines import collector
@@ -244,6 +246,23 @@ def run(argv: Optional[List[str]] = None) -> dict:
   options = options_lib.BeamOptions(beam_args)
   preprocess.apply_local_defaults(options, beam_args)
   collector.resume()
+  # What the near-duplicate check groups waits beside the report (a place
+  # this run may write to), not in memory (core/near_duplicates.py);
+  # removed when the report is written.
+  scratch = manifest_lib.join(posixpath.dirname(report_path) or '.',
+                              f'.validation-{uuid.uuid4().hex[:12]}')
+  try:
+    _validate(options, output, manifest, shards, extra, report_path,
+              thresholds, scratch)
+  finally:
+    manifest_lib.remove_tree(scratch)
+  with FileSystems.open(report_path, compression_type='uncompressed') as f:
+    return json.loads(f.read().decode('utf-8'))
+
+
+def _validate(options, output, manifest, shards, extra, report_path,
+              thresholds, scratch):
+  """Runs the validation pipeline, which writes the report."""
   with beam.Pipeline(runner=preprocess.local_runner(options),
                      options=options) as p:
     checked = (p
@@ -264,7 +283,8 @@ def run(argv: Optional[List[str]] = None) -> dict:
       # stored pictures (core/near_duplicates.py).
       rules = quality_checks.near_duplicate_rules(manifest)
       near = (checked[_CheckShardFn.NEAR]
-              | 'NearDuplicates' >> near_lib.GatherNearDuplicates(rules)
+              | 'NearDuplicates' >> near_lib.GatherNearDuplicates(
+                  rules, scratch)
               | 'NearFindings' >> beam.Map(
                   quality_checks.near_duplicate_findings, rules)
               | 'GroupPictures' >> beam.Map(
@@ -288,8 +308,6 @@ def run(argv: Optional[List[str]] = None) -> dict:
                                      beam.pvalue.AsSingleton(content),
                                      beam.pvalue.AsSingleton(recordings),
                                      thresholds))
-  with FileSystems.open(report_path, compression_type='uncompressed') as f:
-    return json.loads(f.read().decode('utf-8'))
 
 
 def _runner(beam_args: List[str]) -> Optional[str]:

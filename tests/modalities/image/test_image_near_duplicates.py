@@ -167,8 +167,10 @@ def test_every_copy_lands_in_the_split_of_its_original(folders, grouped):
   html = (grouped / 'validation_report.html').read_text()
   assert '<h2>Near-duplicate groups' in html
   assert html.count('data:image/jpeg;base64') >= 10
-  # The examples wait on disk during the run, and the folder goes.
+  # The examples wait on disk during the run, and validation's pairs
+  # beside its report; both folders go.
   assert not list(grouped.glob('**/hold_tmp'))
+  assert not list(grouped.glob('.validation-*'))
 
 
 def test_a_folder_without_copies_has_no_group(folders, tmp_path):
