@@ -20,10 +20,11 @@ group, where every pair is verified with both measures. A pair at Hamming
 distance d meets in at least one table with probability
 1 - (1 - C(64 - d, 10) / C(64, 10))^20: 1.0000 up to d = 4, 0.9953 at
 d = 8, 0.968 at the default 10, 0.890 at 12 (`candidate_probability`); a
-pair that never meets is not grouped. Only the verified pairs, the edges, are gathered in one
-place; the groups are their connected components (union-find), and a
-group's key is its smallest content digest, so a group lands in one split
-whatever the order, runner or worker count.
+pair that never meets is not grouped. Only the verified pairs, the edges,
+and what is known of their contents are gathered in one place; the groups
+are their connected components (union-find), and a group's key is its
+smallest content digest, so a group lands in one split whatever the
+order, runner or worker count.
 
 Exact copies (one content digest) are one node: they are grouped, and
 dropped or kept, by core/contents.py as before.
@@ -59,7 +60,6 @@ MAX_LISTED = 10
 _IDS_PER_GROUP = 10
 # Rows of a bucket verified at once (memory: rows x bucket size).
 _BLOCK = 512
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,11 +114,6 @@ def table_keys(hashes: np.ndarray) -> np.ndarray:
   picked = bits[:, TABLE_BITS]  # [n, TABLES, BITS_PER_TABLE]
   weights = (1 << np.arange(BITS_PER_TABLE - 1, -1, -1)).astype(np.int64)
   return picked.astype(np.int64) @ weights
-
-
-def hamming(a: bytes, b: bytes) -> int:
-  """Bits that differ between two hashes of one length."""
-  return (int.from_bytes(a, 'big') ^ int.from_bytes(b, 'big')).bit_count()
 
 
 def _split_signatures(sigs: Sequence[bytes]) -> Tuple[np.ndarray, np.ndarray]:
@@ -375,15 +370,8 @@ def example_decision(decision: Optional[dict], label: str
   return decision['split'], reason
 
 
-def empty_summary(rules: NearDuplicateRules) -> dict:
-  """The manifest's near-duplicate counts of a run that found none."""
-  _, summary = decide({}, {}, rules, 'keep', 'input', [])
-  return {**rules.to_json(), **summary}
-
-
 # ----------------------------------------------------------------- Beam --
 
-Entry = Tuple[str, str, str, str, bytes]  # (id, digest, label, split, sig)
 # Runner groups the contents' Infos are spread over (by digest).
 _INFO_GROUPS = 64
 
