@@ -577,8 +577,9 @@ def local_processes(options: PipelineOptions) -> int:
 
 
 def _content_rules(o, modality, from_input):
-  """The ContentRules from --split_key, --label_conflicts and
-  --drop_duplicates (None for a modality without content keys)."""
+  """The ContentRules from --split_key, --label_conflicts,
+  --drop_duplicates and (images) --near_duplicates and its distances (None
+  for a modality without content keys)."""
   near_flags = [f'--{name}' for name, value in (
       ('near_duplicates', o.near_duplicates),
       ('near_duplicate_hash_distance', o.near_duplicate_hash_distance),

@@ -126,8 +126,11 @@ def remove_tree(path: str) -> None:
   """Deletes a folder and everything in it (every object under the prefix
   on an object store); nothing happens when it does not exist."""
   if '://' in path:
+    prefix = path.rstrip('/') + '/'
+    if not FileSystems.match([prefix + '**'])[0].metadata_list:
+      return
     # Beam deletes a prefix recursively only when it ends with '/'.
-    FileSystems.delete([path.rstrip('/') + '/'])
+    FileSystems.delete([prefix])
   elif os.path.lexists(path):
     FileSystems.delete([path])
 
@@ -538,7 +541,9 @@ class FinalizeDataset(beam.PTransform):
       # (kept neither in a published dataset nor in a refused run's folder).
       if getattr(cfg, 'local_shuffle', False):
         remove_tree(join(staging, SHUFFLE_TEMP))
-      remove_tree(join(staging, HOLD_TEMP))
+      rules = getattr(cfg, 'contents', None)
+      if rules is not None and rules.near:
+        remove_tree(join(staging, HOLD_TEMP))
       # The manifest names the folder the files were written into.
       manifest = build_manifest(
           cfg, dict(run, data_dir=posixpath.basename(staging.rstrip('/'))),

@@ -389,7 +389,6 @@ def _class_drift(split: str, rep: dict, before: Dict[str, int],
                     f'{tvd:.3f} ({limits}; train before rebalancing)'}
 
 
-# The report's checks, in the order it lists them.
 def _label_case_check(run: ReportInputs) -> List[dict]:
   """Label names read back that differ only by case ('Cat', 'cat') warn:
   they are separate classes, which is seldom what was meant."""
@@ -404,6 +403,7 @@ def _label_case_check(run: ReportInputs) -> List[dict]:
       problem='warn')]
 
 
+# The report's checks, in the order it lists them.
 CHECKS: Sequence[Callable[[ReportInputs], List[dict]]] = (
     _split_checks, _shards_check, _unlisted_check, _dead_letter_check,
     _modality_checks,
