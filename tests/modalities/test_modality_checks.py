@@ -225,7 +225,8 @@ def test_bad_sensor_windows_are_refused(changes, problem):
 # The report's checks, as the validation pipeline listed them for a
 # dataset of sensor windows in three splits (split by entity) before the
 # report was split into one function per check, with the sensor's own
-# leakage checks and the label-conflict check added since.
+# leakage checks, the label-conflict check and the label-case check added
+# since.
 SENSOR_WINDOW_CHECKS = [
     'train: record count', 'train: records parse and match the spec',
     'train: class counts', 'train: fingerprint',
@@ -242,6 +243,7 @@ SENSOR_WINDOW_CHECKS = [
     'equal windows in two splits (distinct observations, not leakage)',
     'same content with different labels (label conflicts)',
     'exact duplicates inside a split',
+    'label names that differ only by case',
     'validation: feature drift from train',
     'validation: class drift from train',
     'test: feature drift from train', 'test: class drift from train']
