@@ -463,14 +463,7 @@ def _record_format(o, modality, settings):
 
 
 def _max_bad_fraction(o) -> float:
-  try:
-    max_bad = float(o.max_bad_fraction)
-  except ValueError:
-    max_bad = -1.0
-  if not 0.0 <= max_bad <= 1.0:
-    raise UsageError(f'--max_bad_fraction must be a number from 0 to 1 '
-                     f'(got {o.max_bad_fraction!r}).')
-  return max_bad
+  return flags.number('max_bad_fraction', o.max_bad_fraction, 0.0, 1.0)
 
 
 def _dataset_name(o, modality) -> str:
@@ -626,14 +619,8 @@ def _near_duplicate_rules(o) -> near_lib.NearDuplicateRules:
                                        o.near_duplicate_hash_distance, 0, 16)
   thumb = near_lib.THUMB_DISTANCE
   if o.near_duplicate_thumb_distance is not None:
-    try:
-      thumb = float(o.near_duplicate_thumb_distance)
-    except ValueError:
-      thumb = -1.0
-    if not 0 <= thumb <= 2:
-      raise UsageError(f'--near_duplicate_thumb_distance must be a number '
-                       f'from 0 to 2 (got '
-                       f'{o.near_duplicate_thumb_distance!r}).')
+    thumb = flags.number('near_duplicate_thumb_distance',
+                         o.near_duplicate_thumb_distance, 0.0, 2.0)
   return near_lib.NearDuplicateRules(mode=mode, hash_distance=hash_distance,
                                      thumb_distance=thumb)
 

@@ -32,6 +32,18 @@ def whole_number(flag: str, value, low: int,
   return v
 
 
+def number(flag: str, value, low: float, high: float) -> float:
+  """A number from `low` to `high`."""
+  try:
+    v = float(value)
+  except ValueError:
+    v = float('nan')
+  if not low <= v <= high:
+    raise UsageError(f'--{flag} must be a number from {low:g} to {high:g} '
+                     f'(got {value!r}).')
+  return v
+
+
 def boolean(flag: str, value) -> bool:
   """true/false, 1/0, yes/no or on/off."""
   v = str(value).strip().lower()
