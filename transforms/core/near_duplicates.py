@@ -118,7 +118,12 @@ def table_keys(hashes: np.ndarray) -> np.ndarray:
 
 def _split_signatures(sigs: Sequence[bytes]) -> Tuple[np.ndarray, np.ndarray]:
   """(uint64 hashes [n], normalized float32 thumbnails [n, k])."""
-  raw = np.frombuffer(b''.join(sigs), np.uint8).reshape(len(sigs), -1)
+  return _split_raw(np.frombuffer(b''.join(sigs), np.uint8).reshape(
+      len(sigs), -1))
+
+
+def _split_raw(raw: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+  """_split_signatures of signatures as the rows of a uint8 array."""
   hashes = raw[:, :PHASH_BYTES].copy().view('>u8').ravel().astype(np.uint64)
   return hashes, normalized_thumbs(raw[:, PHASH_BYTES:])
 
@@ -487,8 +492,7 @@ class _PairsFn(beam.DoFn):
     buckets, raw, names = buckets[order], raw[order], names[order]
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
     ends = np.r_[starts[1:], len(buckets)]
-    hashes = raw[:, :PHASH_BYTES].copy().view('>u8').ravel().astype(np.uint64)
-    thumbs = normalized_thumbs(raw[:, PHASH_BYTES:])
+    hashes, thumbs = _split_raw(raw)
     # Small buckets (almost all) at once; a crowded one (many pictures
     # with one look: blank frames, one template) a block of rows at a
     # time, so that memory stays bounded.

@@ -368,18 +368,19 @@ class FindContentFn(_PooledFn):
     return ref
 
   def _results(self, ref, digest, error):
+    yield from self._found(ref, digest, error, ())
+
+  def _found(self, ref, digest, error, extra):
+    """(InputRef with its split, digest, *extra), or the dead letter."""
     self._identified.inc()
     if error is not None:
       self._settled.inc()
       yield beam.pvalue.TaggedOutput(DEAD, _dead_letter(
           ref, error, None if self._ratios else ref.split))
       return
-    signature = None
-    if isinstance(digest, tuple):
-      digest, signature = digest
     if self._ratios:
       ref = ref._replace(split=contents.content_split(digest, self._ratios))
-    yield (ref, digest) if signature is None else (ref, digest, signature)
+    yield (ref, digest, *extra)
 
 
 class FindContentAndSignatureFn(FindContentFn):
@@ -388,6 +389,10 @@ class FindContentAndSignatureFn(FindContentFn):
   signature)."""
 
   _kernel = staticmethod(images.identify_content_and_signature)
+
+  def _results(self, ref, result, error):
+    digest, signature = result if error is None else (None, None)
+    yield from self._found(ref, digest, error, (signature,))
 
 
 class DecodeImages(beam.PTransform):
