@@ -63,7 +63,7 @@ class ContentRules:
     label_conflicts: 'keep', 'drop' or 'majority' (see the module
       docstring).
     drop_duplicates: Drop further copies of a content inside a split.
-    near_duplicates: How near-duplicate pictures are treated
+    near_duplicates: How near-duplicate pictures or documents are treated
       (core/near_duplicates.py); None where a modality has none.
   """
   split_key: str = 'content'
@@ -83,7 +83,10 @@ class ContentRules:
     return self.near_duplicates is not None and self.near_duplicates.on
 
   def to_json(self) -> dict:
-    return dataclasses.asdict(self)
+    out = dataclasses.asdict(self)
+    if self.near_duplicates is not None:
+      out['near_duplicates'] = self.near_duplicates.to_json()
+    return out
 
 
 def split_key(digest: str) -> str:

@@ -1,8 +1,10 @@
-"""Near-duplicate groups: pictures that are the same picture saved again.
+"""Near-duplicate groups: pictures that are the same picture saved again,
+documents that are the same text written again.
 
-A picture's signature (image/processing.signature_of_pixels) is its 64-bit
-DCT hash (pHash) and a 4x4 colour thumbnail, both of the picture as it is
-stored. Two pictures of different content are near-duplicates when
+Pictures. A picture's signature (image/processing.signature_of_pixels) is
+its 64-bit DCT hash (pHash) and a 4x4 colour thumbnail, both of the picture
+as it is stored. Two pictures of different content are near-duplicates
+when
 
 - their hashes differ in at most `hash_distance` bits (Hamming distance),
   and
@@ -20,11 +22,24 @@ group, where every pair is verified with both measures. A pair at Hamming
 distance d meets in at least one table with probability
 1 - (1 - C(64 - d, 10) / C(64, 10))^20: 1.0000 up to d = 4, 0.9953 at
 d = 8, 0.968 at the default 10, 0.890 at 12 (`candidate_probability`); a
-pair that never meets is not grouped. Only the verified pairs, the edges,
-and what is known of their contents are gathered in one place; the groups
-are their connected components (union-find), and a group's key is its
-smallest content digest, so a group lands in one split whatever the
-order, runner or worker count.
+pair that never meets is not grouped.
+
+Documents. A document's signature (text/signatures.py) is a MinHash of
+BINS values over its pairs of consecutive words; two documents agree on a
+value with probability equal to the Jaccard similarity of their word-pair
+sets. They are near-duplicates when the share of values they agree on,
+the estimated similarity, is at least `similarity`. Candidates meet in
+one of BANDS bands of ROWS_PER_BAND values (the standard MinHash LSH): a
+pair of similarity J meets with probability 1 - (1 - J^4)^16: 0.64 at
+0.5, 0.89 at 0.6, 0.988 at 0.7, 0.9999 at 0.8
+(`text_candidate_probability`). A band carries a byte of each value for
+the verification (a chance agreement of 1/256 is taken out of the
+estimate).
+
+Only the verified pairs, the edges, and what is known of their contents
+are gathered in one place; the groups are their connected components
+(union-find), and a group's key is its smallest content digest, so a
+group lands in one split whatever the order, runner or worker count.
 
 Exact copies (one content digest) are one node: they are grouped, and
 dropped or kept, by core/contents.py as before.
@@ -52,14 +67,21 @@ HASH_BITS = 64
 PHASH_BYTES = 8
 TABLES = 20
 BITS_PER_TABLE = 10
+# Documents: the default estimated Jaccard similarity of near-duplicates
+# (benchmarks/near_duplicate_thresholds.py --text), and the bands.
+SIMILARITY = 0.5
+BANDS = 16
+ROWS_PER_BAND = 4
 # Runner groups per table: a group holds the candidates of 1/64 of one
 # table's buckets.
 _GROUPS_PER_TABLE = 64
 # Groups listed in the manifest.
 MAX_LISTED = 10
 _IDS_PER_GROUP = 10
-# Rows of a bucket verified at once (memory: rows x bucket size).
+# A bucket larger than this is verified a block of rows at a time.
 _BLOCK = 512
+# Pairs verified at once in such a block.
+_PAIRS_PER_BLOCK = 1 << 18
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,20 +92,36 @@ class NearDuplicateRules:
     mode: 'group' (every member in the group's split), 'drop' (keep the
       content of smallest digest, dead-letter the others) or 'off'.
     hash_distance: Largest Hamming distance between two pHashes (of 64
-      bits) of near-duplicates.
+      bits) of near-duplicate pictures (None for documents).
     thumb_distance: Largest mean difference between two normalized
-      thumbnails of near-duplicates.
+      thumbnails of near-duplicate pictures (None for documents).
+    similarity: Smallest estimated Jaccard similarity of the word pairs of
+      near-duplicate documents (None for pictures).
   """
   mode: str = 'group'
-  hash_distance: int = HASH_DISTANCE
-  thumb_distance: float = THUMB_DISTANCE
+  hash_distance: Optional[int] = HASH_DISTANCE
+  thumb_distance: Optional[float] = THUMB_DISTANCE
+  similarity: Optional[float] = None
 
   @property
   def on(self) -> bool:
     return self.mode != 'off'
 
+  @property
+  def documents(self) -> bool:
+    """Whether these are the rules of documents (else of pictures)."""
+    return self.similarity is not None
+
   def to_json(self) -> dict:
-    return dataclasses.asdict(self)
+    return {k: v for k, v in dataclasses.asdict(self).items()
+            if v is not None}
+
+
+def document_rules(mode: str = 'group', similarity: float = SIMILARITY
+                   ) -> NearDuplicateRules:
+  """The NearDuplicateRules of documents."""
+  return NearDuplicateRules(mode=mode, hash_distance=None,
+                            thumb_distance=None, similarity=similarity)
 
 
 def _table_bits() -> np.ndarray:
@@ -106,6 +144,12 @@ def candidate_probability(distance: int) -> float:
   same = math.comb(HASH_BITS - distance, BITS_PER_TABLE) / math.comb(
       HASH_BITS, BITS_PER_TABLE)
   return 1.0 - (1.0 - same) ** TABLES
+
+
+def text_candidate_probability(similarity: float) -> float:
+  """The probability that two documents of Jaccard similarity
+  `similarity` meet in at least one band."""
+  return 1.0 - (1.0 - similarity ** ROWS_PER_BAND) ** BANDS
 
 
 def table_keys(hashes: np.ndarray) -> np.ndarray:
@@ -147,31 +191,153 @@ def distances(sig_a: bytes, sig_b: bytes) -> Tuple[int, float]:
 def verified_pairs(sigs: Sequence[bytes], rules: NearDuplicateRules
                    ) -> List[Tuple[int, int, int, float]]:
   """(i, j, hash distance, thumbnail distance), i < j, of every pair of
-  `sigs` within both of the rules' distances."""
+  picture signatures `sigs` within both of the rules' distances (for
+  documents: (i, j, estimated similarity))."""
   if len(sigs) < 2:
     return []
-  return _verified(*_split_signatures(sigs), rules)
+  measure = measure_of(rules)
+  raw = np.frombuffer(b''.join(sigs), np.uint8).reshape(len(sigs), -1)
+  state = measure.prepared(measure.carried(raw))
+  return [(a, b, *values) for a, b, values in _verified(
+      measure, state, len(sigs))]
 
 
-def _verified(hashes: np.ndarray, thumbs: np.ndarray,
-              rules: NearDuplicateRules) -> List[Tuple[int, int, int, float]]:
-  """verified_pairs of uint64 hashes and normalized thumbnails."""
-  n = len(hashes)
+def _verified(measure, state, n: int, lo: int = 0
+              ) -> List[Tuple[int, int, tuple]]:
+  """(i, j, values), i < j, of every verified pair of rows lo..n-1 of
+  `state`, a block of rows at a time (memory: rows x n)."""
   out = []
-  for lo in range(0, n - 1, _BLOCK):
-    hi = min(n, lo + _BLOCK)
-    hd = np.bitwise_count(hashes[lo:hi, None] ^ hashes[None, :])
-    rows, cols = np.nonzero(hd <= rules.hash_distance)
-    keep = cols > rows + lo
-    rows, cols = rows[keep], cols[keep]
-    if not len(rows):
-      continue
-    td = np.abs(thumbs[rows + lo] - thumbs[cols]).mean(axis=1)
-    ok = td <= rules.thumb_distance
-    for r, c, h, t in zip((rows + lo)[ok].tolist(), cols[ok].tolist(),
-                          hd[rows[ok], cols[ok]].tolist(), td[ok].tolist()):
-      out.append((r, c, int(h), round(float(t), 4)))
+  rows_per_block = max(1, _PAIRS_PER_BLOCK // max(n - lo, 1))
+  cols = np.arange(lo, n)
+  for first in range(lo, n - 1, rows_per_block):
+    rows = np.arange(first, min(n - 1, first + rows_per_block))
+    i = np.repeat(rows, len(cols))
+    j = np.tile(cols, len(rows))
+    keep = j > i
+    i, j, values = measure.check(state, i[keep], j[keep])
+    out.extend(zip(i.tolist(), j.tolist(), zip(*(v.tolist()
+                                                 for v in values))))
   return out
+
+
+class _Pictures:
+  """How picture signatures meet (TABLES tables of sampled pHash bits) and
+  are verified (both distances)."""
+
+  noun = 'pictures'
+  fields = ('hash_distance', 'thumb_distance')
+  tables = TABLES
+
+  def __init__(self, rules: NearDuplicateRules):
+    self.rules = rules
+
+  @staticmethod
+  def keys(raw: np.ndarray) -> np.ndarray:
+    """uint64 [n, tables]: each signature's bucket in each table."""
+    return table_keys(raw[:, :PHASH_BYTES]).astype(np.uint64)
+
+  @staticmethod
+  def group_of(keys: np.ndarray) -> np.ndarray:
+    return (keys >> np.uint64(max(0, BITS_PER_TABLE - int(math.log2(
+        _GROUPS_PER_TABLE))))).astype(np.int64)
+
+  @staticmethod
+  def usable(raw: np.ndarray) -> np.ndarray:
+    return np.ones(len(raw), bool)
+
+  @staticmethod
+  def carried(raw: np.ndarray) -> np.ndarray:
+    return raw
+
+  @staticmethod
+  def prepared(carried: np.ndarray):
+    return _split_raw(carried)
+
+  def check(self, state, i: np.ndarray, j: np.ndarray):
+    """(i, j, [hash distances, thumbnail distances]) of the pairs (i[k],
+    j[k]) within both distances."""
+    hashes, thumbs = state
+    hd = np.bitwise_count(hashes[i] ^ hashes[j])
+    near = hd <= self.rules.hash_distance
+    i, j, hd = i[near], j[near], hd[near]
+    td = np.abs(thumbs[i] - thumbs[j]).mean(axis=1)
+    ok = td <= self.rules.thumb_distance
+    return i[ok], j[ok], [hd[ok].astype(np.int64),
+                          np.round(td[ok].astype(np.float64), 4)]
+
+
+def _fmix64(x: np.ndarray) -> np.ndarray:
+  x = x ^ (x >> np.uint64(33))
+  x = x * np.uint64(0xFF51AFD7ED558CCD)
+  x = x ^ (x >> np.uint64(33))
+  x = x * np.uint64(0xC4CEB9FE1A85EC53)
+  return x ^ (x >> np.uint64(33))
+
+
+class _Documents:
+  """How document signatures (text/signatures.py: uint32 values) meet
+  (BANDS bands of ROWS_PER_BAND values) and are verified (the estimated
+  similarity, from a byte of each value)."""
+
+  noun = 'documents'
+  fields = ('similarity',)
+  tables = BANDS
+  _EMPTY = 0xFFFFFFFF
+  # A chance agreement of two bytes of different values.
+  _CHANCE = 1.0 / 256
+
+  def __init__(self, rules: NearDuplicateRules):
+    self.rules = rules
+
+  @staticmethod
+  def _values(raw: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(raw).view('<u4').astype(np.uint64)
+
+  def keys(self, raw: np.ndarray) -> np.ndarray:
+    values = self._values(raw)
+    out = np.empty((len(raw), BANDS), np.uint64)
+    for b in range(BANDS):
+      band = values[:, b * ROWS_PER_BAND:(b + 1) * ROWS_PER_BAND]
+      key = np.full(len(raw), np.uint64(b + 1), np.uint64)
+      for r in range(ROWS_PER_BAND):
+        key = _fmix64(key * np.uint64(0x9E3779B97F4A7C15) ^ band[:, r])
+      out[:, b] = key
+    return out
+
+  @staticmethod
+  def group_of(keys: np.ndarray) -> np.ndarray:
+    return (keys >> np.uint64(64 - int(math.log2(_GROUPS_PER_TABLE)))
+            ).astype(np.int64)
+
+  def usable(self, raw: np.ndarray) -> np.ndarray:
+    """Documents with words (one without has every value empty)."""
+    return ~(self._values(raw) == self._EMPTY).all(axis=1)
+
+  @staticmethod
+  def carried(raw: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(raw).view('<u4').astype(np.uint8)
+
+  @staticmethod
+  def prepared(carried: np.ndarray):
+    return carried
+
+  def check(self, state, i: np.ndarray, j: np.ndarray):
+    """(i, j, [estimated similarities]) of the pairs at least as similar
+    as the rules ask."""
+    agree = (state[i] == state[j]).mean(axis=1)
+    estimate = np.clip((agree - self._CHANCE) / (1 - self._CHANCE), 0, 1)
+    ok = estimate >= self.rules.similarity - 1e-9
+    return i[ok], j[ok], [np.round(estimate[ok], 4)]
+
+
+def measure_of(rules: NearDuplicateRules):
+  """How the signatures of the rules' kind meet and are verified."""
+  return _Documents(rules) if rules.documents else _Pictures(rules)
+
+
+def fields_of(rules: NearDuplicateRules) -> Tuple[str, ...]:
+  """The names of an edge's values (what a pair's distance is)."""
+  return measure_of(rules).fields
 
 
 def components(edges: Iterable[Tuple[str, str]]) -> Dict[str, str]:
@@ -249,8 +415,8 @@ def decide(edges: Dict[Tuple[str, str], Tuple[int, float]],
   """What to do with the contents of every near-duplicate group.
 
   Args:
-    edges: {(digest a, digest b): (hash distance, thumbnail distance)},
-      a < b: the verified pairs of contents.
+    edges: {(digest a, digest b): values}, a < b: the verified pairs of
+      contents, with their distances (fields_of(rules)).
     infos: {digest: Info} of every content with an edge.
     rules: The near-duplicate rules.
     label_conflicts: 'keep', 'drop' or 'majority' (core/contents.py).
@@ -271,8 +437,10 @@ def decide(edges: Dict[Tuple[str, str], Tuple[int, float]],
   for digest, root in root_of.items():
     groups.setdefault(root, []).append(digest)
   edges_of: Dict[str, List[Tuple[str, str, int, float]]] = {}
-  for (a, b), (hd, td) in edges.items():
-    edges_of.setdefault(root_of[a], []).append((a, b, hd, td))
+  for (a, b), values in edges.items():
+    edges_of.setdefault(root_of[a], []).append((a, b, values))
+  measure = measure_of(rules)
+  fields, noun = measure.fields, measure.noun
   decisions: Dict[str, dict] = {}
   listed = []
   summary = {'groups': 0, 'members': 0, 'contents': 0, 'edges': len(edges),
@@ -310,7 +478,7 @@ def decide(edges: Dict[Tuple[str, str], Tuple[int, float]],
       summary['conflicting_examples'] += size
       named = _named_labels(labels)
       if label_conflicts == 'drop':
-        reason = (f'label conflict: near-duplicate pictures are labelled '
+        reason = (f'label conflict: near-duplicate {noun} are labelled '
                   f'{named}')
         whole = {d: reason for d in digests}
       elif label_conflicts == 'majority':
@@ -318,10 +486,10 @@ def decide(edges: Dict[Tuple[str, str], Tuple[int, float]],
         winners = [label for label, n in labels.items() if n == top]
         if len(winners) > 1:
           reason = (f'label conflict with no majority label: near-duplicate '
-                    f'pictures are labelled {named}')
+                    f'{noun} are labelled {named}')
           whole = {d: reason for d in digests}
         else:
-          reason = (f'label conflict: near-duplicate pictures are labelled '
+          reason = (f'label conflict: near-duplicate {noun} are labelled '
                     f'{named}; the majority label {winners[0]} is kept')
           by_label = {label: reason for label in labels
                       if label != winners[0]}
@@ -359,8 +527,8 @@ def decide(edges: Dict[Tuple[str, str], Tuple[int, float]],
           'ids': [ex_id for ex_id, _ in firsts][:_IDS_PER_GROUP],
           'labels': dict(sorted(labels.items())),
           'pairs': [{'a': first_id(infos[a]), 'b': first_id(infos[b]),
-                     'hash_distance': hd, 'thumb_distance': td}
-                    for a, b, hd, td in pairs[:_IDS_PER_GROUP]]})
+                     **dict(zip(fields, values))}
+                    for a, b, values in pairs[:_IDS_PER_GROUP]]})
   summary['examples'] = listed
   return decisions, summary
 
@@ -400,9 +568,10 @@ class _BandFn(beam.DoFn):
 
   INFO = 'info'
 
-  def __init__(self, folder: Optional[str] = None):
+  def __init__(self, rules: NearDuplicateRules,
+               folder: Optional[str] = None):
     super().__init__()
-    self._folder = folder
+    self._rules, self._folder = rules, folder
 
   def start_bundle(self):
     self._by_digest: Dict[str, list] = {}
@@ -423,24 +592,27 @@ class _BandFn(beam.DoFn):
     if not self._by_digest:
       return
     window = (beam.transforms.window.GlobalWindow(),)
+    measure = measure_of(self._rules)
     digests = list(self._by_digest)
     raw = np.frombuffer(b''.join(self._by_digest[d][0] for d in digests),
                         np.uint8).reshape(len(digests), -1)
-    keys = table_keys(raw[:, :PHASH_BYTES])
-    shift = max(0, BITS_PER_TABLE - int(math.log2(_GROUPS_PER_TABLE)))
     names = np.frombuffer(b''.join(bytes.fromhex(d) for d in digests),
                           np.uint8).reshape(len(digests), -1)
+    usable = measure.usable(raw)
+    raw, names = raw[usable], names[usable]
+    keys = measure.keys(raw)
+    carried = measure.carried(raw)
     spill = hold_lib.Spill(self._folder) if self._folder else None
     out = []
-    for t in range(TABLES):
+    for t in range(measure.tables):
       buckets = keys[:, t]
-      groups = buckets >> shift
+      groups = measure.group_of(buckets)
       order = np.argsort(groups, kind='stable')
       starts = np.flatnonzero(np.r_[True, np.diff(groups[order]) != 0])
       ends = np.r_[starts[1:], len(order)]
       for lo, hi in zip(starts.tolist(), ends.tolist()):
         idx = order[lo:hi]
-        part = (buckets[idx].astype(np.uint16), raw[idx], names[idx])
+        part = (buckets[idx], carried[idx], names[idx])
         out.append(((t, int(groups[idx[0]])),
                     spill.put(part) if spill else part))
     infos: Dict[int, list] = {}
@@ -475,8 +647,9 @@ def _pairs_in_runs(starts: np.ndarray, ends: np.ndarray
 
 class _PairsFn(beam.DoFn):
   """(runner group, parts) -> the verified pairs of its buckets: (digest a,
-  digest b, hash distance, thumbnail distance), a < b. A pair may come
-  more than once (a content in several bundles); gathering keeps one."""
+  digest b, values), a < b, the values being the pair's distances
+  (fields_of). A pair may come more than once (a content in several
+  bundles); gathering keeps one."""
 
   def __init__(self, rules: NearDuplicateRules):
     super().__init__()
@@ -484,38 +657,35 @@ class _PairsFn(beam.DoFn):
 
   def process(self, group):
     _, parts = group
+    measure = measure_of(self._rules)
     parts = [hold_lib.take(p) for p in parts]
     buckets = np.concatenate([p[0] for p in parts])
-    raw = np.concatenate([p[1] for p in parts])
+    carried = np.concatenate([p[1] for p in parts])
     names = np.concatenate([p[2] for p in parts])
     order = np.argsort(buckets, kind='stable')
-    buckets, raw, names = buckets[order], raw[order], names[order]
+    buckets, carried, names = buckets[order], carried[order], names[order]
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
     ends = np.r_[starts[1:], len(buckets)]
-    hashes, thumbs = _split_raw(raw)
+    state = measure.prepared(carried)
     # Small buckets (almost all) at once; a crowded one (many pictures
-    # with one look: blank frames, one template) a block of rows at a
-    # time, so that memory stays bounded.
+    # with one look: blank frames, one template; documents of one
+    # boilerplate) a block of rows at a time, so that memory stays bounded.
     small = (ends - starts) <= _BLOCK
     found = []
     i, j = _pairs_in_runs(starts[small], ends[small])
     if len(i):
-      hd = np.bitwise_count(hashes[i] ^ hashes[j])
-      near = hd <= self._rules.hash_distance
-      i, j, hd = i[near], j[near], hd[near]
-      td = np.abs(thumbs[i] - thumbs[j]).mean(axis=1)
-      ok = td <= self._rules.thumb_distance
-      found.append(zip(i[ok].tolist(), j[ok].tolist(), hd[ok].tolist(),
-                       td[ok].tolist()))
+      i, j, values = measure.check(state, i, j)
+      found.append(zip(i.tolist(), j.tolist(),
+                       zip(*(v.tolist() for v in values))))
     for lo, hi in zip(starts[~small].tolist(), ends[~small].tolist()):
-      found.append((lo + a, lo + b, h, t) for a, b, h, t in _verified(
-          hashes[lo:hi], thumbs[lo:hi], self._rules))
-    for a, b, h, t in itertools.chain.from_iterable(found):
+      run = (measure.prepared(carried[lo:hi]))
+      found.append((lo + a, lo + b, v) for a, b, v in _verified(
+          measure, run, hi - lo))
+    for a, b, values in itertools.chain.from_iterable(found):
       da, db = names[a].tobytes().hex(), names[b].tobytes().hex()
       if da == db:
         continue  # one content from two bundles
-      t = round(float(t), 4)
-      yield (da, db, int(h), t) if da < db else (db, da, int(h), t)
+      yield (da, db, tuple(values)) if da < db else (db, da, tuple(values))
 
 
 class _InfosOfFn(beam.DoFn):
@@ -540,18 +710,18 @@ class _InfosOfFn(beam.DoFn):
 
 
 class _GatherFn(beam.CombineFn):
-  """Verified pairs ((a, b, hash d, thumb d)) and Infos ((digest, Info))
-  -> ({(a, b): (hash d, thumb d)}, {digest: Info}): each pair once (it may
-  meet in several tables)."""
+  """Verified pairs ((a, b, values)) and Infos ((digest, Info)) -> ({(a,
+  b): values}, {digest: Info}): each pair once (it may meet in several
+  tables)."""
 
   def create_accumulator(self):
     return {}, {}
 
   def add_input(self, acc, item):
     edges, infos = acc
-    if len(item) == 4:
-      a, b, hd, td = item
-      edges[(a, b)] = (hd, td)
+    if len(item) == 3:
+      a, b, values = item
+      edges[(a, b)] = values
     else:
       digest, info = item
       infos[digest] = merge_info(infos.get(digest), info)
@@ -571,8 +741,9 @@ class _GatherFn(beam.CombineFn):
 
 class GatherNearDuplicates(beam.PTransform):
   """Lists of (id, content digest, label, split, signature) -> one element:
-  ({(digest a, digest b): (hash distance, thumbnail distance)}, {digest:
-  Info}), the verified pairs and what is known of their contents. Ids may
+  ({(digest a, digest b): values}, {digest: Info}), the verified pairs
+  with their distances (fields_of) and what is known of their contents.
+  The signatures are of pictures or of documents, as the rules are. Ids may
   be any sortable value. With a `folder`, what is grouped waits there
   (see _BandFn)."""
 
@@ -582,7 +753,8 @@ class GatherNearDuplicates(beam.PTransform):
     self._rules, self._folder = rules, folder
 
   def expand(self, entries):
-    banded = entries | 'Bands' >> beam.ParDo(_BandFn(self._folder)).with_outputs(
+    banded = entries | 'Bands' >> beam.ParDo(
+        _BandFn(self._rules, self._folder)).with_outputs(
         _BandFn.INFO, main='bands')
     pairs = (banded.bands
              | 'GroupByBucket' >> beam.GroupByKey()

@@ -498,6 +498,10 @@ def near_duplicate_rules(manifest: dict):
   from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
   given = ((manifest.get('config') or {}).get('contents') or {}).get(
       'near_duplicates') or {}
+  if manifest.get('modality') == 'text':
+    return near_lib.document_rules(
+        mode=given.get('mode', 'group'),
+        similarity=float(given.get('similarity', near_lib.SIMILARITY)))
   return near_lib.NearDuplicateRules(
       mode=given.get('mode', 'group'),
       hash_distance=int(given.get('hash_distance', near_lib.HASH_DISTANCE)),
@@ -511,14 +515,16 @@ def near_duplicate_findings(gathered, rules) -> dict:
 
   Args:
     gathered: core/near_duplicates' gathered pairs: ({(content a, content
-      b): (hash distance, thumbnail distance)}, {content: Info}), the ids
-      being (id, shard file, record number).
+      b): values}, {content: Info}), the ids being (id, shard file, record
+      number).
     rules: The NearDuplicateRules whose distances were applied.
 
   Returns:
-    {'hash_distance', 'thumb_distance', 'groups', 'members', 'edges',
-    'pairs_across_splits', 'across': [{'a', 'b', 'splits', 'hash_distance',
-    'thumb_distance'}], 'label_conflict_groups', 'label_conflicts':
+    {'kind': 'pictures' or 'documents', the rules' distances
+    ('hash_distance' and 'thumb_distance', or 'similarity'), 'groups',
+    'members', 'edges', 'pairs_across_splits', 'across': [{'a', 'b',
+    'splits', and the pair's distances}], 'label_conflict_groups',
+    'label_conflicts':
     [{'labels': {label: [ids]}}], 'listed_groups': [{'members': [{'id',
     'label', 'split', 'file', 'record'}]}] (a record per content and
     split)}, the lists cut at MAX_NEAR_LISTED.
@@ -531,7 +537,8 @@ def near_duplicate_findings(gathered, rules) -> dict:
     groups.setdefault(root, []).append(content)
   across, conflicts, listed = [], [], []
   crossing = 0
-  for (a, b), (hd, td) in sorted(edges.items()):
+  measure = near_lib.measure_of(rules)
+  for (a, b), values in sorted(edges.items()):
     pairs = sorted((ia[0], sa, ib[0], sb)
                    for sa, ia in infos[a]['ids'].items()
                    for sb, ib in infos[b]['ids'].items() if sa != sb)
@@ -541,7 +548,7 @@ def near_duplicate_findings(gathered, rules) -> dict:
     if len(across) < MAX_NEAR_LISTED:
       id_a, split_a, id_b, split_b = pairs[0]
       across.append({'a': id_a[0], 'b': id_b[0], 'splits': [split_a, split_b],
-                     'hash_distance': hd, 'thumb_distance': td})
+                     **dict(zip(measure.fields, values))})
   conflict_groups = 0
   member_count = 0
   for root in sorted(groups):
@@ -566,8 +573,8 @@ def near_duplicate_findings(gathered, rules) -> dict:
           {'id': ex_id, 'label': label, 'split': split, 'file': file,
            'record': number}
           for (ex_id, file, number), label, split in shown[:10]]})
-  return {'hash_distance': rules.hash_distance,
-          'thumb_distance': rules.thumb_distance,
+  distances = {k: v for k, v in rules.to_json().items() if k != 'mode'}
+  return {'kind': measure.noun, **distances,
           'groups': len(groups), 'members': member_count,
           'edges': len(edges), 'pairs_across_splits': crossing,
           'across': across, 'label_conflict_groups': conflict_groups,

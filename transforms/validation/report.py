@@ -246,29 +246,37 @@ def content_leakage(content: dict) -> List[dict]:
 
 
 def near_duplicate_leakage(near: dict) -> List[dict]:
-  """Near-duplicate pictures in two splits fail (naming pairs and their
-  distances); near-duplicates with different labels warn.
+  """Near-duplicate pictures (or documents) in two splits fail (naming
+  pairs and their distances); near-duplicates with different labels warn.
 
   Args:
     near: dataset_checks.near_duplicate_findings of all records.
   """
+  noun = near.get('kind', 'pictures')
+  if noun == 'documents':
+    def distance(p):
+      return f'estimated similarity {p["similarity"]}'
+    rule = f'word pairs estimated at least {near["similarity"]} similar'
+  else:
+    def distance(p):
+      return (f'hash distance {p["hash_distance"]}, thumbnail distance '
+              f'{p["thumb_distance"]}')
+    rule = (f'pHash within {near["hash_distance"]} bits and thumbnail '
+            f'within {near["thumb_distance"]}')
   pairs = '; '.join(
       f'{p["a"]} ({p["splits"][0]}) and {p["b"]} ({p["splits"][1]}): '
-      f'hash distance {p["hash_distance"]}, thumbnail distance '
-      f'{p["thumb_distance"]}' for p in near['across'][:5])
-  rule = (f'pHash within {near["hash_distance"]} bits and thumbnail within '
-          f'{near["thumb_distance"]}')
+      f'{distance(p)}' for p in near['across'][:5])
   checks = [entry(
-      'no near-duplicate pictures in two splits (leakage)',
+      f'no near-duplicate {noun} in two splits (leakage)',
       not near['pairs_across_splits'],
-      f'{near["pairs_across_splits"]} pairs of near-duplicate pictures '
+      f'{near["pairs_across_splits"]} pairs of near-duplicate {noun} '
       f'({rule}) are in different splits, e.g. {pairs}'
       if near['pairs_across_splits'] else
       f'{near["groups"]} near-duplicate groups ({near["members"]} records, '
       f'{rule}), each in one split')]
   conflicts = near['label_conflict_groups']
   checks.append(entry(
-      'near-duplicate pictures with different labels', not conflicts,
+      f'near-duplicate {noun} with different labels', not conflicts,
       f'{conflicts} near-duplicate groups have more than one label, e.g. '
       f'{listed_ids(near["label_conflicts"], "labels")}' if conflicts else
       'every near-duplicate group has one label', problem='warn'))
