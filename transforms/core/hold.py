@@ -18,6 +18,8 @@ folder when the shards are written (output/manifest.py).
 import pickle
 import uuid
 
+import numpy as np
+
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
@@ -82,6 +84,7 @@ class Hold(beam.PTransform):
 
 # A reference to a value a Spill wrote: (file name, offset, length).
 _REF = 'spilled'
+_ROWS = 'spilled rows'
 
 
 class Spill:
@@ -101,8 +104,45 @@ class Spill:
     self._offset += len(data)
     return ref
 
+  def put_rows(self, rows: np.ndarray) -> tuple:
+    """A reference to the rows of a uint8 array, written as they are, so
+    that `take_rows` can read a few of them without the rest."""
+    rows = np.ascontiguousarray(rows, np.uint8)
+    self._file.write(rows.tobytes())
+    ref = (_ROWS, self._name, self._offset, rows.shape[0], rows.shape[1])
+    self._offset += rows.size
+    return ref
+
   def close(self) -> None:
     self._file.close()
+
+
+# Read a whole block of rows when at least this share of it is wanted.
+_WHOLE_BLOCK = 0.125
+
+
+def take_rows(block, wanted: np.ndarray) -> np.ndarray:
+  """Rows `wanted` (sorted indices) of a block of rows: a put_rows
+  reference (read from its file, row by row when few are wanted), or the
+  uint8 array itself."""
+  if isinstance(block, np.ndarray):
+    return block[wanted]
+  _, name, offset, count, width = block
+  with FileSystems.open(name, compression_type='uncompressed') as f:
+    if len(wanted) >= _WHOLE_BLOCK * count:
+      f.seek(offset)
+      data = f.read(count * width)
+      if len(data) != count * width:
+        raise IOError(f'spill file {name} is cut short')
+      return np.frombuffer(data, np.uint8).reshape(count, width)[wanted]
+    out = np.empty((len(wanted), width), np.uint8)
+    for k, row in enumerate(wanted.tolist()):
+      f.seek(offset + row * width)
+      data = f.read(width)
+      if len(data) != width:
+        raise IOError(f'spill file {name} is cut short')
+      out[k] = np.frombuffer(data, np.uint8)
+    return out
 
 
 def take(value):

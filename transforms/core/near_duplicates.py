@@ -49,7 +49,7 @@ import dataclasses
 import hashlib
 import itertools
 import math
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
@@ -73,7 +73,7 @@ SIMILARITY = 0.5
 BANDS = 16
 ROWS_PER_BAND = 4
 # Runner groups per table: a group holds the candidates of 1/64 of one
-# table's buckets.
+# table's buckets (at most 256: group numbers are sorted as bytes).
 _GROUPS_PER_TABLE = 64
 # Groups listed in the manifest.
 MAX_LISTED = 10
@@ -82,6 +82,10 @@ _IDS_PER_GROUP = 10
 _BLOCK = 512
 # Pairs verified at once in such a block.
 _PAIRS_PER_BLOCK = 1 << 18
+# Entries the banding holds before it hands on what it has.
+_FLUSH_ROWS = 1 << 16
+# A content digest's bytes (128 bits).
+_DIGEST_BYTES = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,14 +298,16 @@ class _Documents:
     return np.ascontiguousarray(raw).view('<u4').astype(np.uint64)
 
   def keys(self, raw: np.ndarray) -> np.ndarray:
-    values = self._values(raw)
+    """uint64 [n, BANDS]: each signature's bucket in each band, a mix of
+    the band's ROWS_PER_BAND values (as two 64-bit words)."""
+    words = np.ascontiguousarray(raw).view('<u8')  # two values a word
+    per_band = ROWS_PER_BAND // 2
     out = np.empty((len(raw), BANDS), np.uint64)
     for b in range(BANDS):
-      band = values[:, b * ROWS_PER_BAND:(b + 1) * ROWS_PER_BAND]
-      key = np.full(len(raw), np.uint64(b + 1), np.uint64)
-      for r in range(ROWS_PER_BAND):
-        key = _fmix64(key * np.uint64(0x9E3779B97F4A7C15) ^ band[:, r])
-      out[:, b] = key
+      first = words[:, b * per_band]
+      second = words[:, b * per_band + 1]
+      out[:, b] = _fmix64((first * np.uint64(0x9E3779B97F4A7C15)
+                           + np.uint64(b)) ^ _fmix64(second))
     return out
 
   @staticmethod
@@ -553,17 +559,41 @@ def _info_group(digest: str) -> int:
   return int(digest[:8], 16) % _INFO_GROUPS
 
 
-class _BandFn(beam.DoFn):
-  """Lists of entries -> per runner group of each table, one element per
-  bundle: ((table, group), part), the part's buckets, signatures and
-  digests as compact arrays (the runner's cost is per element, and each
-  content is in every table); and, tagged 'info', (info group, [(digest,
-  Info)]). Copies of one content in a bundle are one entry.
+class NearBatch(NamedTuple):
+  """Entries of GatherNearDuplicates as columns (one element for a batch
+  of examples, cheaper to move than a tuple per example)."""
+  ids: list
+  digests: List[str]
+  labels: list
+  splits: List[str]
+  signatures: np.ndarray  # uint8 [n, signature bytes]
 
-  With a `folder`, each bundle writes its parts and Infos to one file
+
+def _as_batch(entries) -> NearBatch:
+  """A NearBatch of a NearBatch or of a list of (id, content digest,
+  label, split, signature)."""
+  if isinstance(entries, NearBatch):
+    return entries
+  ids, digests, labels, splits, sigs = (list(c) for c in zip(*entries))
+  return NearBatch(ids, digests, labels, splits, np.frombuffer(
+      b''.join(sigs), np.uint8).reshape(len(sigs), -1))
+
+
+class _BandFn(beam.DoFn):
+  """Entries (lists of tuples, or NearBatch) -> per runner group of each
+  table, one element per _FLUSH_ROWS entries (and at the end of a bundle):
+  ((table, group), part), the part's buckets, what the verification needs
+  of the signatures and the digests, as compact arrays (the runner's cost
+  is per element, and each content is in every table); and, tagged
+  'info', (info group, (digests, ids, labels, splits)): the entries as
+  columns, from which the Infos of the few contents with an edge are made
+  later (core/near_duplicates._InfosOfFn).
+
+  With a `folder`, each flush writes its parts and columns to one file
   there (core/hold.py) and the elements carry only where they are in it:
-  the runner then moves a few small elements per bundle whatever the size
-  of the dataset (the local runner keeps a grouping's input in memory).
+  the runner then moves a few small elements per flush whatever the size
+  of the dataset (the local runner keeps a grouping's input in memory),
+  and this function holds at most _FLUSH_ROWS entries.
   """
 
   INFO = 'info'
@@ -574,60 +604,76 @@ class _BandFn(beam.DoFn):
     self._rules, self._folder = rules, folder
 
   def start_bundle(self):
-    self._by_digest: Dict[str, list] = {}
+    self._held: List[NearBatch] = []
+    self._rows = 0
 
   def process(self, entries):
-    for ex_id, digest, label, split, sig in entries:
-      known = self._by_digest.get(digest)
-      if known is None:
-        # One example's Info as a tuple: most contents have one example,
-        # and a bundle holds one per content until it ends.
-        self._by_digest[digest] = [sig, (ex_id, label, split)]
-        continue
-      if isinstance(known[1], tuple):
-        known[1] = new_info(*known[1])
-      merge_info(known[1], (ex_id, label, split))
+    batch = _as_batch(entries)
+    if not len(batch.ids):
+      return
+    self._held.append(batch)
+    self._rows += len(batch.ids)
+    if self._rows >= _FLUSH_ROWS:
+      yield from self._flush()
 
   def finish_bundle(self):
-    if not self._by_digest:
-      return
     window = (beam.transforms.window.GlobalWindow(),)
+    for item in self._flush():
+      if isinstance(item, beam.pvalue.TaggedOutput):
+        yield beam.pvalue.TaggedOutput(item.tag, WindowedValue(
+            item.value, 0, window))
+      else:
+        yield WindowedValue(item, 0, window)
+
+  def _flush(self):
+    held, self._held, self._rows = self._held, [], 0
+    if not held:
+      return []
     measure = measure_of(self._rules)
-    digests = list(self._by_digest)
-    raw = np.frombuffer(b''.join(self._by_digest[d][0] for d in digests),
-                        np.uint8).reshape(len(digests), -1)
+    raw = np.concatenate([b.signatures for b in held])
+    digests = [d for b in held for d in b.digests]
     names = np.frombuffer(b''.join(bytes.fromhex(d) for d in digests),
                           np.uint8).reshape(len(digests), -1)
-    usable = measure.usable(raw)
-    raw, names = raw[usable], names[usable]
-    keys = measure.keys(raw)
-    carried = measure.carried(raw)
+    usable = np.flatnonzero(measure.usable(raw))
+    keys = measure.keys(raw[usable])
     spill = hold_lib.Spill(self._folder) if self._folder else None
+    # What the verification reads of a row, once per row: its carried
+    # signature and its digest.
+    block = np.concatenate([measure.carried(raw[usable]), names[usable]],
+                           axis=1)
+    block = spill.put_rows(block) if spill else block
+    rows = np.arange(len(usable), dtype=np.uint32)
     out = []
     for t in range(measure.tables):
       buckets = keys[:, t]
       groups = measure.group_of(buckets)
-      order = np.argsort(groups, kind='stable')
+      # (A stable sort of small numbers is a radix sort.)
+      order = np.argsort(groups.astype(np.uint8), kind='stable')
       starts = np.flatnonzero(np.r_[True, np.diff(groups[order]) != 0])
       ends = np.r_[starts[1:], len(order)]
       for lo, hi in zip(starts.tolist(), ends.tolist()):
         idx = order[lo:hi]
-        part = (buckets[idx], carried[idx], names[idx])
+        part = (block, buckets[idx], rows[idx])
         out.append(((t, int(groups[idx[0]])),
                     spill.put(part) if spill else part))
-    infos: Dict[int, list] = {}
-    for d in digests:
-      infos.setdefault(_info_group(d), []).append((d, self._by_digest[d][1]))
-    self._by_digest = {}
-    info_out = [(group, spill.put(part) if spill else part)
-                for group, part in infos.items()]
+    group_of = (names[:, :4].copy().view('>u4').ravel()
+                % _INFO_GROUPS).astype(np.int64)
+    order = np.argsort(group_of, kind='stable')
+    starts = np.flatnonzero(np.r_[True, np.diff(group_of[order]) != 0])
+    ends = np.r_[starts[1:], len(order)]
+    columns = [np.asarray(c, object) for c in (
+        [i for b in held for i in b.ids],
+        [x for b in held for x in b.labels],
+        [x for b in held for x in b.splits])]
+    for lo, hi in zip(starts.tolist(), ends.tolist()):
+      idx = order[lo:hi]
+      part = (names[idx], *(c[idx].tolist() for c in columns))
+      out.append(beam.pvalue.TaggedOutput(
+          self.INFO, (int(group_of[idx[0]]),
+                      spill.put(part) if spill else part)))
     if spill:
       spill.close()
-    for item in out:
-      yield WindowedValue(item, 0, window)
-    for item in info_out:
-      yield beam.pvalue.TaggedOutput(self.INFO, WindowedValue(item, 0,
-                                                              window))
+    return out
 
 
 def _pairs_in_runs(starts: np.ndarray, ends: np.ndarray
@@ -648,8 +694,10 @@ def _pairs_in_runs(starts: np.ndarray, ends: np.ndarray
 class _PairsFn(beam.DoFn):
   """(runner group, parts) -> the verified pairs of its buckets: (digest a,
   digest b, values), a < b, the values being the pair's distances
-  (fields_of). A pair may come more than once (a content in several
-  bundles); gathering keeps one."""
+  (fields_of). A part is (block of rows, buckets, row of each in the
+  block); only the rows of buckets with more than one row are read from
+  their blocks. A pair may come more than once (a content in several
+  flushes); gathering keeps one."""
 
   def __init__(self, rules: NearDuplicateRules):
     super().__init__()
@@ -659,13 +707,27 @@ class _PairsFn(beam.DoFn):
     _, parts = group
     measure = measure_of(self._rules)
     parts = [hold_lib.take(p) for p in parts]
-    buckets = np.concatenate([p[0] for p in parts])
-    carried = np.concatenate([p[1] for p in parts])
-    names = np.concatenate([p[2] for p in parts])
+    buckets = np.concatenate([p[1] for p in parts])
+    part_of = np.concatenate([np.full(len(p[1]), k, np.int64)
+                              for k, p in enumerate(parts)])
+    row_of = np.concatenate([p[2] for p in parts]).astype(np.int64)
     order = np.argsort(buckets, kind='stable')
-    buckets, carried, names = buckets[order], carried[order], names[order]
+    buckets = buckets[order]
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
     ends = np.r_[starts[1:], len(buckets)]
+    crowded = (ends - starts) > 1
+    starts, ends = starts[crowded], ends[crowded]
+    if not len(starts):
+      return
+    # The rows of buckets with a pair, read from their blocks.
+    wanted = np.concatenate([np.arange(lo, hi) for lo, hi in zip(
+        starts.tolist(), ends.tolist())])
+    rows = self._rows(parts, part_of[order[wanted]], row_of[order[wanted]])
+    width = rows.shape[1] - _DIGEST_BYTES
+    carried, names = rows[:, :width], rows[:, width:]
+    at = np.zeros(len(buckets), np.int64)
+    at[wanted] = np.arange(len(wanted))
+    starts, ends = at[starts], at[ends - 1] + 1
     state = measure.prepared(carried)
     # Small buckets (almost all) at once; a crowded one (many pictures
     # with one look: blank frames, one template; documents of one
@@ -678,35 +740,54 @@ class _PairsFn(beam.DoFn):
       found.append(zip(i.tolist(), j.tolist(),
                        zip(*(v.tolist() for v in values))))
     for lo, hi in zip(starts[~small].tolist(), ends[~small].tolist()):
-      run = (measure.prepared(carried[lo:hi]))
+      run = measure.prepared(carried[lo:hi])
       found.append((lo + a, lo + b, v) for a, b, v in _verified(
           measure, run, hi - lo))
     for a, b, values in itertools.chain.from_iterable(found):
       da, db = names[a].tobytes().hex(), names[b].tobytes().hex()
       if da == db:
-        continue  # one content from two bundles
+        continue  # one content from two flushes
       yield (da, db, tuple(values)) if da < db else (db, da, tuple(values))
+
+  @staticmethod
+  def _rows(parts, part_of: np.ndarray, row_of: np.ndarray) -> np.ndarray:
+    """The rows (part_of[k], row_of[k]) of the parts' blocks, in order;
+    each block read once."""
+    out = None
+    for k in np.unique(part_of).tolist():
+      here = np.flatnonzero(part_of == k)
+      wanted, back = np.unique(row_of[here], return_inverse=True)
+      got = hold_lib.take_rows(parts[k][0], wanted)[back]
+      if out is None:
+        out = np.empty((len(part_of), got.shape[1]), np.uint8)
+      out[here] = got
+    return out
 
 
 class _InfosOfFn(beam.DoFn):
-  """(info group, [('edge', digests) and ('info', [(digest, Info)])]) ->
-  (digest, Info) of each content of the group that has an edge."""
+  """(info group, [('edge', digests) and ('info', columns)]) -> (digest,
+  Info) of each content of the group that has an edge."""
 
   def process(self, group):
     _, items = group
-    wanted, infos = set(), {}
+    wanted, parts = set(), []
     for kind, value in items:
       if kind == 'edge':
         wanted.update(value)
       else:
-        for digest, info in hold_lib.take(value):
-          infos.setdefault(digest, []).append(info)
-    for digest in sorted(wanted):
-      merged = None
-      for info in infos.get(digest, ()):
-        merged = merge_info(merged, info)
-      if merged is not None:
-        yield digest, merged
+        parts.append(value)
+    if not wanted:
+      return
+    infos: Dict[str, dict] = {}
+    for part in parts:
+      names, ids, labels, splits = hold_lib.take(part)
+      for k, raw in enumerate(names):
+        digest = raw.tobytes().hex()
+        if digest in wanted:
+          infos[digest] = merge_info(infos.get(digest),
+                                     (ids[k], labels[k], splits[k]))
+    for digest in sorted(infos):
+      yield digest, infos[digest]
 
 
 class _GatherFn(beam.CombineFn):
