@@ -18,14 +18,16 @@ of their shingle sets, as with BINS independent permutations, for the
 cost of one hash per shingle rather than BINS (a k-permutation MinHash,
 datasketch's, costs about 30 times as much per document here).
 
-Words are hashed with CRC-32 (zlib) and pairs mixed to 64 bits with
-MurmurHash3's finalizer: fixed functions, so signatures are equal on every
-machine and in every process.
+A word's hash is the polynomial sum of its UTF-8 bytes (plus one) in
+powers of a fixed odd base, modulo 2^64, mixed by MurmurHash3's 64-bit
+finalizer; a pair's is the mix of its words' hashes. The words of a whole
+batch are found and hashed at once in NumPy, with no Python object per
+word. Fixed functions: signatures are equal on every machine and in every
+process.
 """
 
 import hashlib
-import itertools
-import zlib
+import unicodedata
 from typing import List, Sequence
 
 import numpy as np
@@ -70,7 +72,8 @@ def _fmix64(x: np.ndarray) -> np.ndarray:
 
 
 def words(text: str) -> List[bytes]:
-  """A document's words (UTF-8), as the module docstring says."""
+  """A document's words (UTF-8), as the module docstring says: what
+  `signatures` hashes, in plain Python (for tests and explanations)."""
   settings = _WORD_SETTINGS
   if text.isascii():
     return tt._ascii_tokens(text, settings)  # pylint: disable=protected-access
@@ -84,32 +87,87 @@ _WORD_SETTINGS = tt.TextConfig(
     ngrams=(1, 1), output='ids', keep_text=False, invalid_utf8='error')
 
 
+def _byte_table() -> bytes:
+  """bytes.translate table: ASCII capitals -> lower case, ASCII
+  punctuation and whitespace -> space, every other byte (the document
+  separator 0 and UTF-8's bytes above 127 among them) unchanged."""
+  table = bytearray(range(256))
+  for c in range(128):
+    if unicodedata.category(chr(c)).startswith('P') or chr(c) in _SPACES:
+      table[c] = ord(' ')
+    elif 'A' <= chr(c) <= 'Z':
+      table[c] = c + 32
+  return bytes(table)
+
+
+# tf.strings.split's whitespace, which bytes.split() also splits on.
+_SPACES = ' \t\n\r\x0b\x0c'
+_TABLE = _byte_table()
+# The word hash: sum of (byte + 1) * BASE^position, modulo 2^64.
+_BASE = np.uint64(0x100000001B3)
+_BASE_INVERSE = np.uint64(pow(0x100000001B3, -1, 1 << 64))
+_POWERS = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
+
+
+def _powers(n: int):
+  """(BASE^k, BASE^-k) for k < n, modulo 2^64 (kept and grown)."""
+  if len(_POWERS[0]) < n:
+    size = max(n, 2 * len(_POWERS[0]))
+    for k, base in enumerate((_BASE, _BASE_INVERSE)):
+      steps = np.full(size, base, np.uint64)
+      steps[0] = 1
+      _POWERS[k] = np.cumprod(steps, dtype=np.uint64)
+  return _POWERS[0][:n], _POWERS[1][:n]
+
+
+def _normalized(texts: Sequence[str]) -> bytes:
+  """The documents' text, lower-cased, punctuation and whitespace made
+  spaces, as UTF-8, joined by a 0 byte (a document's own 0 characters made
+  spaces)."""
+  joined = '\x00'.join(texts)
+  if joined.count('\x00') != len(texts) - 1:
+    joined = '\x00'.join(t.replace('\x00', ' ') for t in texts)
+  if joined.isascii():
+    data = joined.encode('ascii')
+  else:
+    data = joined.lower().translate(tt._PUNCTUATION).encode(  # pylint: disable=protected-access
+        'utf-8', 'surrogatepass')
+  return data.translate(_TABLE)
+
+
+def _word_hashes(texts: Sequence[str]):
+  """(uint64 hash of each word, the index of its document), in order:
+  the words of `words`, found and hashed over the whole batch at once."""
+  b = np.frombuffer(_normalized(texts), np.uint8)
+  in_word = (b != ord(' ')) & (b != 0)
+  edges = np.diff(np.r_[False, in_word, False].view(np.int8))
+  starts = np.flatnonzero(edges == 1)
+  ends = np.flatnonzero(edges == -1)
+  power, inverse = _powers(len(b))
+  terms = b.astype(np.uint64)
+  terms += np.uint64(1)
+  terms *= power
+  prefix = np.zeros(len(b) + 1, np.uint64)
+  np.cumsum(terms, dtype=np.uint64, out=prefix[1:])
+  hashes = _fmix64((prefix[ends] - prefix[starts]) * inverse[starts])
+  doc = np.searchsorted(np.flatnonzero(b == 0), starts)
+  return hashes, doc
+
+
 def signatures(texts: Sequence[str]) -> np.ndarray:
   """uint32 [len(texts), BINS]: each document's signature."""
-  return signatures_of_words([words(t) for t in texts])
-
-
-def signatures_of_words(per_doc: Sequence[List[bytes]]) -> np.ndarray:
-  """signatures() of documents given as their words."""
-  n = len(per_doc)
-  lengths = np.fromiter(map(len, per_doc), np.int64, n)
-  h = np.fromiter(map(zlib.crc32, itertools.chain.from_iterable(per_doc)),
-                  np.uint64, int(lengths.sum()))
-  ends = np.cumsum(lengths)
-  starts = ends - lengths
-  # Pairs (i, i + 1) inside one document; a one-word document's word alone
-  # (its low half all ones, which no pair's CRC makes with a 1 in front).
-  pair_ok = np.ones(max(len(h) - 1, 0), bool)
-  last = ends[lengths > 0] - 1
-  pair_ok[last[last < len(h) - 1]] = False
-  pairs = (h[:-1] << np.uint64(32)) | h[1:]
-  pair_doc = np.repeat(np.arange(n), np.maximum(lengths - 1, 0))
-  single = np.flatnonzero(lengths == 1)
-  shingles = np.concatenate([pairs[pair_ok],
-                             (h[starts[single]] << np.uint64(32)) | _MASK32])
-  doc = np.concatenate([pair_doc, single])
-  mixed = _fmix64(shingles)
-  cell = doc * BINS + (mixed >> _BIN_SHIFT).astype(np.int64)
+  n = len(texts)
+  h, doc = _word_hashes(texts)
+  same = doc[1:] == doc[:-1]
+  pairs = _fmix64(h[:-1][same] * np.uint64(0x9E3779B97F4A7C15)
+                  ^ h[1:][same])
+  counts = np.bincount(doc, minlength=n)
+  single = np.flatnonzero(counts == 1)
+  first = np.r_[0, np.cumsum(counts)[:-1]]
+  alone = _fmix64(h[first[single]] ^ np.uint64(0xD6E8FEB86659FD93))
+  mixed = np.concatenate([pairs, alone])
+  owner = np.concatenate([doc[1:][same], single])
+  cell = owner * BINS + (mixed >> _BIN_SHIFT).astype(np.int64)
   sig = np.full(n * BINS, EMPTY, np.uint32)
   np.minimum.at(sig, cell, ((mixed >> _VALUE_SHIFT) & _MASK32).astype(
       np.uint32))
@@ -118,19 +176,24 @@ def signatures_of_words(per_doc: Sequence[List[bytes]]) -> np.ndarray:
 
 def _densified(sig: np.ndarray) -> np.ndarray:
   """Empty bins filled along their probe sequences (module docstring)."""
-  rows, cols = np.nonzero(sig == EMPTY)
-  if not len(rows):
+  flat = sig.ravel()
+  cells = np.flatnonzero(flat == EMPTY)
+  if not len(cells):
     return sig
-  filled = sig.copy()
+  filled = flat.copy()
+  column = cells % BINS
+  base = cells - column  # the first cell of the cell's document
   for k in range(_PROBES):
-    values = sig[rows, PROBES[cols, k]]
+    values = flat[base + PROBES[column, k]]
     found = values != EMPTY
-    filled[rows[found], cols[found]] = values[found]
-    rows, cols = rows[~found], cols[~found]
-    if not len(rows):
-      return filled
+    filled[cells[found]] = values[found]
+    keep = ~found
+    cells, base, column = cells[keep], base[keep], column[keep]
+    if not len(cells):
+      return filled.reshape(sig.shape)
   # Documents of very few shingles: the first non-empty bin's value (none
   # for a document without words).
-  first = np.argmax(sig != EMPTY, axis=1)
-  filled[rows, cols] = sig[rows, first[rows]]
-  return filled
+  rows = cells // BINS
+  first = np.argmax(sig[rows] != EMPTY, axis=1)
+  filled[cells] = sig[rows, first]
+  return filled.reshape(sig.shape)
