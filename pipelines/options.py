@@ -146,12 +146,13 @@ class PreprocessOptions(PipelineOptions):
         'same label in the same split (dead-lettered "duplicate of <id>"). '
         'Duplicates are counted in the manifest either way.')
     add('--near_duplicates', default=None,
-        help='Images: what to do with near-duplicate pictures (the same '
-        'picture saved again, resized, slightly cropped or brightened; see '
+        help='Images and text: what to do with near-duplicates (the same '
+        'picture saved again, resized, slightly cropped or brightened; the '
+        'same text with other punctuation, case or a word changed; see '
         'docs/splits.md): group (every member of a group in the '
         'split of the group, none straddling splits), drop (keep one '
         'content per group, dead-letter the others "near-duplicate of '
-        '<id>") or off. Default: group for images.')
+        '<id>") or off. Default: group.')
     add('--near_duplicate_hash_distance', default=None,
         help='Images: the largest number of bits, of 64, in which the pHashes '
         f'of near-duplicates differ, 0-16. Default: {near_lib.HASH_DISTANCE}.')
@@ -159,6 +160,10 @@ class PreprocessOptions(PipelineOptions):
         help='Images: the largest mean difference between the normalized 4x4 '
         'colour thumbnails of near-duplicates, 0-2. Default: '
         f'{near_lib.THUMB_DISTANCE}.')
+    add('--near_duplicate_similarity', default=None,
+        help='Text: the smallest estimated Jaccard similarity of the word '
+        'pairs of near-duplicate documents, 0.3-1. Default: '
+        f'{near_lib.SIMILARITY}.')
     add('--label_column', default='label',
         help='Text and sensor: the label column. Default: label.')
     add = group('normalization, rebalancing and shuffling')
@@ -576,16 +581,21 @@ def _content_rules(o, modality, from_input):
   near_flags = [f'--{name}' for name, value in (
       ('near_duplicates', o.near_duplicates),
       ('near_duplicate_hash_distance', o.near_duplicate_hash_distance),
-      ('near_duplicate_thumb_distance', o.near_duplicate_thumb_distance))
+      ('near_duplicate_thumb_distance', o.near_duplicate_thumb_distance),
+      ('near_duplicate_similarity', o.near_duplicate_similarity))
                 if value is not None]
   given = [f'--{name}' for name, value in (
       ('split_key', o.split_key), ('label_conflicts', o.label_conflicts),
       ('drop_duplicates', o.drop_duplicates or None)) if value is not None]
-  if modality.name != 'image' and near_flags and not (
-      near_flags == ['--near_duplicates']
-      and str(o.near_duplicates).strip().lower() == 'off'):
-    raise UsageError(f'{near_flags[0]} applies to images only: near-duplicate '
-                     f'{modality.name} is not grouped yet.')
+  for name in near_flags:
+    applies = _NEAR_FLAGS.get(name, ('image', 'text'))
+    if modality.name not in applies and not (
+        name == '--near_duplicates'
+        and str(o.near_duplicates).strip().lower() == 'off'):
+      where = ' and '.join('images' if m == 'image' else m for m in applies)
+      why = ('.' if modality.name in ('image', 'text') else
+             f': near-duplicate {modality.name} data is not grouped yet.')
+      raise UsageError(f'{name} applies to {where} only{why}')
   if not modality.content_keyed:
     if given:
       verb = 'apply' if len(given) > 1 else 'applies'
@@ -605,14 +615,27 @@ def _content_rules(o, modality, from_input):
                                    o.label_conflicts or 'keep',
                                    contents_lib.CONFLICT_POLICIES),
       drop_duplicates=bool(o.drop_duplicates),
-      near_duplicates=_near_duplicate_rules(o) if modality.name == 'image'
-      else None)
+      near_duplicates=_near_duplicate_rules(o, modality.name)
+      if modality.name in ('image', 'text') else None)
 
 
-def _near_duplicate_rules(o) -> near_lib.NearDuplicateRules:
-  """The NearDuplicateRules from --near_duplicates and its distances."""
+# The near-duplicate flags that apply to one modality only.
+_NEAR_FLAGS = {'--near_duplicate_hash_distance': ('image',),
+               '--near_duplicate_thumb_distance': ('image',),
+               '--near_duplicate_similarity': ('text',)}
+
+
+def _near_duplicate_rules(o, modality: str) -> near_lib.NearDuplicateRules:
+  """The NearDuplicateRules from --near_duplicates and its distances (or,
+  for text, its similarity)."""
   mode = flags.choice('near_duplicates', o.near_duplicates or 'group',
                       near_lib.MODES)
+  if modality == 'text':
+    similarity = near_lib.SIMILARITY
+    if o.near_duplicate_similarity is not None:
+      similarity = flags.number('near_duplicate_similarity',
+                                o.near_duplicate_similarity, 0.3, 1.0)
+    return near_lib.document_rules(mode, similarity)
   hash_distance = near_lib.HASH_DISTANCE
   if o.near_duplicate_hash_distance is not None:
     hash_distance = flags.whole_number('near_duplicate_hash_distance',

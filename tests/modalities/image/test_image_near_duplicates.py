@@ -278,10 +278,25 @@ def test_bad_near_duplicate_flags_are_one_sentence(folders, tmp_path, flags,
     _run(folders['plain'], tmp_path / 'out', *flags)
 
 
-def test_text_refuses_near_duplicate_flags_in_one_sentence(tmp_path):
+def test_other_modalities_refuse_near_duplicate_flags_in_one_sentence(
+    folders, tmp_path):
   src = tmp_path / 'docs.csv'
   src.write_text('text,label\nhope is a thing,a\nwith feathers,b\n')
   with pytest.raises(preprocess.UsageError,
-                     match='--near_duplicates applies to images only'):
+                     match=r'^--near_duplicate_hash_distance applies to images '
+                     r'only\.$'):
     preprocess.run(['--modality', 'text', '--input', str(src), '--output',
-                    str(tmp_path / 'out'), '--near_duplicates', 'group'])
+                    str(tmp_path / 'out'), '--near_duplicate_hash_distance',
+                    '4'])
+  with pytest.raises(preprocess.UsageError,
+                     match=r'^--near_duplicate_similarity applies to text '
+                     r'only\.$'):
+    _run(folders['plain'], tmp_path / 'out2', '--near_duplicate_similarity',
+         '0.5')
+  rows = tmp_path / 'rows.csv'
+  rows.write_text('timestamp,device,x,label\n1,a,0.5,up\n2,a,0.7,up\n')
+  with pytest.raises(preprocess.UsageError,
+                     match=r'^--near_duplicates applies to images and text '
+                     r'only: near-duplicate sensor data is not grouped yet\.$'):
+    preprocess.run(['--modality', 'sensor', '--input', str(rows), '--output',
+                    str(tmp_path / 'out3'), '--near_duplicates', 'group'])

@@ -3,9 +3,13 @@
 The input is read twice (three times when content rules drop documents),
 so no document waits in memory for the vocabulary:
 
-    [contents pass, with --label_conflicts drop|majority or
-     --drop_duplicates: DocumentContentsFn -> ContentGroups
-     --(dropped)--> dead letter; the drops are a side input below]
+    [contents pass, with --label_conflicts drop|majority,
+     --drop_duplicates or --near_duplicates group|drop (the default):
+     DocumentContentsFn -> ContentGroups --(dropped)--> dead letter, and
+     the documents' signatures -> NearDuplicateGroups
+     (core/near_duplicates.py); the drops and the near-duplicate decisions
+     are side inputs below: a near-duplicate group's documents are in its
+     split, before the vocabulary is counted]
     statistics pass:  DocumentStatisticsFn --(bad documents)--> dead letter
         -> documents per split, label names, class counts, [content
            digests -> ContentGroups, for the manifest's counts]
@@ -34,6 +38,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.core import batches as batch_examples
 from transforms.core import contents as contents_lib
 from transforms.core import metrics
+from transforms.core import near_duplicates as near_lib
 from transforms.core import processes
 from transforms.core import progress
 from transforms.core import shuffle
@@ -48,8 +53,9 @@ from transforms.modalities.text import preprocessing as tt
 from transforms.modalities.text import ranges as text_ranges
 from transforms.core.dead_letters import dead_letter
 
-DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS = (
-    'dead', 'counts', 'labels', 'analysis', 'classes', 'contents')
+DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS, NEAR, NEAR_DROPS = (
+    'dead', 'counts', 'labels', 'analysis', 'classes', 'contents', 'near',
+    'near_drops')
 # Training documents per tf.Transform analysis batch (an Arrow record
 # batch). The vocabulary analyzer sends each batch's distinct tokens to Beam,
 # so larger batches mean fewer elements; text's analysis graph runs two
@@ -140,12 +146,14 @@ class _ReadDocumentsFn(beam.DoFn):
         workers, WORKER_MODULES, 2 * workers, 'read CSV ranges')
     self._bytes_read = progress.counter('text', 'bytes_read')
 
-  def _batches(self, element, digests_needed: bool):
+  def _batches(self, element, digests_needed: bool,
+               signatures_needed: bool = False):
     """The element's batches in file order. A large local CSV or TSV file
     is read in byte ranges by the local worker processes
     (--local_processes), which also find the documents' content digests
-    (when `digests_needed` or splits are keyed by content) and splits,
-    while this thread works on the documents before."""
+    (when `digests_needed` or splits are keyed by content), splits and
+    (when `signatures_needed`) near-duplicate signatures, while this
+    thread works on the documents before."""
     kind, payload = element
     ranges = ahead = None
     if kind != 'folder' and self._cfg.local_processes > 0:
@@ -154,7 +162,8 @@ class _ReadDocumentsFn(beam.DoFn):
     if ranges is not None:
       ahead = self._workers.start()
     if ahead is not None:
-      yield from self._range_batches(payload, ranges, ahead, digests_needed)
+      yield from self._range_batches(payload, ranges, ahead, digests_needed,
+                                     signatures_needed)
       return
     reads = files_lib.ReadCount()
     for docs, bad in self._read(element, reads):
@@ -173,7 +182,8 @@ class _ReadDocumentsFn(beam.DoFn):
         batch_examples.source_name(plan.root, payload), tc.invalid_utf8,
         reads=reads, start=start)
 
-  def _range_batches(self, path, ranges, ahead, digests_needed):
+  def _range_batches(self, path, ranges, ahead, digests_needed,
+                     signatures_needed):
     """The file's ranges, read by worker processes, results in order; from
     the first range that did not end between records (or failed) on, the
     rest of the file in one piece, here (tables.csv_ranges)."""
@@ -187,7 +197,7 @@ class _ReadDocumentsFn(beam.DoFn):
         yield from ahead.submit(
             (start, end), text_ranges.read_range, path, fmt, plan.columns,
             self._cfg.settings.invalid_utf8, ranges.header, start, end,
-            self._rule, digests_needed)
+            self._rule, digests_needed, signatures_needed)
       yield from ahead.drain()
 
     def ids(rows):  # a range's row numbers -> the file's ids (-1: unknown)
@@ -215,18 +225,20 @@ class _ReadDocumentsFn(beam.DoFn):
       yield docs, bad, None
     self._bytes_read.inc(reads.take())
 
-  def _keys(self, docs, digests_needed: bool = True, known=None):
-    """(split index per document, content digests or None): `known` (what
-    a worker found for the batch), with the splits found here from the ids
-    when they are keyed by id; else text_ranges.batch_keys here."""
+  def _keys(self, docs, digests_needed: bool = True, known=None,
+            signatures_needed: bool = False):
+    """(split index per document, content digests or None, signatures or
+    None): `known` (what a worker found for the batch), with the splits
+    found here from the ids when they are keyed by id; else
+    text_ranges.batch_keys here."""
     if known is None:
       return text_ranges.batch_keys(docs.text, docs.ids, self._rule,
-                                    digests_needed)
-    split, digests = known
+                                    digests_needed, signatures_needed)
+    split, digests, signatures = known
     if split is None:
       split = split_lib.hash_splits(docs.ids, self._rule.ratios,
                                     self._rule.names)
-    return split, digests
+    return split, digests, signatures
 
   def _content_groups(self, docs, split, digests):
     """A batch's contents as ContentGroups' batched input
@@ -237,51 +249,87 @@ class _ReadDocumentsFn(beam.DoFn):
         self._plan.content_buckets)
 
 
-def _without(docs, dropped):
-  """The documents whose ids are not in `dropped`, and the mask of those
-  that are."""
-  mask = np.fromiter((i in dropped for i in docs.ids), bool, len(docs.ids))
-  if not mask.any():
-    return docs, mask
-  keep = np.flatnonzero(~mask).tolist()
-  return text_io.TextBatch(ids=[docs.ids[i] for i in keep],
-                           text=[docs.text[i] for i in keep],
-                           label=[docs.label[i] for i in keep]), mask
+def _subset(docs, keep: np.ndarray):
+  """The documents where `keep` is true."""
+  if keep.all():
+    return docs
+  index = np.flatnonzero(keep).tolist()
+  return text_io.TextBatch(ids=[docs.ids[i] for i in index],
+                           text=[docs.text[i] for i in index],
+                           label=[docs.label[i] for i in index])
+
+
+def _decided(docs, split, digests, dropped, near, names):
+  """What the content rules decided for a batch: (the documents the exact
+  rules drop (a mask; their dead letters come from the contents pass),
+  the split of each document once near-duplicate groups moved it, {index:
+  reason} of those the near-duplicate rules drop, which stay in their own
+  split)."""
+  n = len(docs.ids)
+  exact = (np.fromiter((i in dropped for i in docs.ids), bool, n)
+           if dropped else np.zeros(n, bool))
+  near_dropped = {}
+  if near:
+    index_of = {name: k for k, name in enumerate(names)}
+    moved = split.copy()
+    for k in [k for k, d in enumerate(digests) if d in near]:
+      if exact[k]:
+        continue
+      to, reason = near_lib.example_decision(near[digests[k]],
+                                             docs.label[k])
+      if reason is not None:
+        near_dropped[k] = reason
+      elif to is not None:
+        moved[k] = index_of[to]
+    split = moved
+  return exact, split, near_dropped
 
 
 class DocumentContentsFn(_ReadDocumentsFn):
-  """The contents pass, for runs whose content rules drop documents: the
-  (content digest, (id, label, split)) of every good document, a few
-  elements per batch (core/contents.batched)."""
+  """The contents pass, for runs whose content rules drop documents or
+  look for near-duplicates: the (content digest, (id, label, split)) of
+  every good document, a few elements per batch (core/contents.batched),
+  and, tagged NEAR, a NearBatch per batch (core/near_duplicates.py)."""
 
   def process(self, element):
-    for docs, _, known in self._batches(element, True):
+    near = self._cfg.contents.near
+    names = self._cfg.split_names
+    for docs, _, known in self._batches(element, True, near):
       if len(docs.ids):
-        split, digests = self._keys(docs, True, known)
+        split, digests, sigs = self._keys(docs, True, known, near)
         yield from self._content_groups(docs, split, digests)
+        if near:
+          yield beam.pvalue.TaggedOutput(NEAR, near_lib.NearBatch(
+              list(docs.ids), digests, list(docs.label),
+              np.asarray(names, object)[split].tolist(),
+              np.ascontiguousarray(sigs).view(np.uint8)))
 
 
 class DocumentStatisticsFn(_ReadDocumentsFn):
   """The statistics pass: per element, only small tagged outputs (and the
   analysis input): dead letters, ((split, 'inputs'|'used'), n), label
   names, ((split, label), n), the training documents as Arrow record
-  batches of at most ANALYSIS_BATCH documents, and (without a contents
+  batches of at most ANALYSIS_BATCH documents, (without a contents
   pass) each document's (content digest, (id, label, split)), a few
-  elements per batch (core/contents.batched)."""
+  elements per batch (core/contents.batched), and (with near-duplicate
+  decisions) (kind, n) of the documents they drop."""
 
   def __init__(self, cfg, plan: TextInput):
     super().__init__(cfg, plan)
     self._parsed = metrics.counter('text', 'parsed')
     self._documents = progress.counter('text', 'documents')
 
-  def process(self, element, dropped=None):
+  def process(self, element, dropped=None, near=None):
     pending = ([], [])  # training documents not yet sent to the analysis
-    for docs, bad, known in self._batches(element, dropped is None):
+    contents_here = not _contents_pass(self._cfg)
+    for docs, bad, known in self._batches(element,
+                                          contents_here or near is not None):
       self._documents.inc(len(docs.ids) + len(bad))
       yield from self._dead(bad)
       if len(docs.ids):
         self._parsed.inc(len(docs.ids))
-        yield from self._summaries(docs, pending, dropped, known)
+        yield from self._summaries(docs, pending, dropped, near, known,
+                                   contents_here)
       if len(pending[0]) >= ANALYSIS_BATCH:
         yield self._analysis(pending)
     if pending[0]:
@@ -315,21 +363,31 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
       yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), int(
           (bad_split == s).sum())))
 
-  def _summaries(self, docs, pending, dropped, known):
+  def _summaries(self, docs, pending, dropped, near, known, contents_here):
     names = self._cfg.split_names
-    split, digests = self._keys(docs, dropped is None, known)
+    split, digests, _ = self._keys(docs, contents_here or near is not None,
+                                   known)
     yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
-    if dropped is None:
+    if contents_here:
       for group in self._content_groups(docs, split, digests):
         yield beam.pvalue.TaggedOutput(CONTENTS, group)
-    else:
-      # Dropped documents are inputs of their split; their dead letters
-      # come from the contents pass.
-      docs, mask = _without(docs, dropped)
-      for s in np.unique(split[mask]).tolist():
-        yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), int(
-            (split[mask] == s).sum())))
-      split = split[~mask]
+    exact, moved, near_dropped = _decided(docs, split, digests, dropped,
+                                          near, names)
+    # Dropped documents are inputs of their own split; the exact rules'
+    # dead letters come from the contents pass, the near-duplicate rules'
+    # from here.
+    removed = exact.copy()
+    for k, reason in sorted(near_dropped.items()):
+      removed[k] = True
+      yield beam.pvalue.TaggedOutput(DEAD, dead_letter(
+          docs.ids[k], contents_lib.STAGE, reason, names[split[k]]))
+      yield beam.pvalue.TaggedOutput(NEAR_DROPS, (
+          'near_duplicates' if reason.startswith('near-duplicate')
+          else 'label_conflicts', 1))
+    for s in np.unique(split[removed]).tolist():
+      yield beam.pvalue.TaggedOutput(COUNTS, ((names[s], 'inputs'), int(
+          (split[removed] == s).sum())))
+    docs, split = _subset(docs, ~removed), moved[~removed]
     labels = np.asarray(docs.label, dtype=object)
     for s in np.unique(split).tolist():
       in_split = split == s
@@ -349,18 +407,29 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
 class DocumentBatchesFn(_ReadDocumentsFn):
   """The example pass: the good documents, a batch per element:
   {'id', 'text', 'label_text', 'split'} (bad ones were dead-lettered by
-  the statistics pass, and so were those the content rules drop)."""
+  the statistics pass, and so were those the content rules drop), each in
+  the split of its near-duplicate group."""
 
-  def process(self, element, dropped=None):
-    for docs, _, known in self._batches(element, False):
-      if dropped:
-        docs, mask = _without(docs, dropped)
-        if known is not None and known[0] is not None:
-          known = (known[0][~mask], None)
+  def process(self, element, dropped=None, near=None):
+    names = self._cfg.split_names
+    for docs, _, known in self._batches(element, near is not None):
+      if not len(docs.ids):
+        continue
+      split, digests, _ = self._keys(docs, near is not None, known)
+      exact, moved, near_dropped = _decided(docs, split, digests, dropped,
+                                            near, names)
+      keep = ~exact
+      keep[list(near_dropped)] = False
+      docs, split = _subset(docs, keep), moved[keep]
       if len(docs.ids):
-        split, _ = self._keys(docs, False, known)
         yield {tt.ID: docs.ids, tt.TEXT: docs.text,
                tt.LABEL_TEXT: docs.label, 'split': split}
+
+
+def _contents_pass(cfg) -> bool:
+  """Whether every content must be known before documents are counted: a
+  contents pass reads the input once more, first."""
+  return cfg.contents.drops or cfg.contents.near
 
 
 def _transform_inputs(batch, lo, hi):
@@ -413,10 +482,10 @@ def manifest_section(cfg, values, splits):
 
 def progress_measure(cfg, plan: TextInput) -> progress.BytesMeasure:
   """The progress line's measure: bytes of the input read, over the
-  statistics and example passes (and the contents pass, when the content
-  rules drop documents)."""
+  statistics and example passes (and the contents pass, when there is
+  one)."""
   return progress.BytesMeasure('text', plan.input_bytes,
-                               3 if cfg.contents.drops else 2,
+                               3 if _contents_pass(cfg) else 2,
                                ('documents', 'documents'))
 
 
@@ -453,26 +522,45 @@ class ReadDocuments(skeleton.ReadInputs):
   def expand(self, pbegin):
     cfg, plan = self._cfg, self._plan
     elements = pbegin | 'InputFiles' >> beam.Create(_elements(plan))
-    dead, side = [], []
-    if cfg.contents.drops:
+    dead, side = [], {}
+    rules = cfg.contents
+    if _contents_pass(cfg):
       # Every content must be known before documents are counted: a
       # contents pass reads the input once more, first.
-      drops, summary = (elements
-                        | 'SpreadInputsC' >> beam.Reshuffle()
-                        | 'ReadContents' >> beam.ParDo(
-                            DocumentContentsFn(cfg, plan))
-                        | 'ContentGroups' >> contents_lib.ContentGroups(
-                            cfg.contents, batched_input=True))
-      dead.append(drops | 'DroppedDeadLetters' >> beam.Values())
-      side = [beam.pvalue.AsDict(drops)]
+      found = (elements
+               | 'SpreadInputsC' >> beam.Reshuffle()
+               | 'ReadContents' >> beam.ParDo(
+                   DocumentContentsFn(cfg, plan)).with_outputs(
+                       NEAR, main='contents'))
+      drops, summary = found.contents | 'ContentGroups' >> (
+          contents_lib.ContentGroups(rules, batched_input=True))
+      if rules.drops:
+        dead.append(drops | 'DroppedDeadLetters' >> beam.Values())
+      if rules.near:
+        decisions, near_summary = found[NEAR] | 'NearDuplicates' >> (
+            near_lib.NearDuplicateGroups(
+                rules.near_duplicates, rules.label_conflicts,
+                rules.split_key, cfg.split_ratios, self.hold_folder()))
+      side = _side_inputs(cfg, drops, decisions if rules.near else None)
     stats_out = (elements
                  | 'SpreadInputsA' >> beam.Reshuffle()
                  | 'ParseForStatistics' >> beam.ParDo(
-                     DocumentStatisticsFn(cfg, plan), *side).with_outputs(
-                         DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS))
-    if not cfg.contents.drops:
+                     DocumentStatisticsFn(cfg, plan), **side).with_outputs(
+                         DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS,
+                         NEAR_DROPS))
+    if not _contents_pass(cfg):
       _, summary = stats_out[CONTENTS] | 'ContentGroups' >> (
-          contents_lib.ContentGroups(cfg.contents, batched_input=True))
+          contents_lib.ContentGroups(rules, batched_input=True))
+    if rules.near:
+      # The drops counted from the documents dropped (one the exact rules
+      # drop is theirs), as the images' are.
+      near_summary = near_summary | 'RecountNearDrops' >> beam.Map(
+          _recounted, beam.pvalue.AsList(
+              stats_out[NEAR_DROPS] | 'SumNearDrops' >> beam.CombinePerKey(
+                  sum)))
+      summary = summary | 'WithNearDuplicates' >> beam.Map(
+          lambda c, n: {**c, 'near_duplicates': n},
+          beam.pvalue.AsSingleton(near_summary))
     if plan.bad_names:
       dead.append(pbegin | 'BadNames' >> beam.Create(_bad_name_letters(plan)))
       counted = ((stats_out[COUNTS], pbegin | 'BadNameCounts' >> beam.Create(
@@ -492,11 +580,32 @@ class ReadDocuments(skeleton.ReadInputs):
         'classes': stats_out[CLASSES],
         'input_kind': pbegin | 'InputKind' >> beam.Create([plan.kind]),
         skeleton.CONTENTS: summary,
-        # (id, dead letter) of the documents the content rules drop, for
-        # the example pass.
-        'drops': (drops if cfg.contents.drops else
+        # What the content rules drop ((id, dead letter)) and the
+        # near-duplicate decisions, for the example pass.
+        'drops': (drops if rules.drops else
                   pbegin | 'NoDrops' >> beam.Create([])),
+        'near': (decisions if rules.near else
+                 pbegin | 'NoNear' >> beam.Create([{}])),
     }
+
+
+def _side_inputs(cfg, drops, decisions) -> dict:
+  """The side inputs of the statistics and example passes: 'dropped' (id
+  -> dead letter) when the exact content rules drop, 'near' (digest ->
+  decision) when near-duplicates are looked for."""
+  side = {}
+  if cfg.contents.drops:
+    side['dropped'] = beam.pvalue.AsDict(drops)
+  if cfg.contents.near:
+    side['near'] = beam.pvalue.AsSingleton(decisions)
+  return side
+
+
+def _recounted(summary, counts):
+  """The near-duplicate summary with its drops as counted."""
+  dropped = {'near_duplicates': 0, 'label_conflicts': 0}
+  dropped.update(dict(counts))
+  return {**summary, 'dropped': dropped}
 
 
 class BuildTextRecords(skeleton.BuildRecords):
@@ -506,12 +615,11 @@ class BuildTextRecords(skeleton.BuildRecords):
   def expand(self, read):
     cfg, transform = self._cfg, self._transform
     spec = feature_spec(cfg)
-    dropped = ([beam.pvalue.AsDict(read['drops'])] if cfg.contents.drops
-               else [])
     docs = (read['elements']
             | 'SpreadInputsB' >> beam.Reshuffle()
             | 'ParseForExamples' >> beam.ParDo(
-                DocumentBatchesFn(cfg, self._plan), *dropped))
+                DocumentBatchesFn(cfg, self._plan), **_side_inputs(
+                    cfg, read['drops'], read['near'])))
     transformed = docs | 'Transform' >> beam.ParDo(
         batch_examples.ApplyTransform(self._staging, _transform_inputs,
                                       tt.ID),
