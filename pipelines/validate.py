@@ -137,6 +137,14 @@ def _has_pictures(manifest: dict) -> bool:
           (manifest.get('image') or {}).get('storage') != 'float32')
 
 
+def _has_texts(manifest: dict) -> bool:
+  """Whether the dataset's records keep their text (--keep_text), which
+  validation compares as the pipeline did; token ids alone have lost
+  punctuation, case and unknown words, and are not compared."""
+  return (manifest.get('modality') == 'text' and
+          bool((manifest.get('text') or {}).get('keep_text')))
+
+
 def _write_report(results, output, manifest, extra, report_path, content,
                   recordings, thresholds):
   report = report_lib.build_report(
@@ -278,17 +286,18 @@ def _validate(options, output, manifest, shards, extra, report_path,
                | 'RepeatedContent' >> beam.FlatMap(_repeated)
                | 'AllRepeated' >> beam.combiners.ToList()
                | 'Findings' >> beam.Map(quality_checks.content_findings))
-    if _has_pictures(manifest):
-      # Near-duplicate pictures, found as the pipeline finds them, from the
-      # stored pictures (core/near_duplicates.py).
+    if _has_pictures(manifest) or _has_texts(manifest):
+      # Near-duplicate pictures or documents, found as the pipeline finds
+      # them, from the stored pictures or texts (core/near_duplicates.py).
       rules = quality_checks.near_duplicate_rules(manifest)
       near = (checked[_CheckShardFn.NEAR]
               | 'NearDuplicates' >> near_lib.GatherNearDuplicates(
                   rules, scratch)
               | 'NearFindings' >> beam.Map(
-                  quality_checks.near_duplicate_findings, rules)
-              | 'GroupPictures' >> beam.Map(
-                  image_checks.near_duplicate_pictures, output, manifest))
+                  quality_checks.near_duplicate_findings, rules))
+      if _has_pictures(manifest):
+        near = near | 'GroupPictures' >> beam.Map(
+            image_checks.near_duplicate_pictures, output, manifest)
       content = content | 'WithNearDuplicates' >> beam.Map(
           lambda c, n: {**c, 'near_duplicates': n},
           beam.pvalue.AsSingleton(near))

@@ -271,7 +271,11 @@ class Modality:
     """
     del manifest, by_split, recordings
     from transforms.validation import report  # pylint: disable=import-outside-toplevel
-    return report.content_leakage(content)
+    checks = report.content_leakage(content)
+    # Near-duplicates in two splits, when validation compared them.
+    if content.get('near_duplicates') is not None:
+      checks += report.near_duplicate_leakage(content['near_duplicates'])
+    return checks
 
   def report_sample(self, info: dict, manifest: dict) -> dict:
     """A record kept as a sample for the report (`info` is its summary)."""

@@ -64,15 +64,6 @@ class ImageModality(Modality):
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.ReadImages(cfg, plan)
 
-  def leakage_checks(self, manifest, by_split, content, recordings):
-    # An equal content in two splits, and near-duplicate pictures in two
-    # splits (when validation compared the pictures).
-    checks = super().leakage_checks(manifest, by_split, content, recordings)
-    if content.get('near_duplicates') is not None:
-      from transforms.validation import report  # pylint: disable=import-outside-toplevel
-      checks += report.near_duplicate_leakage(content['near_duplicates'])
-    return checks
-
   def analysis(self, cfg, plan):
     from transforms.modalities.image import pipeline  # pylint: disable=import-outside-toplevel
     return pipeline.analysis_metadata(cfg), pipeline.preprocessing_fn(cfg)

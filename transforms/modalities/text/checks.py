@@ -43,6 +43,10 @@ def check_values(values: Dict[str, list], manifest: dict, out: dict,
   else:
     _check_terms(values, manifest)
   out['exact'] = not has_oov(values, manifest)
+  if 'text' in values:
+    # The stored text, which validation signs as the pipeline signed it
+    # (text/signatures.py), a shard's records at once.
+    out['signature'] = values['text'][0].decode('utf-8', 'replace')
   if stats is not None:
     _add_stats(stats, values, manifest)
 

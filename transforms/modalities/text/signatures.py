@@ -2,9 +2,10 @@
 MinHash signature of each document's word pairs.
 
 A document's words are its text lower-cased, with every Unicode
-punctuation character made a space, split on whitespace, whatever the
-run's own tokenizer settings: a copy with other punctuation, case or
-spacing has the same words. Its shingles are its pairs of consecutive
+punctuation character and every kind of space made a space, split on
+spaces, whatever the run's own tokenizer settings: a copy with other
+punctuation, case or spacing (non-breaking spaces included) has the same
+words. Its shingles are its pairs of consecutive
 words (a one-word document: that word).
 
 The signature is a one-permutation MinHash (Li, Owen and Zhang, 2012)
@@ -32,7 +33,6 @@ from typing import List, Sequence
 
 import numpy as np
 
-from transforms.modalities.text import preprocessing as tt
 
 BINS = 64
 # Shingles: runs of this many consecutive words.
@@ -73,18 +73,25 @@ def _fmix64(x: np.ndarray) -> np.ndarray:
 
 def words(text: str) -> List[bytes]:
   """A document's words (UTF-8), as the module docstring says: what
-  `signatures` hashes, in plain Python (for tests and explanations)."""
-  settings = _WORD_SETTINGS
-  if text.isascii():
-    return tt._ascii_tokens(text, settings)  # pylint: disable=protected-access
-  return [t.encode('utf-8', 'surrogatepass')
-          for t in tt._unicode_tokens(text, settings)]  # pylint: disable=protected-access
+  `signatures` hashes, one document in plain Python (for tests and
+  explanations)."""
+  return [w for w in _normalized([text]).split(b' ') if w]
 
 
-_WORD_SETTINGS = tt.TextConfig(
-    text_column='', label_column='', lowercase=True, strip_punctuation=True,
-    max_tokens=1, vocab_size=0, min_frequency=1, oov_buckets=0,
-    ngrams=(1, 1), output='ids', keep_text=False, invalid_utf8='error')
+class _Separators(dict):
+  """str.translate table: Unicode punctuation (category P*) and spaces
+  (category Z*, and what str.isspace calls whitespace) -> space, filled
+  as characters are seen."""
+
+  def __missing__(self, code: int):
+    char = chr(code)
+    value = (' ' if unicodedata.category(char)[0] in 'PZ' or char.isspace()
+             else code)
+    self[code] = value
+    return value
+
+
+_SEPARATORS = _Separators({0: 0})  # (the document separator stays)
 
 
 def _byte_table() -> bytes:
@@ -100,8 +107,8 @@ def _byte_table() -> bytes:
   return bytes(table)
 
 
-# tf.strings.split's whitespace, which bytes.split() also splits on.
-_SPACES = ' \t\n\r\x0b\x0c'
+# ASCII whitespace (and the separators str.isspace counts) made spaces.
+_SPACES = ' \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f'
 _TABLE = _byte_table()
 # The word hash: sum of (byte + 1) * BASE^position, modulo 2^64.
 _BASE = np.uint64(0x100000001B3)
@@ -130,7 +137,7 @@ def _normalized(texts: Sequence[str]) -> bytes:
   if joined.isascii():
     data = joined.encode('ascii')
   else:
-    data = joined.lower().translate(tt._PUNCTUATION).encode(  # pylint: disable=protected-access
+    data = joined.lower().translate(_SEPARATORS).encode(
         'utf-8', 'surrogatepass')
   return data.translate(_TABLE)
 
