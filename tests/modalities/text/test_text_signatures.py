@@ -1,0 +1,128 @@
+"""Document signatures for near-duplicates (text/signatures.py) and the
+banding and verification of documents (core/near_duplicates.py)."""
+
+import numpy as np
+import pytest
+
+from transforms.core import near_duplicates as nd
+from transforms.modalities.text import signatures as sg
+
+WORDS = [f'w{i}' for i in range(3000)]
+
+
+def _doc(rng, n):
+  return ' '.join(rng.choice(WORDS, size=n))
+
+
+def _pairs(words):
+  if len(words) == 1:
+    return {tuple(words)}
+  return {(a, b) for a, b in zip(words, words[1:])}
+
+
+def _jaccard(a: str, b: str) -> float:
+  pa, pb = _pairs(sg.words(a)), _pairs(sg.words(b))
+  return len(pa & pb) / len(pa | pb)
+
+
+def test_case_punctuation_and_spacing_do_not_change_a_signature():
+  same = ['Hope is the thing with feathers, that perches in the soul.',
+          'HOPE IS THE THING WITH FEATHERS THAT PERCHES IN THE SOUL',
+          'hope  is the\tthing with\nfeathers -- that perches in the soul!',
+          '"Hope" is the thing with feathers; that perches in the soul...']
+  sigs = sg.signatures(same)
+  assert (sigs == sigs[0]).all()
+  # Unicode punctuation and capitals too.
+  accents = sg.signatures(['Ça va, MONDE\u00a0! \u00ab oui \u00bb',
+                           'ça va monde oui'])
+  assert (accents[0] == accents[1]).all()
+  other = sg.signatures(['Hope is the thing without feathers'])[0]
+  assert (other != sigs[0]).any()
+
+
+def test_the_batch_finds_the_words_plain_python_finds():
+  rng = np.random.default_rng(0)
+  texts = ['', '   ', '!!!', 'one', 'A, b; C. d!', 'tab\there\nnew line',
+           'nul\x00inside the text', 'caf\u00e9 na\u00efve \u2014 r\u00e9sum\u00e9',
+           'x' * 300] + [_doc(rng, int(n)) for n in rng.integers(1, 40, 50)]
+  hashes, doc = sg._word_hashes(texts)  # pylint: disable=protected-access
+  counts = np.bincount(doc, minlength=len(texts))
+  assert counts.tolist() == [len(sg.words(t)) for t in texts]
+  assert sg.words('nul\x00inside') == [b'nul', b'inside']
+  # Equal words hash equally, wherever they are; different ones do not.
+  flat = [w for t in texts for w in sg.words(t)]
+  by_word = {}
+  for word, h in zip(flat, hashes.tolist()):
+    assert by_word.setdefault(word, h) == h
+  assert len(set(by_word.values())) == len(by_word)
+
+
+def test_a_signature_does_not_depend_on_its_batch():
+  rng = np.random.default_rng(1)
+  texts = [_doc(rng, int(n)) for n in rng.integers(1, 80, 200)]
+  together = sg.signatures(texts)
+  for k in (0, 7, 199):
+    assert (sg.signatures([texts[k]])[0] == together[k]).all()
+  assert (sg.signatures(texts[50:120]) == together[50:120]).all()
+
+
+def test_documents_without_words_are_never_candidates():
+  sigs = sg.signatures(['', '...', 'a b'])
+  assert (sigs[:2] == sg.EMPTY).all()
+  measure = nd.measure_of(nd.document_rules())
+  raw = np.ascontiguousarray(sigs).view(np.uint8)
+  assert measure.usable(raw).tolist() == [False, False, True]
+
+
+def test_the_estimate_follows_the_jaccard_similarity():
+  rng = np.random.default_rng(2)
+  errors = []
+  for _ in range(1500):
+    a = _doc(rng, int(rng.integers(5, 60))).split()
+    b = list(a)
+    for _ in range(int(rng.integers(0, len(a) // 2 + 1))):
+      b[int(rng.integers(len(b)))] = str(rng.choice(WORDS))
+    sa, sb = sg.signatures([' '.join(a), ' '.join(b)])
+    errors.append((sa == sb).mean() - _jaccard(' '.join(a), ' '.join(b)))
+  errors = np.asarray(errors)
+  # 64 values: the standard error of a share is at most 1/16.
+  assert abs(errors.mean()) < 0.01
+  assert errors.std() < 0.07
+
+
+@pytest.mark.parametrize('similarity', [0.3, 0.5, 0.7, 0.9])
+def test_bands_meet_as_often_as_the_formula_says(similarity):
+  """Pairs of signatures agreeing on each value independently with
+  probability `similarity` (as a MinHash does) meet in some band as often
+  as text_candidate_probability says."""
+  rng = np.random.default_rng(3)
+  n = 4000
+  a = rng.integers(0, 2**32, size=(n, sg.BINS), dtype=np.uint64)
+  b = rng.integers(0, 2**32, size=(n, sg.BINS), dtype=np.uint64)
+  agree = rng.random((n, sg.BINS)) < similarity
+  b[agree] = a[agree]
+  measure = nd.measure_of(nd.document_rules())
+  ka = measure.keys(a.astype(np.uint32).view(np.uint8))
+  kb = measure.keys(b.astype(np.uint32).view(np.uint8))
+  met = (ka == kb).any(axis=1).mean()
+  expected = nd.text_candidate_probability(similarity)
+  assert abs(met - expected) < 4 * np.sqrt(expected * (1 - expected) / n) + 0.005
+
+
+def test_verification_keeps_pairs_at_the_similarity_and_no_others():
+  rng = np.random.default_rng(4)
+  base = _doc(rng, 40).split()
+  one_word = list(base)
+  one_word[20] = 'changed'
+  attributed = base + ['--', 'Mark', 'Twain']
+  other = _doc(rng, 40)
+  texts = [' '.join(base), ' '.join(one_word), ' '.join(attributed), other]
+  sigs = [s.tobytes() for s in sg.signatures(texts)]
+  found = nd.verified_pairs(sigs, nd.document_rules(similarity=0.5))
+  assert {(i, j) for i, j, _ in found} == {(0, 1), (0, 2), (1, 2)}
+  for i, j, estimate in found:
+    assert abs(estimate - _jaccard(texts[i], texts[j])) < 0.2
+  # At 0.99 only the copy with an attribution added (similarity 39/42) may
+  # still pass; the others differ in too many values.
+  strict = nd.verified_pairs(sigs, nd.document_rules(similarity=0.99))
+  assert {(i, j) for i, j, _ in strict} <= {(0, 2)}
