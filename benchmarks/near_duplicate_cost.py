@@ -1,19 +1,22 @@
-"""What near-duplicate grouping costs a default image run: whole
+"""What near-duplicate grouping costs a default image or text run: whole
 processes, paired.
 
-    python benchmarks/near_duplicate_cost.py [--sizes 10000,20000]
-        [--repeats 3] [--workdir /tmp/tfrecord_bench]
+    python benchmarks/near_duplicate_cost.py [--modality image|text]
+        [--sizes N,M] [--repeats 3] [--workdir /tmp/tfrecord_bench]
         [--results PATH | --no-results]
 
-At each size, `python -m pipelines.preprocess --input CORPUS --output OUT
---overwrite` (the default: --near_duplicates group) and the same command
-with `--near_duplicates off` run in turns (off, group, off, group, ...) on
-the image benchmark's corpus (benchmarks/image_benchmark.py generates it
-once, 402x303-ish JPEGs in three classes). Reported per size: the median
-wall time and peak memory (RSS of the process tree) of each, the ratio of
-the medians, the median of the paired ratios, and the groups the run
-found. The target is at most 1.10x in time, and peak memory flat with size
-(the group run's 20,000/10,000 ratio against the off run's).
+At each size, `python -m pipelines.preprocess --modality M --input CORPUS
+--output OUT --overwrite` (the default: --near_duplicates group) and the
+same command with `--near_duplicates off` run in turns (off, group, off,
+group, ...). Images: the image benchmark's corpus
+(benchmarks/image_benchmark.py generates it once, 402x303-ish JPEGs in
+three classes), 10,000 and 20,000 by default. Text: the text benchmark's
+CSV (benchmarks/text_benchmark.py generates it once), 200,000 and 800,000
+documents by default. Reported per size: the median wall time and peak
+memory (RSS of the process tree) of each, the ratio of the medians, the
+median of the paired ratios, and the groups the run found. The target is
+at most 1.10x in time, and peak memory flat with size (the group run's
+larger/smaller ratio against the off run's).
 
 A run at the default sizes and repeats rewrites its section of
 benchmarks/RESULTS.md (--results PATH writes it whatever the settings;
@@ -30,12 +33,20 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # pylint: disable=wrong-import-position
 import harness
 import image_benchmark
+import text_benchmark
 # pylint: enable=wrong-import-position
 
-UNIT = 'images'
 TIME_TARGET = 1.10
-DEFAULT_SIZES = '10000,20000'
 DEFAULT_REPEATS = 3
+# modality -> (default sizes, unit, results section, its heading).
+MODALITIES = {
+    'image': ('10000,20000', 'images', 'near_duplicate_cost',
+              'Near-duplicate grouping: cost on images '
+              '(near_duplicate_cost.py)'),
+    'text': ('200000,800000', 'documents', 'near_duplicate_cost_text',
+             'Near-duplicate grouping: cost on text '
+             '(near_duplicate_cost.py --modality text)'),
+}
 
 
 def _inspect(name, out, log_path):
@@ -49,31 +60,37 @@ def _inspect(name, out, log_path):
 
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--sizes', default=DEFAULT_SIZES)
+  parser.add_argument('--modality', default='image', choices=MODALITIES)
+  parser.add_argument('--sizes', default=None)
   parser.add_argument('--repeats', type=int, default=DEFAULT_REPEATS)
   parser.add_argument('--workdir', default='/tmp/tfrecord_bench')
   harness.add_results_flags(parser)
   args = parser.parse_args(argv)
   info = harness.run_info(sys.argv[1:] if argv is None else argv, __file__)
-  sizes = [int(s) for s in args.sizes.split(',')]
+  default_sizes, unit, section, title = MODALITIES[args.modality]
+  at_defaults = args.sizes in (None, default_sizes)
+  sizes = [int(s) for s in (args.sizes or default_sizes).split(',')]
   outdir, logdir = harness.make_dirs(args.workdir)
   jobs = {}
   py = sys.executable
   for n in sizes:
-    corpus = image_benchmark.ensure_corpus(args.workdir, n)
+    if args.modality == 'text':
+      corpus = text_benchmark.ensure_csv(args.workdir, n)
+    else:
+      corpus = image_benchmark.ensure_corpus(args.workdir, n)
     print(f'page cache: read {harness.warm_page_cache(corpus) / 2**20:.0f} '
           f'MiB of {corpus}')
     for mode in ('off', 'group'):
-      out = os.path.join(outdir, f'near_{mode}_{n}')
-      cmd = [py, '-m', 'pipelines.preprocess', '--input', corpus,
-             '--output', out, '--overwrite']
+      out = os.path.join(outdir, f'near_{args.modality}_{mode}_{n}')
+      cmd = [py, '-m', 'pipelines.preprocess', '--modality', args.modality,
+             '--input', corpus, '--output', out, '--overwrite']
       if mode == 'off':
         cmd += ['--near_duplicates', 'off']
       jobs[f'{mode}@{n}'] = (cmd, out, n)
   harness.print_commands(jobs)
-  runs = harness.measure(jobs, args.repeats, logdir, UNIT, _inspect)
-  s = harness.summarize(runs, UNIT)
-  lines = ['| images | off: wall s | group: wall s | group / off '
+  runs = harness.measure(jobs, args.repeats, logdir, unit, _inspect)
+  s = harness.summarize(runs, unit)
+  lines = [f'| {unit} | off: wall s | group: wall s | group / off '
            '(medians) | group / off (median of pairs) | off: peak RSS MiB | '
            'group: peak RSS MiB | groups found (members) |',
            '|---|---|---|---|---|---|---|---|']
@@ -98,21 +115,20 @@ def main(argv=None):
     growth = {mode: s[f'{mode}@{large}']['peak_rss_mib_median'] /
               s[f'{mode}@{small}']['peak_rss_mib_median']
               for mode in ('off', 'group')}
-    memory = (f'\n\nPeak memory {large:,} / {small:,} images: off '
+    memory = (f'\n\nPeak memory {large:,} / {small:,} {unit}: off '
               f'{growth["off"]:.2f}x, group {growth["group"]:.2f}x.')
   body = (
       f'Median of {args.repeats} paired repeats, whole processes on the '
-      f'image benchmark\'s corpus; the default run (`--near_duplicates '
-      f'group`) against `--near_duplicates off`. Target: at most '
+      f'{args.modality} benchmark\'s corpus; the default run '
+      f'(`--near_duplicates group`) against `--near_duplicates off`. Target: '
+      f'at most '
       f'{TIME_TARGET:.2f}x ({"met" if all(verdicts) else "MISSED"} at '
       f'{", ".join(f"{n:,}" for n in sizes)}).\n\n' + '\n'.join(lines) +
       memory + '\n')
   print()
   print(body)
   harness.write_results(
-      args, args.sizes == DEFAULT_SIZES and args.repeats >= DEFAULT_REPEATS,
-      'near_duplicate_cost',
-      'Near-duplicate grouping: cost on images (near_duplicate_cost.py)',
+      args, at_defaults and args.repeats >= DEFAULT_REPEATS, section, title,
       info, body)
   return 0
 

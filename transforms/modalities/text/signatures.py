@@ -1,11 +1,11 @@
 """What near-duplicate documents are found by (core/near_duplicates.py): a
 MinHash signature of each document's word pairs.
 
-A document's words are its text lower-cased, with every Unicode
-punctuation character and every kind of space made a space, split on
-spaces, whatever the run's own tokenizer settings: a copy with other
-punctuation, case or spacing (non-breaking spaces included) has the same
-words. Its shingles are its pairs of consecutive
+A document's words are its text lower-cased, with apostrophes left out
+and every other Unicode punctuation character and every kind of space made
+a space, split on spaces, whatever the run's own tokenizer settings: a
+copy with other punctuation, case or spacing (non-breaking spaces
+included) has the same words, and "don't" is "dont". Its shingles are its pairs of consecutive
 words (a one-word document: that word).
 
 The signature is a one-permutation MinHash (Li, Owen and Zhang, 2012)
@@ -85,12 +85,18 @@ class _Separators(dict):
 
   def __missing__(self, code: int):
     char = chr(code)
-    value = (' ' if unicodedata.category(char)[0] in 'PZ' or char.isspace()
-             else code)
+    if char in _APOSTROPHES:
+      value = None
+    elif unicodedata.category(char)[0] in 'PZ' or char.isspace():
+      value = ' '
+    else:
+      value = code
     self[code] = value
     return value
 
 
+# Left out rather than made spaces: "don't" and "dont" are one word.
+_APOSTROPHES = "'\u2019\u02bc"
 _SEPARATORS = _Separators({0: 0})  # (the document separator stays)
 
 
@@ -105,6 +111,10 @@ def _byte_table() -> bytes:
     elif 'A' <= chr(c) <= 'Z':
       table[c] = c + 32
   return bytes(table)
+
+
+# ASCII apostrophes, which the byte table's translate deletes.
+_DELETED = b"'"
 
 
 # ASCII whitespace (and the separators str.isspace counts) made spaces.
@@ -139,7 +149,7 @@ def _normalized(texts: Sequence[str]) -> bytes:
   else:
     data = joined.lower().translate(_SEPARATORS).encode(
         'utf-8', 'surrogatepass')
-  return data.translate(_TABLE)
+  return data.translate(_TABLE, _DELETED)
 
 
 def _word_hashes(texts: Sequence[str]):
