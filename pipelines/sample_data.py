@@ -154,7 +154,8 @@ _COMMON = ('the', 'a', 'is', 'and', 'of', 'to', 'in', 'we', 'it', 'all')
 def generate_text(output: str, count: int = 400, seed: int = 0) -> str:
   """Writes `output/quotes.csv` (columns text, label): `count` short
   documents in four topics, with repeats as real collections have them
-  (exact copies, a copy in capitals with other punctuation), one text with
+  (exact copies; a copy in capitals with other punctuation, whose tokens
+  differ but whose words do: a near-duplicate), one text with
   a quoted line break and one empty text (a dead letter). Returns the
   file's path."""
   rng = np.random.default_rng(seed)

@@ -1,7 +1,8 @@
 """Assembles the text preprocessing pipeline (labelled documents).
 
-The input is read twice (three times when content rules drop documents),
-so no document waits in memory for the vocabulary:
+The input is read twice (three times with near-duplicate grouping, the
+default, or content rules that drop documents), so no document waits in
+memory for the vocabulary:
 
     [contents pass, with --label_conflicts drop|majority,
      --drop_duplicates or --near_duplicates group|drop (the default):
