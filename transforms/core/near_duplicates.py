@@ -68,7 +68,7 @@ PHASH_BYTES = 8
 TABLES = 20
 BITS_PER_TABLE = 10
 # Documents: the default estimated Jaccard similarity of near-duplicates
-# (benchmarks/near_duplicate_thresholds.py --text), and the bands.
+# (benchmarks/text_near_duplicate_thresholds.py), and the bands.
 SIMILARITY = 0.5
 BANDS = 16
 ROWS_PER_BAND = 4

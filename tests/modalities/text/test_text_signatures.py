@@ -126,3 +126,60 @@ def test_verification_keeps_pairs_at_the_similarity_and_no_others():
   # still pass; the others differ in too many values.
   strict = nd.verified_pairs(sigs, nd.document_rules(similarity=0.99))
   assert {(i, j) for i, j, _ in strict} <= {(0, 2)}
+
+
+def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
+    tmp_path, monkeypatch):
+  """400 documents, most of them variants of four boilerplate texts (so the
+  bands' buckets are crowded), some exact copies of one content, banded in
+  flushes of 32 entries through files in a folder: the gathered pairs are
+  those comparing every two finds, and each content's Info counts all of
+  its copies."""
+  # pylint: disable=import-outside-toplevel
+  import itertools
+  import apache_beam as beam
+  from apache_beam.testing.test_pipeline import TestPipeline
+  from apache_beam.testing.util import assert_that, equal_to
+  # pylint: enable=import-outside-toplevel
+  monkeypatch.setattr(nd, '_FLUSH_ROWS', 32)
+  monkeypatch.setattr(nd, '_BLOCK', 16)
+  rng = np.random.default_rng(5)
+  plates = [_doc(rng, 30).split() for _ in range(4)]
+  texts, digests = [], []
+  for k in range(400):
+    words = list(plates[k % 4])
+    for _ in range(int(rng.integers(0, 12))):
+      words[int(rng.integers(len(words)))] = str(rng.choice(WORDS))
+    if k % 50 == 7:
+      words = plates[0]  # an exact copy of the first plate, again and again
+    texts.append(' '.join(words))
+    digests.append(f'{hash(" ".join(words)) & (2**128 - 1):032x}'
+                   if k % 50 != 7 else f'{7:032x}')
+  sigs = sg.signatures(texts)
+  rules = nd.document_rules()
+  batches = [nd.NearBatch([f'd{k:03d}' for k in range(lo, lo + 20)],
+                          digests[lo:lo + 20], ['x'] * 20, ['train'] * 20,
+                          np.ascontiguousarray(sigs[lo:lo + 20]).view(
+                              np.uint8))
+             for lo in range(0, 400, 20)]
+  measure = nd.measure_of(rules)
+  carried = measure.carried(np.ascontiguousarray(sigs).view(np.uint8))
+  keys = measure.keys(np.ascontiguousarray(sigs).view(np.uint8))
+  expected = set()
+  for a, b in itertools.combinations(range(400), 2):
+    if digests[a] == digests[b] or not (keys[a] == keys[b]).any():
+      continue
+    _, _, values = measure.check(carried, np.array([a]), np.array([b]))
+    if len(values[0]):
+      expected.add(tuple(sorted((digests[a], digests[b]))))
+  assert len(expected) > 200
+  copies = sum(1 for d in digests if d == f'{7:032x}')
+  with TestPipeline() as p:
+    gathered = (p | beam.Create(batches)
+                | nd.GatherNearDuplicates(rules, str(tmp_path)))
+    assert_that(gathered | beam.Map(lambda g: set(g[0])),
+                equal_to([expected]), label='pairs')
+    assert_that(gathered | beam.Map(
+        lambda g: g[1].get(f'{7:032x}', {}).get('count')),
+                equal_to([copies]), label='copies')
+  assert list(tmp_path.glob('*.spill'))
