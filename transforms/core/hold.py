@@ -10,6 +10,10 @@ local disk, or the object store a cluster's workers share), and only the
 file's name travels; once the decision is there, each file is read back,
 an element at a time. Memory stays that of one element.
 
+`Spill` does the same for a DoFn whose outputs the runner groups: values
+(or rows of an array, a few of which can be read back alone) go to a file,
+and only references to them are grouped.
+
 A bundle the runner retries writes a new file under a new name; the
 failed attempt's file is named by no element and is removed with the
 folder when the shards are written (output/manifest.py).
@@ -18,9 +22,8 @@ folder when the shards are written (output/manifest.py).
 import pickle
 import uuid
 
-import numpy as np
-
 import apache_beam as beam
+import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.windowed_value import WindowedValue
