@@ -1,12 +1,13 @@
 """Elements that wait on disk (core/hold.py): what a bundle holds comes
-back whole and in order, a cut file says so, and spilled values come back
-by their reference."""
+back whole and in order, a cut file says so, and spilled values (and rows
+of an array) come back by their reference."""
 
 import os
 
 import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+import numpy as np
 import pytest
 
 from transforms.core import hold
@@ -46,3 +47,27 @@ def test_spilled_values_come_back_by_reference(tmp_path):
   assert [hold.take(r) for r in reversed(refs)] == [
       ('part', i, list(range(i))) for i in reversed(range(5))]
   assert hold.take(('not', 'a', 'reference')) == ('not', 'a', 'reference')
+
+
+def test_spilled_rows_come_back_a_few_or_all_at_once(tmp_path):
+  rows = np.arange(1000 * 24, dtype=np.int64).astype(np.uint8).reshape(
+      1000, 24)
+  rows[:, 0] = np.arange(1000) % 251
+  spill = hold.Spill(str(tmp_path))
+  before = spill.put({'a value': 1})
+  ref = spill.put_rows(rows)
+  spill.close()
+  few = np.array([3, 500, 999])
+  assert (hold.take_rows(ref, few) == rows[few]).all()
+  many = np.arange(0, 1000, 2)
+  assert (hold.take_rows(ref, many) == rows[many]).all()
+  assert hold.take_rows(rows, few).tolist() == rows[few].tolist()
+  assert hold.take(before) == {'a value': 1}
+  # A file cut short is an error, whichever way it is read.
+  name = ref[1]
+  with open(name, 'r+b') as f:
+    f.truncate(os.path.getsize(name) - 24 * 100)
+  with pytest.raises(IOError, match='cut short'):
+    hold.take_rows(ref, np.array([950]))
+  with pytest.raises(IOError, match='cut short'):
+    hold.take_rows(ref, many)
