@@ -593,9 +593,10 @@ def _content_rules(o, modality, from_input):
         name == '--near_duplicates'
         and str(o.near_duplicates).strip().lower() == 'off'):
       where = ' and '.join('images' if m == 'image' else m for m in applies)
-      why = ('.' if modality.name in ('image', 'text') else
-             f': near-duplicate {modality.name} data is not grouped yet.')
-      raise UsageError(f'{name} applies to {where} only{why}')
+      if modality.name in ('image', 'text'):
+        raise UsageError(f'{name} applies to {where} only.')
+      raise UsageError(f'{name} applies to {where} only: near-duplicate '
+                       f'{modality.name} data is not grouped yet.')
   if not modality.content_keyed:
     if given:
       verb = 'apply' if len(given) > 1 else 'applies'
