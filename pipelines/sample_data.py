@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 from PIL import Image
+from PIL import ImageDraw
 from PIL import ImageEnhance
 
 DEFAULT_CLASSES = ('cat', 'dog', 'bird', 'horse')
@@ -98,8 +99,8 @@ def generate(output: str, count: int, classes: Sequence[str] = DEFAULT_CLASSES,
 
 def add_oddities(output: str, seed: int = 0) -> List[str]:
   """Adds what real image folders hold to a generated one: three PNGs with
-  transparency (a glyph on a transparent background, half-transparent
-  colour), a JPEG cut short, which the pipeline dead-letters, and two
+  transparency (a shape on a transparent background, opaque or
+  half-transparent colour), a JPEG cut short, which the pipeline dead-letters, and two
   near-duplicates of the first class's first picture (downloaded again:
   resized to 85% and saved as JPEG quality 80; and brightened, as a PNG),
   which the pipeline keeps in that picture's split. Returns the files
@@ -109,11 +110,21 @@ def add_oddities(output: str, seed: int = 0) -> List[str]:
                    if os.path.isdir(os.path.join(output, d)))
   written = []
   for i, name in enumerate(classes[:3]):
-    rgba = np.zeros((160, 200, 4), np.uint8)
-    rgba[40:120, 50:150, :3] = (rng.random(3) * 255).astype(np.uint8)
-    rgba[40:120, 50:150, 3] = 255 if i == 0 else 128
+    # A shape of its own in each (one outline in other colours would be
+    # near-duplicates across classes: a label conflict the sample does
+    # not mean to show).
+    img = Image.new('RGBA', (200, 160), (0, 0, 0, 0))
+    colour = tuple((rng.random(3) * 255).astype(int).tolist()) + (
+        255 if i == 0 else 128,)
+    draw = ImageDraw.Draw(img)
+    if i == 0:
+      draw.rectangle((50, 40, 150, 120), fill=colour)
+    elif i == 1:
+      draw.ellipse((20, 20, 110, 140), fill=colour)
+    else:
+      draw.polygon([(100, 10), (190, 150), (10, 150)], fill=colour)
     rel = os.path.join(name, f'{name}_transparent_{i}.png')
-    Image.fromarray(rgba, 'RGBA').save(os.path.join(output, rel))
+    img.save(os.path.join(output, rel))
     written.append(rel)
   whole = io.BytesIO()
   photo_like(rng, 320, 240, _TINTS[0]).save(whole, 'JPEG', quality=90)
