@@ -31,7 +31,7 @@ sets. They are near-duplicates when the share of values they agree on,
 the estimated similarity, is at least `similarity`. Candidates meet in
 one of BANDS bands of ROWS_PER_BAND values (the standard MinHash LSH): a
 pair of similarity J meets with probability 1 - (1 - J^4)^16: 0.64 at
-0.5, 0.89 at 0.6, 0.988 at 0.7, 0.9999 at 0.8
+0.5, 0.89 at 0.6, 0.988 at 0.7, 0.9998 at 0.8
 (`text_candidate_probability`). A band carries a byte of each value for
 the verification (a chance agreement of 1/256 is taken out of the
 estimate).
