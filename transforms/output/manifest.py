@@ -419,6 +419,16 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
         '; '.join(', '.join(f'{i} ({label})' for i, label in
                             zip(c['ids'], c['labels']))
                   for c in contents['conflict_examples'][:3]))
+  if near.get('label_conflicts'):
+    listed = [g for g in near.get('examples', []) if len(g['labels']) > 1]
+    _LOG.warning(
+        '%d near-duplicate groups have more than one label (%d examples; '
+        '--label_conflicts %s)%s', near['label_conflicts'],
+        near['conflicting_examples'], contents['label_conflicts'],
+        ', e.g. ' + '; '.join(
+            ', '.join(g['ids']) + ' (' + ', '.join(
+                f'{label} {n}' for label, n in g['labels'].items()) + ')'
+            for g in listed[:3]) if listed else '')
   case_variants = label_text.case_variants(values['labels'])
   if case_variants:
     _LOG.warning(

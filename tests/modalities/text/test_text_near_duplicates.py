@@ -10,6 +10,7 @@ the same dataset."""
 
 import csv
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -171,8 +172,7 @@ def test_a_corpus_without_copies_has_no_group(corpus, tmp_path):
 def test_without_grouping_copies_straddle_and_validation_names_them(
     corpus, tmp_path):
   out = tmp_path / 'out'
-  _run(corpus['copied'], out, '--near_duplicates',
-              'off')
+  _run(corpus['copied'], out, '--near_duplicates', 'off')
   assert _near(out) == {'mode': 'off', 'similarity': 0.5}
   splits = _splits_of(out)
   straddling = [(a, b) for a, b, kind in corpus['pairs']
@@ -191,8 +191,7 @@ def test_without_grouping_copies_straddle_and_validation_names_them(
 
 def test_drop_keeps_one_document_per_group(corpus, tmp_path):
   out = tmp_path / 'out'
-  _run(corpus['copied'], out, '--near_duplicates',
-              'drop')
+  _run(corpus['copied'], out, '--near_duplicates', 'drop')
   dead = readback.dead_letters(out)
   near_dead = [d for d in dead if d['reason'].startswith('near-duplicate of')]
   near = _near(out)
@@ -210,11 +209,17 @@ def test_drop_keeps_one_document_per_group(corpus, tmp_path):
 
 
 def test_near_duplicates_with_different_labels_follow_label_conflicts(
-    corpus, tmp_path):
+    corpus, tmp_path, caplog):
   out = tmp_path / 'out'
-  _run(corpus['copied'], out, '--label_conflicts',
-              'drop')
+  with caplog.at_level(logging.WARNING):
+    _run(corpus['copied'], out, '--label_conflicts', 'drop')
   original, copy, _ = next(p for p in corpus['pairs'] if 'other topic' in p[2])
+  # The run says so, naming them, as it does for one content's labels.
+  warned = [r.getMessage() for r in caplog.records
+            if 'near-duplicate groups have more than one label' in
+            r.getMessage()]
+  assert len(warned) == 1 and '--label_conflicts drop' in warned[0]
+  assert original in warned[0] and copy in warned[0]
   dead = {d['input']: d['reason'] for d in readback.dead_letters(out)}
   for ex_id in (original, copy):
     assert dead[ex_id].startswith('label conflict: near-duplicate documents '
