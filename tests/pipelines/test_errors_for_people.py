@@ -230,9 +230,11 @@ def test_a_crash_names_the_exception_and_its_log_file(docs, tmp_path):
                          '--direct_num_workers', '2'], code=_CRASH)
   said, summary = _failed(proc, preprocess.EXIT_PIPELINE_FAILED,
                           'pipeline_failed', 'ValueError: the reader broke')
+  # (The first pass to read the documents is the contents pass, which
+  # finds the near-duplicate groups.)
   assert re.fullmatch(
       r"ValueError: the reader broke \[while running '[^']*"
-      r"ParseForStatistics[^']*'\]", summary['error']), summary['error']
+      r"ReadContents[^']*'\]", summary['error']), summary['error']
   log = summary['log']
   assert os.path.dirname(log) == str(tmp_path)  # the temp dir (TMPDIR)
   assert re.fullmatch(r'tfrecord-preprocess-\d{8}T\d{6}-[0-9a-f]{6}\.log',

@@ -84,18 +84,23 @@ def test_image_run_reports_images_of_images_listed(tmp_path, caplog):
   assert 'done in' in lines[-1]
 
 
-def test_text_run_reports_bytes_of_two_passes(tmp_path, caplog):
+@pytest.mark.parametrize('flags, passes', [
+    ([], 3),  # a contents pass for the near-duplicate groups first
+    (['--near_duplicates', 'off'], 2)])
+def test_text_run_reports_bytes_of_its_passes(tmp_path, caplog, flags,
+                                              passes):
   caplog.set_level(logging.INFO, logger='pipelines.progress')
   src = _text_input(tmp_path)
   preprocess.run(['--modality', 'text', '--input', str(src), '--output',
-                  str(tmp_path / 'out'), '--progress', 'log'] + LOCAL)
+                  str(tmp_path / 'out'), '--progress', 'log'] + LOCAL +
+                 flags)
   lines = _lines(caplog)
   size = os.path.getsize(src)
-  total = counts.format_bytes(2 * size)
+  total = counts.format_bytes(passes * size)
   of_total = [line for line in lines if f' of {total} read' in line]
   assert of_total, lines
-  assert all(f'2 passes over {counts.format_bytes(size)} of input' in line
-             for line in of_total)
+  assert all(f'{passes} passes over {counts.format_bytes(size)} of input'
+             in line for line in of_total)
   _check_rates(of_total)
   assert lines[-1].startswith(f'progress: 100% ({total} of {total} read'), (
       lines[-1])
@@ -140,7 +145,9 @@ def test_bar_redraws_one_line(tmp_path, caplog, capsys):
   # Drawn in place: carriage returns, no log records.
   assert err.count('\r[') >= 2, err
   assert not _lines(caplog)
-  total = counts.format_bytes(2 * os.path.getsize(src))
+  # Three passes: the contents pass (near-duplicate groups), statistics,
+  # examples.
+  total = counts.format_bytes(3 * os.path.getsize(src))
   last = err.rsplit('\r', 1)[1]
   assert re.match(rf'\[#{{10}}\] 100% {re.escape(total.split()[0])}/'
                   rf'{re.escape(total)}, 60 records written, .+/s, done in '
