@@ -5,8 +5,8 @@ A document's words are its text lower-cased, with apostrophes left out
 and every other Unicode punctuation character and every kind of space made
 a space, split on spaces, whatever the run's own tokenizer settings: a
 copy with other punctuation, case or spacing (non-breaking spaces
-included) has the same words, and "don't" is "dont". Its shingles are its pairs of consecutive
-words (a one-word document: that word).
+included) has the same words, and "don't" is "dont". Its shingles are its
+pairs of consecutive words (a one-word document: that word).
 
 The signature is a one-permutation MinHash (Li, Owen and Zhang, 2012)
 with optimal densification (Shrivastava, 2017): each shingle's 64-bit
@@ -16,8 +16,11 @@ with fewer shingles than bins) takes the value of the first non-empty bin
 along a probe sequence fixed per bin, the same for every document. Two
 documents agree on a bin with probability equal to the Jaccard similarity
 of their shingle sets, as with BINS independent permutations, for the
-cost of one hash per shingle rather than BINS (a k-permutation MinHash,
-datasketch's, costs about 30 times as much per document here).
+cost of one hash per shingle rather than BINS. (Measured here on the text
+benchmark's documents, a k-permutation MinHash, the kind datasketch
+computes one document at a time, took 0.5 to 0.9 s of one core per
+100,000 documents for 32 values even batched in NumPy; this takes 0.05 to
+0.1 s for 64, and 0.4 s with the words found and hashed.)
 
 A word's hash is the polynomial sum of its UTF-8 bytes (plus one) in
 powers of a fixed odd base, modulo 2^64, mixed by MurmurHash3's 64-bit
@@ -35,8 +38,6 @@ import numpy as np
 
 
 BINS = 64
-# Shingles: runs of this many consecutive words.
-SHINGLE_WORDS = 2
 # A bin no shingle reached (before densification), and every bin of a
 # document without words (which is never a near-duplicate).
 EMPTY = np.uint32(0xFFFFFFFF)
