@@ -56,6 +56,7 @@ import numpy as np
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.core import hold as hold_lib
+from transforms.core import mix
 from transforms.core import splits as split_lib
 
 MODES = ('group', 'drop', 'off')
@@ -270,14 +271,6 @@ class _Pictures:
                           np.round(td[ok].astype(np.float64), 4)]
 
 
-def _fmix64(x: np.ndarray) -> np.ndarray:
-  x = x ^ (x >> np.uint64(33))
-  x = x * np.uint64(0xFF51AFD7ED558CCD)
-  x = x ^ (x >> np.uint64(33))
-  x = x * np.uint64(0xC4CEB9FE1A85EC53)
-  return x ^ (x >> np.uint64(33))
-
-
 class _Documents:
   """How document signatures (text/signatures.py: uint32 values) meet
   (BANDS bands of ROWS_PER_BAND values) and are verified (the estimated
@@ -306,8 +299,8 @@ class _Documents:
     for b in range(BANDS):
       first = words[:, b * per_band]
       second = words[:, b * per_band + 1]
-      out[:, b] = _fmix64((first * np.uint64(0x9E3779B97F4A7C15)
-                           + np.uint64(b)) ^ _fmix64(second))
+      out[:, b] = mix.fmix64((first * np.uint64(0x9E3779B97F4A7C15)
+                              + np.uint64(b)) ^ mix.fmix64(second))
     return out
 
   @staticmethod

@@ -36,6 +36,8 @@ from typing import List, Sequence
 
 import numpy as np
 
+from transforms.core import mix
+
 
 BINS = 64
 # A bin no shingle reached (before densification), and every bin of a
@@ -61,15 +63,6 @@ def _probe_table() -> np.ndarray:
 
 
 PROBES = _probe_table()
-
-
-def _fmix64(x: np.ndarray) -> np.ndarray:
-  """MurmurHash3's 64-bit finalizer (uint64 in, uint64 out)."""
-  x = x ^ (x >> np.uint64(33))
-  x = x * np.uint64(0xFF51AFD7ED558CCD)
-  x = x ^ (x >> np.uint64(33))
-  x = x * np.uint64(0xC4CEB9FE1A85EC53)
-  return x ^ (x >> np.uint64(33))
 
 
 def words(text: str) -> List[bytes]:
@@ -167,7 +160,7 @@ def _word_hashes(texts: Sequence[str]):
   terms *= power
   prefix = np.zeros(len(b) + 1, np.uint64)
   np.cumsum(terms, dtype=np.uint64, out=prefix[1:])
-  hashes = _fmix64((prefix[ends] - prefix[starts]) * inverse[starts])
+  hashes = mix.fmix64((prefix[ends] - prefix[starts]) * inverse[starts])
   doc = np.searchsorted(np.flatnonzero(b == 0), starts)
   return hashes, doc
 
@@ -177,12 +170,12 @@ def signatures(texts: Sequence[str]) -> np.ndarray:
   n = len(texts)
   h, doc = _word_hashes(texts)
   same = doc[1:] == doc[:-1]
-  pairs = _fmix64(h[:-1][same] * np.uint64(0x9E3779B97F4A7C15)
-                  ^ h[1:][same])
+  pairs = mix.fmix64(h[:-1][same] * np.uint64(0x9E3779B97F4A7C15)
+                     ^ h[1:][same])
   counts = np.bincount(doc, minlength=n)
   single = np.flatnonzero(counts == 1)
   first = np.r_[0, np.cumsum(counts)[:-1]]
-  alone = _fmix64(h[first[single]] ^ np.uint64(0xD6E8FEB86659FD93))
+  alone = mix.fmix64(h[first[single]] ^ np.uint64(0xD6E8FEB86659FD93))
   mixed = np.concatenate([pairs, alone])
   owner = np.concatenate([doc[1:][same], single])
   cell = owner * BINS + (mixed >> _BIN_SHIFT).astype(np.int64)

@@ -1,0 +1,15 @@
+"""MurmurHash3's 64-bit finalizer on NumPy arrays: the mix of the
+near-duplicate band keys (core/near_duplicates.py) and of the word hashes
+of text signatures (text/signatures.py). Without Beam, so that the text
+reader's worker processes can import it cheaply."""
+
+import numpy as np
+
+
+def fmix64(x: np.ndarray) -> np.ndarray:
+  """MurmurHash3's 64-bit finalizer (uint64 in, uint64 out)."""
+  x = x ^ (x >> np.uint64(33))
+  x = x * np.uint64(0xFF51AFD7ED558CCD)
+  x = x ^ (x >> np.uint64(33))
+  x = x * np.uint64(0xC4CEB9FE1A85EC53)
+  return x ^ (x >> np.uint64(33))
