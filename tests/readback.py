@@ -35,6 +35,16 @@ def read_all(out, split):
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
+def splits_of(out):
+  """{id: split} of every record of a published dataset."""
+  manifest = reader.load_manifest(str(out))
+  found = {}
+  for split in manifest['splits']:
+    for ex_id in read_all(out, split).get('id', []):
+      found[ex_id.decode('utf-8')] = split
+  return found
+
+
 def assert_valid(out):
   """Runs the validation pipeline and fails with the failed checks."""
   report = validate.run(['--output', str(out)])

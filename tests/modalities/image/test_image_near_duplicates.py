@@ -120,17 +120,6 @@ def _run(src, out, *flags):
                         LOCAL + list(flags))
 
 
-def _splits_of(out):
-  """{id: split} of every record of a published dataset."""
-  manifest = json.loads((out / 'manifest.json').read_text())
-  found = {}
-  for split in manifest['splits']:
-    records = readback.read_all(out, split)
-    for ex_id in records.get('id', []):
-      found[ex_id.decode('utf-8')] = split
-  return found
-
-
 def _near(out):
   manifest = json.loads((out / 'manifest.json').read_text())
   return manifest['contents']['near_duplicates']
@@ -144,7 +133,7 @@ def grouped(folders, tmp_path_factory):
 
 
 def test_every_copy_lands_in_the_split_of_its_original(folders, grouped):
-  splits = _splits_of(grouped)
+  splits = readback.splits_of(grouped)
   assert len(splits) == 3 * PER_CLASS + len(folders['pairs'])
   for original, copy in folders['pairs']:
     assert splits[copy] == splits[original], (original, copy)
@@ -187,7 +176,7 @@ def test_without_grouping_copies_straddle_and_validation_names_them(
   manifest = json.loads((out / 'manifest.json').read_text())
   assert manifest['contents']['near_duplicates'] == {
       'mode': 'off', 'hash_distance': 10, 'thumb_distance': 0.15}
-  splits = _splits_of(out)
+  splits = readback.splits_of(out)
   straddling = [(a, b) for a, b in folders['pairs'] if splits[a] != splits[b]]
   assert straddling  # else the fixture proves nothing
   report = validate.run(['--output', str(out)])
@@ -213,7 +202,7 @@ def test_drop_keeps_one_content_per_group(folders, tmp_path):
   assert len(dead) == len(pairs)
   assert all(d['stage'] == 'content' and
              d['reason'].startswith('near-duplicate of ') for d in dead)
-  kept = _splits_of(out)
+  kept = readback.splits_of(out)
   for a, b in pairs:
     assert (a in kept) != (b in kept), (a, b)
   for d in dead:
@@ -244,10 +233,10 @@ def test_the_two_pass_path_groups_before_it_plans(folders, grouped,
   signatures, and the groups' splits are those of the one-pass run."""
   out = tmp_path / 'out'
   _run(folders['copied'], out, '--rebalance', 'oversample')
-  splits = _splits_of(out)
+  splits = readback.splits_of(out)
   for original, copy in folders['pairs']:
     assert splits[copy] == splits[original]
-  one_pass = _splits_of(grouped)
+  one_pass = readback.splits_of(grouped)
   assert {k: v for k, v in splits.items() if v != 'train'} == {
       k: v for k, v in one_pass.items() if v != 'train'}
   assert _near(out)['groups'] == len(folders['pairs'])

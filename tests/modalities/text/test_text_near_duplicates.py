@@ -103,15 +103,6 @@ def _run(src, out, *flags):
                          *flags])
 
 
-def _splits_of(out):
-  manifest = json.loads((out / 'manifest.json').read_text())
-  found = {}
-  for split in manifest['splits']:
-    for ex_id in readback.read_all(out, split).get('id', []):
-      found[ex_id.decode('utf-8')] = split
-  return found
-
-
 def _near(out):
   manifest = json.loads((out / 'manifest.json').read_text())
   return manifest['contents']['near_duplicates']
@@ -129,7 +120,7 @@ def grouped(corpus, tmp_path_factory):
 
 
 def test_every_copy_lands_in_the_split_of_its_original(corpus, grouped):
-  splits = _splits_of(grouped)
+  splits = readback.splits_of(grouped)
   assert len(splits) == 150 + len(corpus['pairs'])
   for original, copy, kind in corpus['pairs']:
     assert splits[copy] == splits[original], (original, copy, kind)
@@ -174,7 +165,7 @@ def test_without_grouping_copies_straddle_and_validation_names_them(
   out = tmp_path / 'out'
   _run(corpus['copied'], out, '--near_duplicates', 'off')
   assert _near(out) == {'mode': 'off', 'similarity': 0.5}
-  splits = _splits_of(out)
+  splits = readback.splits_of(out)
   straddling = [(a, b) for a, b, kind in corpus['pairs']
                 if splits[a] != splits[b]]
   assert straddling  # else the fixture proves nothing
@@ -197,7 +188,7 @@ def test_drop_keeps_one_document_per_group(corpus, tmp_path):
   near = _near(out)
   assert len(near_dead) == near['groups'] == near['dropped'][
       'near_duplicates']
-  kept = _splits_of(out)
+  kept = readback.splits_of(out)
   for original, copy, kind in corpus['pairs']:
     if kind in ('capitals', 'spacing'):
       continue  # exact copies are kept (no --drop_duplicates)
