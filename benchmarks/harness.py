@@ -33,6 +33,8 @@ import tempfile
 import threading
 import time
 
+import numpy as np
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_DIR = os.path.join(REPO, 'benchmarks')
 GNU_TIME = '/usr/bin/time'
@@ -647,3 +649,18 @@ def printed():
 def code_block(text):
   """Printed text as a markdown code block."""
   return '```\n' + text.strip('\n') + '\n```\n'
+
+
+def same_label_pairs(labels):
+  """(a, b): the indices of every pair a < b of items with one label, in
+  label order, then a, then b."""
+  by_label = {}
+  for i, label in enumerate(labels):
+    by_label.setdefault(label, []).append(i)
+  a, b = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+  for idx in by_label.values():
+    idx = np.asarray(idx, np.int64)
+    i, j = np.triu_indices(len(idx), 1)
+    a.append(idx[i])
+    b.append(idx[j])
+  return np.concatenate(a), np.concatenate(b)

@@ -37,7 +37,6 @@ nothing).
 """
 
 import argparse
-import collections
 import io
 import os
 import sys
@@ -120,18 +119,6 @@ def measures(sigs_a, sigs_b):
   return hd, td, meet
 
 
-def same_label_pairs(labels):
-  by_label = collections.defaultdict(list)
-  for i, label in enumerate(labels):
-    by_label[label].append(i)
-  a, b = [], []
-  for idx in by_label.values():
-    for i in range(len(idx)):
-      a += [idx[i]] * (len(idx) - i - 1)
-      b += idx[i + 1:]
-  return np.asarray(a, np.int64), np.asarray(b, np.int64)
-
-
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   harness.add_results_flags(parser)
@@ -146,7 +133,7 @@ def main(argv=None):
   copies = {}
   for kind, make in VARIANTS.items():
     copies[kind] = measures(sigs, [signature(make(im)) for im in base])
-  ia, ib = same_label_pairs(labels)
+  ia, ib = harness.same_label_pairs(labels)
   negatives = measures([sigs[i] for i in ia], [sigs[i] for i in ib])
   by_name = {p.name: i for i, p in enumerate(pictures)}
   tone_pairs = [(by_name[t.variant_of], t) for t in tones

@@ -38,7 +38,6 @@ benchmarks/RESULTS.md (--results PATH writes it; --no-results nothing).
 """
 
 import argparse
-import collections
 import os
 import re
 import sys
@@ -101,19 +100,6 @@ def measures(measure, sigs_a, sigs_b):
   return estimate, meet
 
 
-def same_label_pairs(labels):
-  by_label = collections.defaultdict(list)
-  for i, label in enumerate(labels):
-    by_label[label].append(i)
-  a, b = [], []
-  for idx in by_label.values():
-    idx = np.asarray(idx)
-    i, j = np.triu_indices(len(idx), 1)
-    a.append(idx[i])
-    b.append(idx[j])
-  return np.concatenate(a), np.concatenate(b)
-
-
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
   harness.add_results_flags(parser)
@@ -133,7 +119,7 @@ def main(argv=None):
   kinds = list(made[0])
   copies = {k: measures(measure, sigs, sg.signatures([m[k] for m in made]))
             for k in kinds}
-  ia, ib = same_label_pairs(labels)
+  ia, ib = harness.same_label_pairs(labels)
   negatives = measures(measure, sigs[ia], sigs[ib])
   seconds = time.time() - t0
 
