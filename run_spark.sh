@@ -3,7 +3,7 @@
 #
 #   ./run_spark.sh --modality image --input /shared/raw --output /shared/ds \
 #       --job_endpoint spark-job-server:8099 \
-#       --environment EXTERNAL --environment_config localhost:50000 \
+#       --environment EXTERNAL --environment_config localhost:8096 \
 #       [any option of pipelines.preprocess] [any Beam option]
 #
 #   ./run_spark.sh ... --spark_job_server_jar JOB_SERVER.jar \

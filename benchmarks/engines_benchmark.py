@@ -16,9 +16,9 @@ with start-up (harness.run_measured), interleaved, --repeats times:
 
   direct  the command as all_modalities.py runs it (DirectRunner)
   flink   ./run_flink.sh ARGS --job_endpoint localhost:8099 --environment
-          EXTERNAL --environment_config localhost:50000 --parallelism 2
+          EXTERNAL --environment_config localhost:8096 --parallelism 2
   spark   ./run_spark.sh ARGS --job_endpoint localhost:8199 --environment
-          EXTERNAL --environment_config localhost:50100 (or Beam's
+          EXTERNAL --environment_config localhost:8196 (or Beam's
           PortableRunner through python -m pipelines.preprocess with
           --spark-via preprocess)
 
@@ -91,9 +91,9 @@ FLINK_REST = 'http://localhost:8081'
 FLINK_RUN = os.environ.get('TFRP_FLINK_RUN', '/tmp/tfrecord-pipelines-flink')
 SPARK_RUN = os.environ.get('TFRP_RUN_SPARK', '/tmp/tfrecord-pipelines-spark')
 FLINK_ARGS = ['--job_endpoint', 'localhost:8099', '--environment',
-              'EXTERNAL', '--environment_config', 'localhost:50000',
+              'EXTERNAL', '--environment_config', 'localhost:8096',
               '--parallelism', '2']
-SPARK_ENDPOINT, SPARK_POOL = 'localhost:8199', 'localhost:50100'
+SPARK_ENDPOINT, SPARK_POOL = 'localhost:8199', 'localhost:8196'
 SCRIPTS = {'flink': os.path.join(REPO, 'scripts', 'flink_cluster.sh'),
            'spark': os.path.join(REPO, 'scripts', 'spark_cluster.sh')}
 # What a long-lived engine process is labelled in the tables.

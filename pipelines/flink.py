@@ -20,7 +20,7 @@ Beam reaches Flink through its Flink job server, a Java program:
     (--flink_master localhost:PORT or [local]), the default there;
   - EXTERNAL: an SDK worker pool already running beside each task manager
     (`python -m apache_beam.runners.worker.worker_pool_main --service_port
-    50000` in an environment with this project installed);
+    8096` in an environment with this project installed);
     --environment_config is its address;
   - DOCKER: a container per task manager; --environment_config is the image
     (default: Beam's Python SDK image, apache/beam_python3.X_sdk:2.77.0).

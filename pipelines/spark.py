@@ -3,7 +3,7 @@
     python -m pipelines.spark --modality image \\
         --input /shared/raw --output /shared/datasets/cats \\
         --job_endpoint spark-job-server:8099 \\
-        --environment EXTERNAL --environment_config localhost:50000 \\
+        --environment EXTERNAL --environment_config localhost:8096 \\
         [any preprocess option] [any Beam option]
 
 Beam reaches Spark through its Spark job server, a Java program that is
@@ -24,7 +24,7 @@ SPARK_MASTER_URL is ignored.
   - LOOPBACK: inside this process; only when every Spark worker is on this
     machine (the default for a local master);
   - EXTERNAL: an SDK worker pool on each Spark worker host (`python -m
-    pipelines.worker_pool --service_port 50000` in an environment with
+    pipelines.worker_pool --service_port 8096` in an environment with
     this project installed); --environment_config is its HOST:PORT, as the
     executors see it;
   - DOCKER: a container per executor; --environment_config is the image

@@ -1,9 +1,9 @@
 """Beam's Python SDK worker pool, made safe to share between task managers.
 
-    python -m pipelines.worker_pool --service_port 50000
+    python -m pipelines.worker_pool --service_port 8096
 
 A pipeline with `--environment_type EXTERNAL --environment_config
-HOST:50000` has each Flink TaskManager (or Spark executor) ask the pool at
+HOST:8096` has each Flink TaskManager (or Spark executor) ask the pool at
 that address for SDK workers. Start it from an environment with this
 project installed; it starts each worker with its own Python.
 
@@ -195,10 +195,22 @@ def main(argv=None):
   pool = SharedWorkerPool(args.state_cache_size,
                           args.data_buffer_time_limit_ms,
                           args.end_task_manager_of_lost_workers)
-  server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+  # On 127.0.0.1 only, and alone: with "localhost" gRPC listens if any of
+  # its addresses binds (::1 while an outgoing connection holds the port
+  # on 127.0.0.1, where the engines connect), and with SO_REUSEPORT it
+  # shares a port with a pool left running.
+  server = grpc.server(futures.ThreadPoolExecutor(max_workers=16),
+                       options=[('grpc.so_reuseport', 0)])
   beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(
       pool, server)
-  server.add_insecure_port('localhost:%d' % args.service_port)
+  try:
+    bound = server.add_insecure_port('127.0.0.1:%d' % args.service_port)
+  except RuntimeError:
+    bound = 0
+  if not bound:
+    sys.exit(f'worker pool: cannot listen on 127.0.0.1:{args.service_port} '
+             '(another socket holds the port; choose another '
+             '--service_port).')
   server.start()
   _LOGGER.info('worker pool listening on port %d (workers run %s)',
                args.service_port, sys.executable)

@@ -8,7 +8,7 @@
 #
 # Then submit with
 #   ./run_flink.sh ... --job_endpoint localhost:8099 \
-#       --environment EXTERNAL --environment_config localhost:50000
+#       --environment EXTERNAL --environment_config localhost:8096
 #
 # Everything comes from package registries (no Docker, no Apache mirrors):
 #   - Flink itself from PyPI: the apache-flink / apache-flink-libraries wheels
@@ -36,7 +36,9 @@
 # TM_RESTART_LIMIT); start supervises it again. status shows the restarts.
 #
 # Ports (all on localhost): Flink REST 8081, JobManager RPC 6123, job server
-# 8099 (jobs) / 8098 (artifacts) / 8097 (expansion), worker pool 50000.
+# 8099 (jobs) / 8098 (artifacts) / 8097 (expansion), worker pool 8096. All
+# are below Linux's ephemeral range (32768-60999), where any outgoing
+# connection may hold a port (Beam's customary 50000 is in it).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,7 +59,7 @@ JM_RPC_PORT=6123
 JOB_PORT=8099
 ARTIFACT_PORT=8098
 EXPANSION_PORT=8097
-WORKER_POOL_PORT=50000
+WORKER_POOL_PORT=8096
 
 CONF_DIR="$RUN/conf"
 LOG_DIR="$RUN/log"

@@ -9,7 +9,7 @@
 # then submit with Beam's PortableRunner:
 #
 #   --runner PortableRunner --job_endpoint localhost:8199 \
-#   --environment_type EXTERNAL --environment_config localhost:50100 \
+#   --environment_type EXTERNAL --environment_config localhost:8196 \
 #   --environment_cache_millis=86400000
 #
 # Why the last one: with the default (0) a Spark executor releases its SDK
@@ -37,9 +37,11 @@
 #   worker 1, 2   8082, 8083 (web UIs); 1 core and 2 GiB each
 #   job server    8199 (jobs), 8198 (artifacts), 8197 (expansion); it is the
 #                 Spark driver of each job: application UI on 4040
-#   worker pool   50100
+#   worker pool   8196
 # These avoid Flink's 8081 and a Flink job server's 8099/8098/8097, so both
-# clusters can run side by side.
+# clusters can run side by side. All are below Linux's ephemeral range
+# (32768-60999), where any outgoing connection may hold a port: Beam's
+# customary 50000 there once left the worker pool unable to listen.
 #
 # Environment:
 #   TFRP_ENGINES  download cache (default ~/.cache/tfrecord-pipelines/engines);
@@ -70,7 +72,7 @@ WORKER_MEMORY=2g
 JOB_PORT=8199
 ARTIFACT_PORT=8198
 EXPANSION_PORT=8197
-POOL_PORT=50100
+POOL_PORT=8196
 MASTER_URL="spark://$HOST:$MASTER_PORT"
 
 PYSPARK_DIR="$ENGINES/pyspark-$SPARK_VERSION"

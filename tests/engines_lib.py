@@ -17,10 +17,10 @@ FLINK_SCRIPT = os.path.join(ROOT, 'scripts', 'flink_cluster.sh')
 SPARK_SCRIPT = os.path.join(ROOT, 'scripts', 'spark_cluster.sh')
 FLINK_REST = 'http://localhost:8081'
 FLINK_JOB_ENDPOINT = 'localhost:8099'
-FLINK_WORKER_POOL = 'localhost:50000'
+FLINK_WORKER_POOL = 'localhost:8096'
 SPARK_MASTER_UI = 'http://localhost:8080'
 SPARK_JOB_ENDPOINT = 'localhost:8199'
-SPARK_WORKER_POOL = 'localhost:50100'
+SPARK_WORKER_POOL = 'localhost:8196'
 
 # The flags of each modality's sample run, on every runner.
 FLAGS = {

@@ -81,7 +81,7 @@ def check_rest(args, started):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--job_endpoint', default='localhost:8099')
-  parser.add_argument('--worker_pool', default='localhost:50000')
+  parser.add_argument('--worker_pool', default='localhost:8096')
   parser.add_argument('--rest', default='http://localhost:8081')
   parser.add_argument('--parallelism', type=int, default=2)
   parser.add_argument('--job_name', default='tfrp-flink-smoke')

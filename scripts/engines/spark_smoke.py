@@ -1,7 +1,7 @@
 """Smoke test for the Spark cluster of scripts/spark_cluster.sh.
 
     .venv/bin/python scripts/engines/spark_smoke.py [--output DIR] \\
-        [--job_endpoint localhost:8199] [--environment_config localhost:50100]
+        [--job_endpoint localhost:8199] [--environment_config localhost:8196]
 
 Runs a small batch pipeline with a GroupByKey and a side input through
 Beam's PortableRunner and Spark job server, with the SDK workers in the
@@ -29,7 +29,7 @@ def main(argv=None) -> int:
                       help='folder for the result (default: a temp folder '
                       'that every worker on this machine can reach)')
   parser.add_argument('--job_endpoint', default='localhost:8199')
-  parser.add_argument('--environment_config', default='localhost:50100')
+  parser.add_argument('--environment_config', default='localhost:8196')
   args, beam_args = parser.parse_known_args(argv)
   out_dir = args.output or tempfile.mkdtemp(prefix='spark-smoke-')
   options = PipelineOptions([

@@ -30,7 +30,7 @@ def test_flink_goes_through_run_flink_with_two_slots_and_a_job_name():
   assert cmd[cmd.index('--output') + 1] == 'OUT_flink'
   assert cmd[cmd.index('--job_name') + 1] == 'the-job'
   assert cmd[-8:] == ['--job_endpoint', 'localhost:8099', '--environment',
-                      'EXTERNAL', '--environment_config', 'localhost:50000',
+                      'EXTERNAL', '--environment_config', 'localhost:8096',
                       '--parallelism', '2']
 
 
@@ -43,7 +43,7 @@ def test_spark_command_switches_in_one_place(via, first, env_flag):
   assert cmd[0] == first
   assert cmd[cmd.index('--job_endpoint') + 1] == 'localhost:8199'
   assert cmd[cmd.index(env_flag) + 1] == 'EXTERNAL'
-  assert cmd[cmd.index('--environment_config') + 1] == 'localhost:50100'
+  assert cmd[cmd.index('--environment_config') + 1] == 'localhost:8196'
   # The cache of SDK workers: set here, or by run_spark.sh itself.
   assert (via == 'preprocess') == (
       '--environment_cache_millis=86400000' in cmd)

@@ -203,7 +203,7 @@ def test_flink_launcher_options(tmp_path):
   # A running job server needs no master.
   args = flink.beam_args(base + ['--job_endpoint', 'js:8099', '--environment',
                                  'EXTERNAL', '--environment_config',
-                                 'localhost:50000'], {})
+                                 'localhost:8096'], {})
   assert '--flink_master' not in args and 'js:8099' in args
   # Beam's own --environment_type is passed on with its address (the
   # launcher's flag table once kept --environment_config to itself).
@@ -238,7 +238,7 @@ def test_flink_execution_mode_reaches_the_job_server():
   # Beam's own default (PIPELINED) unless the user asks.
   args = flink.beam_args(['--modality', 'text', '--job_endpoint', 'js:8099',
                           '--environment', 'EXTERNAL', '--environment_config',
-                          'localhost:50000'], {})
+                          'localhost:8096'], {})
   assert '--execution_mode_for_batch' not in args
 
 

@@ -18,7 +18,7 @@ ROOT = repo.ROOT
 BASE = ['--modality', 'image', '--input', '/shared/in', '--output',
         '/shared/out']
 EXTERNAL = ['--environment', 'EXTERNAL', '--environment_config',
-            'localhost:50100']
+            'localhost:8196']
 
 
 def _opts(args):
@@ -42,7 +42,7 @@ def test_a_running_job_server_and_an_external_worker_pool():
       '--runner': 'SparkRunner', '--job_endpoint': 'localhost:8199',
       '--environment_cache_millis': '86400000',
       '--environment_type': 'EXTERNAL',
-      '--environment_config': 'localhost:50100'}
+      '--environment_config': 'localhost:8196'}
 
 
 def test_environment_variables_stand_in_for_the_flags():
@@ -117,10 +117,10 @@ def test_beams_environment_type_is_passed_on_with_its_config():
   """As the cluster script's hand-made command spells it."""
   args = spark.beam_args(
       BASE + ['--job_endpoint', 'localhost:8199', '--environment_type',
-              'EXTERNAL', '--environment_config', 'localhost:50100'], {})
+              'EXTERNAL', '--environment_config', 'localhost:8196'], {})
   opts = _opts(args)
   assert opts['--environment_type'] == 'EXTERNAL'
-  assert opts['--environment_config'] == 'localhost:50100'
+  assert opts['--environment_config'] == 'localhost:8196'
   assert args.count('--environment_type') == 1
 
 
