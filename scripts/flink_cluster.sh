@@ -64,6 +64,9 @@ WORKER_POOL_PORT=8096
 CONF_DIR="$RUN/conf"
 LOG_DIR="$RUN/log"
 PID_DIR="$RUN/pid"
+# Flink's working files (each TaskManager's tm_* folder with the jobs' jars,
+# spill and shuffle files): here, not loose in /tmp, so stop can remove them.
+TMP_DIR="$RUN/tmp"
 # Flink's daemon scripts name their pid files flink-<ident>-<daemon>.pid.
 export FLINK_IDENT_STRING=tfrp
 JM_PIDS="$PID_DIR/flink-$FLINK_IDENT_STRING-standalonesession.pid"
@@ -217,7 +220,7 @@ ensure_flink() {
 # Our own FLINK_CONF_DIR; the one inside pyflink stays untouched. Rewritten
 # on every start (running processes keep what they read).
 write_conf() {
-  mkdir -p "$CONF_DIR" "$LOG_DIR" "$PID_DIR" "$RUN/artifacts"
+  mkdir -p "$CONF_DIR" "$LOG_DIR" "$PID_DIR" "$RUN/artifacts" "$TMP_DIR"
   cp "$FLINK_HOME"/conf/log4j*.properties "$FLINK_HOME"/conf/logback*.xml "$CONF_DIR/"
   # Java 17 needs Flink's --add-opens/--add-exports list, which Flink ships
   # in its own config.yaml; reuse it rather than copy it here.
@@ -271,6 +274,13 @@ taskmanager.memory.managed.size: 512m
 # recovers or fails, instead of waiting for ever on a dead data stream
 # (Flink's default only logs it).
 cluster.uncaught-exception-handling: FAIL
+
+# Working files in the run folder. A TaskManager keeps each job's jars
+# (about 150 MB for a Beam job) until blob.service.cleanup.interval after
+# the job ends (an hour by default), and one that is killed never removes
+# its folder: in /tmp, test runs left 31 GB there.
+io.tmp.dirs: $TMP_DIR
+blob.service.cleanup.interval: 60
 
 # Beam's batch (DataSet) translation of a real pipeline has ~200 operators,
 # many running at once in a slot, and Flink 1.19 reserves 512 network
@@ -583,6 +593,11 @@ start() {
   ensure_flink
   write_conf
   check_ports
+  if [ -z "$(live_pids "$JM_PIDS" StandaloneSessionClusterEntrypoint)" ] &&
+      [ -z "$(live_pids "$TM_PIDS" TaskManagerRunner)" ]; then
+    # What Flink processes killed before left behind.
+    rm -rf "${TMP_DIR:?}"/*
+  fi
   step "ports: $REST_PORT $JM_RPC_PORT $JOB_PORT $ARTIFACT_PORT $EXPANSION_PORT $WORKER_POOL_PORT are free or ours"
   start_jobmanager
   start_taskmanagers
@@ -674,7 +689,8 @@ stop() {
       "$ARTIFACT_PORT" "$EXPANSION_PORT" "$WORKER_POOL_PORT"; then
     die "stopped everything this script started, but a port among $REST_PORT $JM_RPC_PORT $JOB_PORT $ARTIFACT_PORT $EXPANSION_PORT $WORKER_POOL_PORT is still open (another program uses it)."
   fi
-  step "stopped: ports $REST_PORT $JM_RPC_PORT $JOB_PORT $ARTIFACT_PORT $EXPANSION_PORT $WORKER_POOL_PORT are closed"
+  rm -rf "${TMP_DIR:?}"
+  step "stopped: ports $REST_PORT $JM_RPC_PORT $JOB_PORT $ARTIFACT_PORT $EXPANSION_PORT $WORKER_POOL_PORT are closed; working files removed"
 }
 
 # --- status -----------------------------------------------------------------

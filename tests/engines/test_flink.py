@@ -76,6 +76,20 @@ def test_each_modality_on_flink_publishes_the_direct_runners_dataset(
   assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
 
 
+def test_the_taskmanagers_working_files_are_in_the_run_folder(flink_cluster):
+  """Not loose in /tmp: each TaskManager keeps the jobs' jars in its
+  working folder, and a killed one leaves it behind; stop removes the run
+  folder's tmp (scripts/flink_cluster.sh)."""
+  config = {e['key']: e['value']
+            for e in get_json(f'{FLINK_REST}/jobmanager/config')}
+  run_folder = os.environ.get('TFRP_RUN', '/tmp/tfrecord-pipelines-flink')
+  assert config['io.tmp.dirs'] == os.path.join(run_folder, 'tmp')
+  assert config['blob.service.cleanup.interval'] == '60'
+  for tm in get_json(f'{FLINK_REST}/taskmanagers')['taskmanagers']:
+    assert os.path.isdir(os.path.join(run_folder, 'tmp', f'tm_{tm["id"]}'))
+    assert not os.path.exists(f'/tmp/tm_{tm["id"]}')
+
+
 def test_more_subtasks_than_slots_with_batch_forced(
     flink_cluster, sample_inputs, direct_runs, tmp_path):
   """--execution_mode_for_batch BATCH_FORCED runs a job of parallelism 4 on
