@@ -71,3 +71,20 @@ def test_spilled_rows_come_back_a_few_or_all_at_once(tmp_path):
     hold.take_rows(ref, np.array([950]))
   with pytest.raises(IOError, match='cut short'):
     hold.take_rows(ref, many)
+
+
+def test_spilled_rows_far_apart_come_back_in_order(tmp_path):
+  big = np.random.default_rng(0).integers(0, 256, (20000, 40), np.uint8)
+  spill = hold.Spill(str(tmp_path))
+  spill.put('something before')
+  ref = spill.put_rows(big)
+  spill.put_rows(big[::-1])
+  spill.close()
+  # Runs of near rows (read at once) and rows 120 KB and more apart.
+  wanted = np.array([0, 1, 5, 3000, 3001, 3002, 12000, 19999])
+  assert (hold.take_rows(ref, wanted) == big[wanted]).all()
+  assert hold.take_rows(ref, np.array([], np.int64)).shape == (0, 40)
+  everything = np.arange(20000)
+  assert (hold.take_rows(ref, everything) == big).all()
+  with pytest.raises(IndexError):
+    hold.take_rows(ref, np.array([20000]))

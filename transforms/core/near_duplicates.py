@@ -46,6 +46,7 @@ dropped or kept, by core/contents.py as before.
 """
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import math
@@ -669,6 +670,23 @@ class _BandFn(beam.DoFn):
     return out
 
 
+def _pairs_of(size: int) -> Tuple[np.ndarray, np.ndarray]:
+  """(i, j) of every pair i < j of range(size). NumPy's triu_indices makes
+  a size x size mask each time, and the small sizes come back in every
+  table: those are kept (all up to 64 hold 44,000 pairs)."""
+  if size <= 64:
+    return _small_pairs_of(size)
+  return np.triu_indices(size, 1)
+
+
+@functools.lru_cache(maxsize=None)
+def _small_pairs_of(size: int) -> Tuple[np.ndarray, np.ndarray]:
+  i, j = np.triu_indices(size, 1)
+  i.setflags(write=False)
+  j.setflags(write=False)
+  return i, j
+
+
 def _pairs_in_runs(starts: np.ndarray, ends: np.ndarray
                    ) -> Tuple[np.ndarray, np.ndarray]:
   """(i, j) of every pair i < j inside each run [start, end)."""
@@ -676,7 +694,7 @@ def _pairs_in_runs(starts: np.ndarray, ends: np.ndarray
   firsts, seconds = [], []
   for size in np.unique(sizes[sizes > 1]).tolist():
     at = starts[sizes == size]
-    i, j = np.triu_indices(size, 1)
+    i, j = _pairs_of(size)
     firsts.append((at[:, None] + i[None, :]).ravel())
     seconds.append((at[:, None] + j[None, :]).ravel())
   if not firsts:
