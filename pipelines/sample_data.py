@@ -100,8 +100,8 @@ def generate(output: str, count: int, classes: Sequence[str] = DEFAULT_CLASSES,
 def add_oddities(output: str, seed: int = 0) -> List[str]:
   """Adds what real image folders hold to a generated one: three PNGs with
   transparency (a shape on a transparent background, opaque or
-  half-transparent colour), a JPEG cut short, which the pipeline dead-letters, and two
-  near-duplicates of the first class's first picture (downloaded again:
+  half-transparent colour), a JPEG cut short, which the pipeline
+  dead-letters, and two near-duplicates of the first class's first picture (downloaded again:
   resized to 85% and saved as JPEG quality 80; and brightened, as a PNG),
   which the pipeline keeps in that picture's split. Returns the files
   written, relative to `output`."""
