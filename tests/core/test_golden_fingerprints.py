@@ -104,7 +104,10 @@ def _make_inputs(root):
     (folder / label).mkdir(parents=True, exist_ok=True)
     (folder / label / f'doc{i:04d}.txt').write_text(text, encoding='utf-8')
   paths['text_folder'] = folder
-  rows_df = sensorgen.frame(devices=6, rows_per_device=80, seed=3)
+  # One device's rows: a table without an entity column is one series,
+  # where rows of several devices at one time would conflict.
+  rows_df = sensorgen.frame(devices=1, rows_per_device=480, seed=3,
+                            entity=False)
   rows_df.loc[rows_df.index[::37], 'ch1'] = np.nan
   rows_df.to_csv(root / 'rows.csv', index=False)
   paths['sensor_rows'] = root / 'rows.csv'
