@@ -11,7 +11,9 @@ text: an unknown word and the first vocabulary words); leakage (what it
 means is the modality's: content in two splits for images and texts, a
 recording or time range in two splits for sensor data), duplicates, label
 conflicts, per-feature statistics and their drift from the training split
-and shard health are checked over the whole dataset. The report is written
+and shard health are checked over the whole dataset, and for sensor data
+each entity's windows or rows in order (their spans, places and times,
+gathered from every shard and split). The report is written
 to `<output>/validation_report.json`, as a self-contained page to
 `<output>/validation_report.html`, and summarized on stdout.
 
@@ -52,6 +54,7 @@ from pipelines import preprocess
 from pipelines import reader
 from transforms.core import near_duplicates as near_lib
 from transforms.modalities.image import checks as image_checks
+from transforms.modalities.sensor import checks as sensor_checks
 from transforms.validation import html_report
 from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as quality_checks
@@ -85,14 +88,18 @@ def _unlisted_files(output: str, manifest: dict) -> List[str]:
 
 
 class _CheckShardFn(beam.DoFn):
-  """check_shard, with two more outputs for the leakage, duplicate and
-  label-conflict checks: each record's (content hash, (split, id, exact,
-  label, observation)), and each recording's (recording, (split, its
-  records in the shard))."""
+  """check_shard, with more outputs for the checks of the whole dataset:
+  each record's (content hash, (split, id, exact, label, observation)) for
+  the leakage, duplicate and label-conflict checks, each recording's
+  (recording, (split, its records in the shard)), the near-duplicate
+  entries, and each record's (recording, (split, place, start, end)) in a
+  time series (sensor: (entity, (split, the window's global start or None
+  for a row, start time, end time)))."""
 
   CONTENT = 'content'
   RECORDING = 'recording'
   NEAR = 'near'
+  SERIES = 'series'
 
   def __init__(self, output: str, manifest: dict):
     super().__init__()
@@ -108,6 +115,8 @@ class _CheckShardFn(beam.DoFn):
     for recording, records in sorted(result.pop('recordings').items()):
       yield beam.pvalue.TaggedOutput(
           self.RECORDING, (recording, (result['split'], records)))
+    for recording, point in result.pop('series'):
+      yield beam.pvalue.TaggedOutput(self.SERIES, (recording, point))
     yield result
 
 
@@ -145,13 +154,20 @@ def _has_texts(manifest: dict) -> bool:
           bool((manifest.get('text') or {}).get('keep_text')))
 
 
+def _has_series(manifest: dict) -> bool:
+  """Whether the dataset's records are time series whose order validation
+  checks per recording (sensor windows and rows, per entity)."""
+  return manifest.get('modality') == 'sensor'
+
+
 def _write_report(results, output, manifest, extra, report_path, content,
-                  recordings, thresholds):
+                  recordings, series, thresholds):
   report = report_lib.build_report(
       manifest, results, extra_files=extra,
       transform_check=reader.check_transform(output, manifest),
       content=content, recordings=recordings, thresholds=thresholds,
-      dead_letters=report_lib.dead_letter_findings(output, manifest))
+      dead_letters=report_lib.dead_letter_findings(output, manifest),
+      series=series)
   with FileSystems.create(report_path,
                           compression_type='uncompressed') as f:
     f.write(json.dumps(report, indent=2, ensure_ascii=False).encode('utf-8'))
@@ -279,7 +295,8 @@ def _validate(options, output, manifest, shards, extra, report_path,
                | 'CheckShard' >> beam.ParDo(
                    _CheckShardFn(output, manifest)).with_outputs(
                        _CheckShardFn.CONTENT, _CheckShardFn.RECORDING,
-                       _CheckShardFn.NEAR, main='results'))
+                       _CheckShardFn.NEAR, _CheckShardFn.SERIES,
+                       main='results'))
     # Records of equal content meet in one group, wherever they are.
     content = (checked[_CheckShardFn.CONTENT]
                | 'GroupByContent' >> beam.GroupByKey()
@@ -309,6 +326,19 @@ def _validate(options, output, manifest, shards, extra, report_path,
                   | 'AllInSeveralSplits' >> beam.combiners.ToList()
                   | 'RecordingFindings' >> beam.Map(
                       quality_checks.recording_findings))
+    series = None
+    if _has_series(manifest):
+      # Each entity's records, from every shard and split, as small tuples
+      # (no values), checked in order; the findings of all entities merged
+      # into counts and a few examples.
+      series = beam.pvalue.AsSingleton(
+          checked[_CheckShardFn.SERIES]
+          | 'GroupByEntity' >> beam.GroupByKey()
+          # -> one entity's findings
+          | 'EntitySeries' >> beam.Map(
+              lambda kv, m: sensor_checks.series_findings(*kv, m), manifest)
+          | 'SeriesFindings' >> beam.CombineGlobally(
+              sensor_checks.merge_series_findings))
     _ = (checked.results
          # -> one result per shard
          | 'AllShards' >> beam.combiners.ToList()
@@ -316,7 +346,7 @@ def _validate(options, output, manifest, shards, extra, report_path,
                                      report_path,
                                      beam.pvalue.AsSingleton(content),
                                      beam.pvalue.AsSingleton(recordings),
-                                     thresholds))
+                                     series, thresholds))
 
 
 def _runner(beam_args: List[str]) -> Optional[str]:

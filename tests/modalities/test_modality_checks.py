@@ -13,9 +13,10 @@ from transforms.validation import dataset_checks as qc
 from transforms.validation import report
 
 
-def _check(manifest, values):
-  """Runs the modality's check_values; returns (record summary, stats)."""
-  out = {'id': 'x', 'label': 'a', 'exact': True, 'pixels': 0, 'image': None,
+def _check(manifest, values, ex_id='x'):
+  """Runs the modality's check_values on a record of id `ex_id`; returns
+  (record summary, stats)."""
+  out = {'id': ex_id, 'label': 'a', 'exact': True, 'pixels': 0, 'image': None,
          'values': None, 'channel_sum': None, 'channel_sum_squares': None}
   stats = qc.FeatureStats()
   modalities.of_manifest(manifest).check_values(values, manifest, out,
@@ -202,7 +203,7 @@ def _window(**changes):
 
 
 def test_sensor_window_passes_with_per_channel_statistics():
-  out, stats = _check(_sensor_manifest(), _window())
+  out, stats = _check(_sensor_manifest(), _window(), 'dev#0')
   assert out['values'] == [0.0, 1.0, 2.0, 3.0]
   assert stats.stats['values/a'][:4] == [2, 0, 0.0, 2.0]
   assert stats.stats['values/b'][:4] == [2, 0, 1.0, 3.0]
@@ -217,7 +218,7 @@ def test_sensor_window_passes_with_per_channel_statistics():
 ])
 def test_bad_sensor_windows_are_refused(changes, problem):
   with pytest.raises(ValueError, match=problem):
-    _check(_sensor_manifest(), _window(**changes))
+    _check(_sensor_manifest(), _window(**changes), 'dev#0')
 
 
 # ------------------------------------------------------------- report --

@@ -113,6 +113,7 @@ def test_sensor_run_reports_bytes_and_rows(tmp_path, caplog):
   frame = sensorgen.frame(devices=4, rows_per_device=100)
   frame.to_csv(src, index=False)
   preprocess.run(['--modality', 'sensor', '--timestamp_column', 'time',
+                  '--entity_column', 'device',
                   '--input', str(src), '--output', str(tmp_path / 'out'),
                   '--progress', 'log'] + LOCAL)
   lines = _lines(caplog)

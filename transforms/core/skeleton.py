@@ -36,6 +36,7 @@ BuildRecords(ReadInputs' dict; built with a Transform, below) ->
               {'records[<split>]': record lists, for every split,
                'before': ((split, label), examples before rebalancing),
                'after': ((split, label), records written),
+               'dead': (optional) dead letters found while building,
                ... anything its manifest section reads}
 """
 
@@ -133,8 +134,6 @@ class PreprocessDataset(beam.PTransform):
       reader.staging = staging
       read = pbegin | 'ReadInputs' >> reader
       _require(read, READ_KEYS, modality.name, 'ReadInputs')
-      dead_per_split, dead_files = read['dead'] | 'WriteDeadLetters' >> (
-          DeadLetters(staging, modality.name))
       labels, label_ids = read['labels'] | 'NameLabels' >> (
           labels_lib.LabelNames())
       metadata, preprocessing_fn = modality.analysis(cfg, plan)
@@ -150,6 +149,11 @@ class PreprocessDataset(beam.PTransform):
           cfg, plan, staging, transform)
       _require(built, RECORD_KEYS + tuple(map(records_key, cfg.split_names)),
                modality.name, 'BuildRecords')
+    dead = read['dead']
+    if 'dead' in built:  # inputs found bad only while the examples are built
+      dead = (dead, built['dead']) | 'AllDeadLetters' >> beam.Flatten()
+    dead_per_split, dead_files = dead | 'WriteDeadLetters' >> (
+        DeadLetters(staging, modality.name))
     shard_list, fingerprints = (
         tuple(built[records_key(s)] for s in cfg.split_names)
         | 'WriteSplits' >> shards.WriteSplits(cfg, staging))

@@ -277,6 +277,32 @@ class Modality:
       checks += report.near_duplicate_leakage(content['near_duplicates'])
     return checks
 
+  def series_checks(self, manifest: dict, series: Optional[dict]
+                    ) -> List[dict]:
+    """The report's checks of each recording's records in order (sensor:
+    an entity's windows or rows, by their times and places), from what
+    the validation pipeline gathered of them; none when it gathered
+    nothing (modalities whose records are no series).
+
+    Args:
+      manifest: The dataset's manifest.
+      series: The checks module's merge_series_findings of the records'
+        out['series'] (see check_values), or None when not gathered.
+
+    Returns:
+      The check entries, each {'check', 'status', 'detail'}.
+    """
+    if series is None:
+      return []
+    return self._checks().series_checks(manifest, series)
+
+  def report_summary(self, manifest: dict) -> Dict[str, Any]:
+    """What the JSON report repeats of the manifest for its readers
+    ({key: value}, such as the sensor's time shape); optional in a checks
+    module, and nothing without it."""
+    summary = getattr(self._checks(), 'report_summary', None)
+    return summary(manifest) if summary else {}
+
   def report_sample(self, info: dict, manifest: dict) -> dict:
     """A record kept as a sample for the report (`info` is its summary)."""
     return self._checks().report_sample(info, manifest)

@@ -54,6 +54,8 @@ class ReportInputs:
     dead_letters: dead_letter_findings of the dead-letter files, if read.
     recordings: quality_checks.recording_findings of the records'
       recordings, if computed.
+    series: The modality's findings of each recording's records in order
+      (sensor: checks.merge_series_findings), if gathered.
   """
   manifest: dict
   results: List[dict]
@@ -65,6 +67,7 @@ class ReportInputs:
   thresholds: quality_checks.Thresholds
   dead_letters: Optional[dict] = None
   recordings: Optional[dict] = None
+  series: Optional[dict] = None
 
 
 def _split_summary(info: dict, results: List[dict]) -> dict:
@@ -183,6 +186,14 @@ def _modality_checks(run: ReportInputs) -> List[dict]:
   """The checks of the modality that wrote the dataset."""
   modality = modalities.of_manifest(run.manifest)
   return modality.dataset_checks(run.manifest, run.by_split)
+
+
+def _series_checks(run: ReportInputs) -> List[dict]:
+  """The modality's checks of each recording's records in order (sensor:
+  an entity's windows or rows), if the validation pipeline gathered
+  them."""
+  modality = modalities.of_manifest(run.manifest)
+  return modality.series_checks(run.manifest, run.series)
 
 
 def _transform_check(run: ReportInputs) -> List[dict]:
@@ -414,7 +425,7 @@ def _label_case_check(run: ReportInputs) -> List[dict]:
 # The report's checks, in the order it lists them.
 CHECKS: Sequence[Callable[[ReportInputs], List[dict]]] = (
     _split_checks, _shards_check, _unlisted_check, _dead_letter_check,
-    _modality_checks,
+    _modality_checks, _series_checks,
     _transform_check, _shard_health_checks, _content_checks,
     _label_case_check, _drift_checks)
 
@@ -453,7 +464,8 @@ def build_report(manifest: dict, results: List[dict],
                  content: Optional[dict] = None,
                  thresholds: Optional[quality_checks.Thresholds] = None,
                  dead_letters: Optional[dict] = None,
-                 recordings: Optional[dict] = None) -> dict:
+                 recordings: Optional[dict] = None,
+                 series: Optional[dict] = None) -> dict:
   """Compares recomputed totals with the manifest and checks the
   dataset as a whole.
 
@@ -466,6 +478,8 @@ def build_report(manifest: dict, results: List[dict],
     thresholds: When drift, shard and record sizes warn or fail.
     dead_letters: dead_letter_findings of the dead-letter files, if read.
     recordings: quality_checks.recording_findings, if computed.
+    series: The modality's findings of each recording's records in
+      order, if gathered (see ReportInputs).
 
   Returns:
     The machine-readable report: {'verdict', 'checks', 'splits', ...};
@@ -480,7 +494,7 @@ def build_report(manifest: dict, results: List[dict],
             for split, info in manifest['splits'].items()}
   run = ReportInputs(manifest, results, by_split, splits, extra_files,
                      transform_check, content, th, dead_letters,
-                     recordings)
+                     recordings, series)
   checks = [c for check in CHECKS for c in check(run)]
   if th.strict:
     for c in checks:
@@ -494,12 +508,14 @@ def _assemble(run: ReportInputs, checks: List[dict]) -> dict:
   manifest = run.manifest
   verdict = 'pass' if all(c['status'] != 'fail' for c in checks) else 'fail'
   record_errors = [e for r in run.results for e in r['record_errors']]
+  modality = modalities.of_manifest(manifest)
   return {'verdict': verdict, 'dataset': manifest.get('name'),
-          'modality': modalities.of_manifest(manifest).name,
+          'modality': modality.name,
           'run_id': manifest.get('run_id'), 'checks': checks,
           'warnings': sum(c['status'] == 'warn' for c in checks),
           'splits': run.splits, 'record_errors': record_errors[:200],
           'content': run.content, 'recordings': run.recordings,
+          'series': run.series, **modality.report_summary(manifest),
           'thresholds': dataclasses.asdict(run.thresholds),
           'shards': [{k: r.get(k) for k in (
               'split', 'file', 'records', 'bad_records', 'readable',

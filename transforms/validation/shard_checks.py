@@ -58,6 +58,8 @@ def check_record(record: bytes, manifest: dict,
     can be two ('' where the content says it), 'recording': the recording
     whose records must share a split (a sensor's entity) or None,
     'time_range': (start, end) of the times it covers or None,
+    'series': (recording, place, start, end) of a record in a time series
+    (a sensor window's global start, None for a row) or None,
     'channel_sum', 'channel_sum_squares', 'pixels', 'image': decoded
     pixels or None, 'values': the sensor values or None} for the
     aggregates; what a modality does not set keeps its default here.
@@ -73,7 +75,7 @@ def check_record(record: bytes, manifest: dict,
          'image': None, 'values': None, 'flags': (),
          'id': values[schema.ID][0].decode('utf-8', 'replace'), 'exact': True,
          'observation': '', 'recording': None, 'time_range': None,
-         'signature': None,
+         'series': None, 'signature': None,
          'content': quality_checks.record_content_hash(
              feats, modality.identity_features)}
   modality.check_values(values, manifest, out, stats)
@@ -142,9 +144,11 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
     flagged records ({flag: {'count', 'ids'}}), the problems found (each
     naming the file), each record's (content hash, (split, id, exact,
     label, observation)) in 'content',
-    the records of each recording in 'recordings' ({recording: n}) and
-    the time range the records cover in 'time_range' (see
-    dataset_checks.widen_time_range; None without times).
+    the records of each recording in 'recordings' ({recording: n}),
+    each record's (recording, (split, place, start, end)) in 'series'
+    (records in a time series) and the time range the records cover in
+    'time_range' (see dataset_checks.widen_time_range; None without
+    times).
   """
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
   path = manifest_lib.join(output, shard['file'])
@@ -155,7 +159,8 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
             'channel_sum_squares': None, 'pixels': 0, 'sha256': None,
             'readable': True, 'bytes': None, 'largest_record': 0,
             'stats': {}, 'content': [], 'samples': {}, 'flagged': {},
-            'recordings': {}, 'time_range': None, 'near': []}
+            'recordings': {}, 'series': [], 'time_range': None,
+            'near': []}
   if not FileSystems.exists(path):
     result['readable'] = False
     result['shard_errors'].append(f'{shard["file"]}: file is missing')
@@ -258,6 +263,10 @@ def _add_record(result: dict, record: bytes, name: str, manifest: dict,
   if info['recording'] is not None:
     recordings = result['recordings']
     recordings[info['recording']] = recordings.get(info['recording'], 0) + 1
+  if info['series'] is not None:
+    recording, place, start, end = info['series']
+    result['series'].append((recording, (result['split'], place, start,
+                                         end)))
   if info['time_range'] is not None:
     result['time_range'] = quality_checks.widen_time_range(
         result['time_range'], *info['time_range'], info['id'])

@@ -1,20 +1,24 @@
-"""The sensor modality's chunked-window path in a TestPipeline.
+"""The sensor modality's chunked path in a TestPipeline.
 
-Entities whose rows are not in time order in one file are windowed by
-(entity, time chunk): `_key_by_chunk` cuts row batches into pieces,
-GroupByKey gathers each chunk, `ChunkWindows` sorts it and builds the
-windows that lie inside it (with each chunk's offset in the entity's rows
-from the row counts of the chunks before it), and the fragments of windows
-that cross a chunk boundary are grouped and put together by `_assemble`.
-This wires those steps the way transforms/modalities/sensor/pipeline.py's
-`_window_examples` does, with chunks a few rows long so that most windows
-cross boundaries, and compares every window (id, label, times, values,
-split) with windows cut by plain NumPy from each entity's sorted rows.
+Entities whose rows are not in strictly increasing time in one file go
+the chunked way (`pipeline.chunked_series`): `_key_by_chunk` cuts row
+batches into pieces by (entity, time chunk), each chunk is gathered,
+sorted and made one row per observation (`SortChunks`: repeated rows
+dropped, conflicting ones dead-lettered), the entity's sampling interval
+and max gap come from its sorted observations, each chunk finds its gaps,
+each entity's plan says where its chunks start and where its segments
+are, the windows inside a chunk are built there and the fragments of the
+others are put together by `_assemble`. This runs that wiring with chunks
+a few rows long, so that most windows and several gaps cross chunk
+boundaries, and compares every window (id, label, times, values, split),
+the dead letters and the counts with a plain NumPy reading of the rules
+on each entity's sorted rows.
 """
 
 # pylint: disable=protected-access
 
 import collections
+import itertools
 
 import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -32,10 +36,11 @@ LABELS = np.array(['run', 'sit', 'walk'])
 SPLIT_NAMES = ['train', 'test']
 CHANNELS = 2
 # Rows per entity: one shorter than any window, one whose rows all have the
-# same time (a single chunk, ordered by file and row number alone).
+# same time but differ (every row conflicts: no observation at all).
 ENTITY_ROWS = {'dev0': 61, 'dev1': 45, 'dev2': 4, 'dev3': 23}
 SAME_TIME = 'dev3'
 BATCH_ROWS = 17
+GAP_S = 30  # the seconds of the dropouts put into the series
 
 
 def _settings(length, stride, rule, chunk_rows, cutoff):
@@ -49,16 +54,25 @@ def _settings(length, stride, rule, chunk_rows, cutoff):
 
 def _series(seed=0):
   """Every row: (entity, time, source, row number in the source, label,
-  values); times repeat and rows are out of time order in the files."""
+  values); times 1 to 3 s apart (mostly 1) with two dropouts of GAP_S per
+  entity; a
+  time repeats now and then, mostly as an equal row (a duplicate),
+  sometimes with other values (a conflict); rows are out of time order
+  in the files."""
   rng = np.random.default_rng(seed)
   rows = []
   for entity, n in ENTITY_ROWS.items():
     if entity == SAME_TIME:
-      times = np.full(n, START + 10**9, np.int64)
+      steps = np.zeros(n, np.int64)
     else:
-      times = START + np.cumsum(rng.integers(0, 3, n)) * 10**9
+      steps = rng.choice([0, 1, 1, 1, 3], n)
+      steps[n // 3] = steps[2 * n // 3] = GAP_S
+    times = START + np.cumsum(steps) * 10**9
     labels = LABELS[rng.integers(0, len(LABELS), n)]
     values = rng.normal(size=(n, CHANNELS)).astype(np.float32)
+    for i in range(1, n):
+      if steps[i] == 0 and entity != SAME_TIME and rng.random() < 0.8:
+        labels[i], values[i] = labels[i - 1], values[i - 1]
     for t, label, v in zip(times.tolist(), labels.tolist(), values):
       rows.append([entity, t, SOURCES[rng.integers(len(SOURCES))], label, v])
   order = rng.permutation(len(rows))
@@ -101,30 +115,60 @@ def _entity_stats(rows):
   return stats
 
 
-def _expected_windows(rows, sc, cutoff):
-  """{window id: (entity, label, start, end, values, split)} cut from each
-  entity's rows sorted by (time, file, row number)."""
+def _observations(rows, entity):
+  """The entity's rows sorted by (time, file, row number), one per time:
+  (kept rows, conflicting rows, duplicates dropped)."""
+  mine = sorted((r for r in rows if r[0] == entity),
+                key=lambda r: (r[1], r[2], r[3]))
+  kept, conflicting, duplicates = [], [], 0
+  for _, group in itertools.groupby(mine, key=lambda r: r[1]):
+    group = list(group)
+    if all(r[4] == group[0][4] and np.array_equal(r[5], group[0][5])
+           for r in group):
+      kept.append(group[0])
+      duplicates += len(group) - 1
+    else:
+      conflicting += group
+  return kept, conflicting, duplicates
+
+
+def _expected(rows, sc, cutoff):
+  """({window id: (entity, label, start, end, values, split)}, {entity:
+  (duplicates, conflicting rows, gaps, windows too long)}, conflicting row
+  ids): the rules read plainly, on each entity's sorted rows."""
   length, stride = sc.window_length, sc.window_stride
-  out = {}
+  out, counts, dead = {}, {}, set()
   for entity in ENTITY_ROWS:
-    mine = sorted((r for r in rows if r[0] == entity),
-                  key=lambda r: (r[1], r[2], r[3]))
+    mine, conflicting, duplicates = _observations(rows, entity)
+    dead |= {f'{r[2]}:{r[3]}' for r in conflicting}
     time = np.array([r[1] for r in mine], np.int64)
-    labels = [r[4] for r in mine]
-    values = np.stack([r[5] for r in mine])
-    split = (time >= cutoff).astype(np.int8)
-    for start in range(0, len(mine) - length + 1, stride):
-      seg = labels[start:start + length]
-      if sc.window_label == 'last':
-        label = seg[-1]
-      else:  # majority; ties go to the smallest name
-        counts = collections.Counter(seg)
-        label = min(l for l in counts if counts[l] == max(counts.values()))
-      first, last = split[start], split[start + length - 1]
-      out[f'{entity}#{start}'] = (
-          entity, label, int(time[start]), int(time[start + length - 1]),
-          values[start:start + length], int(first if first == last else -1))
-  return out
+    steps = np.diff(time)
+    median = int(np.sort(steps)[(len(steps) - 1) // 2]) if len(
+        steps) else None
+    max_gap = None if median is None else 3 * median
+    cuts = ([i + 1 for i, d in enumerate(steps.tolist()) if d > max_gap]
+            if max_gap is not None else [])
+    too_long = 0
+    for a, b in zip([0] + cuts, cuts + [len(mine)]):
+      for start in range(a, b - length + 1, stride):
+        if time[start + length - 1] - time[start] > (
+            length * median + max_gap):
+          too_long += 1
+          continue
+        seg = [r[4] for r in mine[start:start + length]]
+        if sc.window_label == 'last':
+          label = seg[-1]
+        else:  # majority; ties go to the smallest name
+          tally = collections.Counter(seg)
+          label = min(l for l in tally if tally[l] == max(tally.values()))
+        first, last = [int(time[i] >= cutoff) for i in
+                       (start, start + length - 1)]
+        out[f'{entity}#{start}'] = (
+            entity, label, int(time[start]), int(time[start + length - 1]),
+            np.stack([r[5] for r in mine[start:start + length]]),
+            first if first == last else -1)
+    counts[entity] = (duplicates, len(conflicting), len(cuts), too_long)
+  return out, counts, dead
 
 
 def _windows_of(batch):
@@ -161,34 +205,6 @@ def _at_least_one(what):
   return check
 
 
-def _chunked_windows(p, batches, entity_stats, sc, tag):
-  """_window_examples' chunked branch: (windows built inside a chunk,
-  assembled crossing windows, rows windowed per chunk)."""
-  entity_dict = beam.pvalue.AsDict(
-      p | f'EntityStats{tag}' >> beam.Create(sorted(entity_stats.items())))
-  pieces = batches | f'KeyByEntityChunk{tag}' >> beam.FlatMap(
-      sensor_pipeline._key_by_chunk, entity_dict, sc.chunk_rows)
-  offsets = (pieces
-             | f'PieceRows{tag}' >> beam.Map(
-                 lambda kv: (kv[0], len(kv[1]['row'])))
-             | f'RowsPerChunk{tag}' >> beam.CombinePerKey(sum)
-             | f'ByEntity{tag}' >> beam.Map(
-                 lambda kv: (kv[0][0], (kv[0][1], kv[1])))
-             | f'ChunksOfEntity{tag}' >> beam.GroupByKey()
-             | f'Offsets{tag}' >> beam.Map(sensor_pipeline._offsets))
-  chunked = (pieces
-             | f'GroupChunks{tag}' >> beam.GroupByKey()
-             | f'WindowChunks{tag}' >> beam.ParDo(
-                 sensor_pipeline.ChunkWindows(sc, SPLIT_NAMES),
-                 beam.pvalue.AsDict(offsets), entity_dict).with_outputs(
-                     'fragments', 'rows', main='windows'))
-  assembled = (chunked.fragments
-               | f'GroupFragments{tag}' >> beam.GroupByKey()
-               | f'AssembleWindows{tag}' >> beam.FlatMap(
-                   sensor_pipeline._assemble, sc))
-  return chunked.windows, assembled, chunked.rows
-
-
 def test_chunked_windows_equal_windows_of_the_sorted_series():
   rows = _series()
   times = sorted(r[1] for r in rows)
@@ -202,32 +218,48 @@ def test_chunked_windows_equal_windows_of_the_sorted_series():
       # chunks, majority labels with ties.
       'Majority': _settings(5, 6, 'majority', 4, cutoff),
   }
-  split_rows = np.bincount(
-      [1 if r[1] >= cutoff else 0 for r in rows], minlength=2).tolist()
   with TestPipeline() as p:
     batch_pc = p | beam.Create(batches)
+    entity_dict = beam.pvalue.AsDict(
+        p | "EntityStats" >> beam.Create(sorted(stats.items())))
     for tag, sc in configs.items():
-      inside, crossing, windowed = _chunked_windows(p, batch_pc, stats, sc,
-                                                    tag)
-      windows = ((inside, crossing)
+      expected, counts, dead = _expected(rows, sc, cutoff)
+      assert sum(c[0] for c in counts.values()) > 0, 'no duplicates'
+      assert sum(c[2] for c in counts.values()) >= 4, 'too few gaps'
+      assert counts[SAME_TIME][1] == ENTITY_ROWS[SAME_TIME]
+      if tag == 'Last':
+        assert sum(c[3] for c in counts.values()) > 0, 'no window too long'
+      out = sensor_pipeline.chunked_series(sc, SPLIT_NAMES, entity_dict,
+                                           batch_pc, tag)
+      windows = ((out['windows'], out['crossing'])
                  | f'AllWindows{tag}' >> beam.Flatten()
                  | f'OneEach{tag}' >> beam.FlatMap(_windows_of))
-      assert_that(windows, _check_windows(_expected_windows(rows, sc,
-                                                            cutoff)),
-                  label=f'Windows{tag}')
-      for name, part in (('inside', inside), ('crossing', crossing)):
-        assert_that(part | f'Count{name}{tag}' >> beam.Map(
+      assert_that(windows, _check_windows(expected), label=f'Windows{tag}')
+      for name in ('windows', 'crossing'):
+        assert_that(out[name] | f'Count{name}{tag}' >> beam.Map(
             lambda b: len(b[st.ID])), _at_least_one(f'{name} windows'),
                     label=f'Some{name}{tag}')
-      # Every row is windowed once, in its split.
-      assert_that(windowed
+      # Every observation is windowed once, in its split.
+      observations = [r for e in ENTITY_ROWS
+                      for r in _observations(rows, e)[0]]
+      split_rows = np.bincount([int(r[1] >= cutoff) for r in observations],
+                               minlength=2).tolist()
+      assert_that(out['rows']
                   | f'RowsTotal{tag}' >> beam.Map(
                       lambda r: np.asarray(r[1], np.int64))
                   | f'SumRows{tag}' >> beam.CombineGlobally(
                       lambda arrays: sum(arrays, np.zeros(2, np.int64)))
                   | f'RowsList{tag}' >> beam.Map(lambda a: a.tolist()),
                   equal_to([split_rows]), label=f'Rows{tag}')
-      assert_that(windowed
-                  | f'RowCount{tag}' >> beam.Map(lambda r: r[0])
-                  | f'SumRowCount{tag}' >> beam.CombineGlobally(sum),
-                  equal_to([len(rows)]), label=f'RowCount{tag}')
+      # Every conflicting row is dead-lettered, naming the others.
+      assert_that(out['dead'] | f'DeadIds{tag}' >> beam.Map(
+          lambda d: d['input']), equal_to(sorted(dead)),
+                  label=f'Dead{tag}')
+      shapes = (out['shapes'] | f'AllShapes{tag}' >> beam.Flatten()
+                | f'Shapes{tag}' >> beam.CombinePerKey(
+                    win.SeriesShape.merge)
+                | f'ShapeCounts{tag}' >> beam.Map(lambda kv: (kv[0], (
+                    kv[1]['duplicates_dropped'], kv[1]['conflicting_rows'],
+                    kv[1]['gaps'], kv[1]['too_long']))))
+      assert_that(shapes, equal_to(sorted(counts.items())),
+                  label=f'Counts{tag}')

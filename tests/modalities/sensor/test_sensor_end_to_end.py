@@ -58,13 +58,21 @@ def test_windows_counts_and_dead_letters(windows_run):
   # 12 devices x 120 rows -> 11 windows each.
   sensor = manifest['sensor']
   assert sensor['windows'] == {'expected': 132, 'formed': 132,
-                               'crossing_time_cutoff': 0}
+                               'crossing_time_cutoff': 0, 'lost_to_gaps': 0,
+                               'too_long': 0}
+  # One row a second: no gap, and no time repeated.
+  total = sensor['time']['total']
+  assert (total['gaps'], total['segments'], total['duplicates_dropped'],
+          total['conflicting_rows']) == (0, 12, 0, 0)
+  assert {e['median_interval_ns'] for e in
+          sensor['time']['entities'].values()} == {10**9}
   assert totals['examples'] == totals['records'] == 132
   assert sensor['value_shape'] == [20, 3]
   assert sensor['channels'] == ['ch0', 'ch1', 'ch2']
   for split in manifest['splits'].values():
     assert split['inputs'] == (split['rows_used'] + split['rows_dropped'] +
                                split['dead_lettered'])
+    assert split['duplicates_dropped'] == 0
     assert split['rows_windowed'] == split['rows_used']
   readback.assert_valid(out)
 

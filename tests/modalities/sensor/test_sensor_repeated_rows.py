@@ -1,6 +1,7 @@
 """A table of daily rows where the input holds some rows twice (an export
 appended to itself): split by entity and time (--split_by hash), each
-repeated row is one observation in one split, and validation passes."""
+repeated row is one observation, stored once, and counted as dropped; and
+validation passes."""
 
 import csv
 
@@ -38,11 +39,18 @@ def published(tmp_path_factory):
   return out, {r[0] for r in repeated}
 
 
-def test_each_repeated_row_is_in_one_split(published):
+def test_each_repeated_row_is_stored_once(published):
   out, repeated = published
   manifest = reader.load_manifest(str(out))
   assert manifest['sensor']['split_by'] == 'hash'
-  assert manifest['totals']['examples'] == 72
+  assert manifest['totals']['examples'] == 60
+  assert manifest['totals']['inputs'] == 72
+  assert sum(s['duplicates_dropped'] for s in
+             manifest['splits'].values()) == 12
+  assert manifest['sensor']['time']['total']['duplicates_dropped'] == 12
+  # The file is not in time order after its first 60 rows: the repeats go
+  # back in time, once.
+  assert manifest['sensor']['time']['total']['out_of_order_rows'] == 1
   splits_of_time = {}
   for split in manifest['splits']:
     for t in readback.read_all(out, split).get('time', []):
@@ -50,6 +58,9 @@ def test_each_repeated_row_is_in_one_split(published):
   assert len(splits_of_time) == 60
   assert all(len(s) == 1 for s in splits_of_time.values()), splits_of_time
   assert sum(len(s) for s in splits_of_time.values()) == 60
+  times = [int(t) for split in manifest['splits']
+           for t in readback.read_all(out, split).get('time', [])]
+  assert len(times) == len(set(times)) == 60
   assert len(repeated) == 12
 
 

@@ -30,7 +30,8 @@ def _chunked(times, values, labels, length, stride, rule, chunk_rows):
   chunk = win.chunk_index(times, int(times.min()), int(times.max()), n,
                           chunk_rows)
   counts = {int(c): int((chunk == c).sum()) for c in np.unique(chunk)}
-  offsets = win.chunk_offsets(counts)
+  offsets = dict(zip(sorted(counts), np.cumsum(
+      [0] + [counts[c] for c in sorted(counts)]).tolist()))
   rows = np.arange(n)
   built, fragments = [], {}
   split = np.zeros(n, np.int8)
@@ -38,26 +39,27 @@ def _chunked(times, values, labels, length, stride, rule, chunk_rows):
     mask = chunk == c
     order = win.sort_rows(times[mask], np.zeros(mask.sum(), np.int64),
                           rows[mask])
-    ch = win.Chunk('e', offsets[c], n, times[mask][order],
-                   values[mask][order], labels[mask][order],
-                   split[mask][order])
-    starts, frags = win.windows_in_chunk(ch, length, stride)
-    names, codes = np.unique(ch.label, return_inverse=True)
-    lab = win.window_labels(codes, starts, length, rule, len(names))
-    for s, l in zip(starts.tolist(), lab.tolist()):
-      built.append((ch.offset + s, ch.time[s], ch.time[s + length - 1],
-                    ch.values[s:s + length], names[l]))
+    offset = offsets[c]
+    t, v, lab, sp = (times[mask][order], values[mask][order],
+                     labels[mask][order], split[mask][order])
+    starts, frags = win.segment_windows([0, n], offset, offset + len(t),
+                                        length, stride)
+    local = starts - offset
+    names, codes = np.unique(lab, return_inverse=True)
+    chosen = win.window_labels(codes, local, length, rule, len(names))
+    for s, l in zip(local.tolist(), chosen.tolist()):
+      built.append((offset + s, t[s], t[s + length - 1],
+                    v[s:s + length], names[l]))
     for k, pos, lo, hi in frags:
       fragments.setdefault(k, []).append(
-          (pos, ch.time[lo:hi], ch.values[lo:hi], ch.label[lo:hi],
-           ch.split[lo:hi]))
+          (pos, t[lo:hi], v[lo:hi], lab[lo:hi], sp[lo:hi]))
   for k, pieces in fragments.items():
     whole = win.assemble(pieces, length)
     assert whole is not None, f'window {k} has a gap'
     t, v, lab, _ = whole
     names, codes = np.unique(lab, return_inverse=True)
     [l] = win.window_labels(codes, np.array([0]), length, rule, len(names))
-    built.append((k * stride, t[0], t[-1], v, names[l]))
+    built.append((k, t[0], t[-1], v, names[l]))
   return sorted(built, key=lambda w: w[0])
 
 
@@ -201,3 +203,130 @@ def test_label_codes_over_batches_give_what_unique_of_the_names_gives():
       {'walk', 'run', '', 'été', 'b', 'Z', '7', 'zz'})
   empty = table.codes(np.array([], dtype=object))
   assert empty.dtype == np.int32 and len(empty) == 0
+
+
+def _segments_brute_force(times, max_gap, length, stride):
+  """Global starts of the windows of one entity's sorted times, cut at
+  gaps, by plain iteration."""
+  cuts = [i for i in range(1, len(times))
+          if max_gap is not None and times[i] - times[i - 1] > max_gap]
+  starts = []
+  for a, b in zip([0] + cuts, cuts + [len(times)]):
+    starts += list(range(a, b - length + 1, stride))
+  return starts
+
+
+@pytest.mark.parametrize('seed', range(40))
+def test_segment_windows_over_chunks_give_each_window_once(seed):
+  rng = np.random.default_rng(seed)
+  n = int(rng.integers(0, 90))
+  length, stride = int(rng.integers(1, 12)), int(rng.integers(1, 15))
+  times = np.cumsum(rng.choice([1, 1, 1, 2, 9], n)).astype(np.int64)
+  cuts = win.gap_positions(times, 3).tolist()
+  bounds = [0] + cuts + [n]
+  want = _segments_brute_force(times, 3, length, stride)
+  edges = sorted({0, n} | set(rng.integers(0, n + 1, 4).tolist()))
+  inside, pieces = [], {}
+  for lo, hi in zip(edges, edges[1:]):
+    starts, fragments = win.segment_windows(bounds, lo, hi, length, stride)
+    assert all(lo <= s and s + length <= hi for s in starts.tolist())
+    inside += starts.tolist()
+    for start, position, r0, r1 in fragments:
+      assert 0 <= r0 < r1 <= hi - lo
+      pieces.setdefault(start, []).append(
+          (position, np.arange(lo + r0, lo + r1), np.zeros((r1 - r0, 1)),
+           np.zeros(r1 - r0), np.zeros(r1 - r0, np.int8)))
+  crossing = []
+  for start, parts in pieces.items():
+    whole = win.assemble(parts, length)
+    assert whole is not None, f'window {start} is not whole'
+    assert whole[0].tolist() == list(range(start, start + length))
+    crossing.append(start)
+  assert sorted(inside + crossing) == want
+  assert len(set(inside) & set(crossing)) == 0
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_the_stream_windower_cuts_at_gaps_like_the_sorted_series(seed):
+  rng = np.random.default_rng(seed)
+  n = int(rng.integers(1, 200))
+  length, stride = int(rng.integers(1, 12)), int(rng.integers(1, 15))
+  times = np.cumsum(rng.choice([1, 1, 1, 2, 9], n)).astype(np.int64)
+  values = np.arange(n, dtype=np.float32)[:, None]
+  streamer = win.StreamWindower(length, stride, {'e': 3})
+  got = []
+  edges = sorted({0, n} | set(rng.integers(0, n + 1, 5).tolist()))
+  for lo, hi in zip(edges, edges[1:]):
+    done = streamer.add('e', times[lo:hi], values[lo:hi],
+                        np.zeros(hi - lo, np.int32), np.zeros(hi - lo,
+                                                              np.int8))
+    if done is not None:
+      global_starts, starts, _, vals, _, _ = done
+      for g, s in zip(global_starts.tolist(), starts.tolist()):
+        # The window's rows are the observations g .. g + length - 1.
+        assert vals[s:s + length, 0].tolist() == list(range(g, g + length))
+      got += global_starts.tolist()
+  want = _segments_brute_force(times, 3, length, stride)
+  assert got == want
+  [(entity, shape)] = streamer.shapes()
+  gaps = int(np.sum(np.diff(times) > 3))
+  assert entity == 'e'
+  assert (shape['observations'], shape['gaps'], shape['segments'],
+          shape['in_segments']) == (n, gaps, gaps + 1, len(want))
+  assert shape['longest_gap_ns'] == (9 if gaps else 0)
+
+
+def test_rows_at_one_time_are_one_observation_or_all_conflicting():
+  times = np.array([1, 2, 2, 2, 3, 3, 4, 4, 5])
+  values = np.array([[0.], [1], [1], [1], [2], [2.5], [np.nan], [np.nan],
+                     [3]])
+  labels = np.array(['a', 'a', 'a', 'a', 'a', 'a', 'b', 'b', 'b'])
+  kept, conflicting, duplicates, runs = win.duplicate_runs(times, values,
+                                                           labels)
+  # Time 2: three equal rows (one kept); 3: values differ (both out);
+  # 4: NaN equals NaN (one kept).
+  assert kept.tolist() == [1, 1, 0, 0, 0, 0, 1, 0, 1]
+  assert conflicting.tolist() == [0, 0, 0, 0, 1, 1, 0, 0, 0]
+  assert duplicates == 3 and runs == [(4, 6)]
+  # A label that differs is a conflict too.
+  labels[3] = 'b'
+  kept, conflicting, duplicates, runs = win.duplicate_runs(times, values,
+                                                           labels)
+  assert conflicting[1:4].all() and not kept[1:4].any()
+  assert duplicates == 1 and runs == [(1, 4), (4, 6)]
+
+
+def test_the_median_interval_is_exact_for_loggers_and_close_for_jitter():
+  regular = np.full(1000, 15_625_000)
+  assert win.sketch_median(win.interval_sketch(regular)) == 15_625_000
+  # Lower middle of an even count, over merged sketches.
+  a, b = win.interval_sketch(np.array([1, 2])), win.interval_sketch(
+      np.array([3, 4]))
+  assert win.sketch_median(win.merge_sketches(a, b)) == 2
+  assert win.sketch_median(win.merge_sketches(None, None)) is None
+  rng = np.random.default_rng(0)
+  jittered = rng.normal(15_625_000, 1_000_000, 20_000).astype(np.int64)
+  parts = [win.interval_sketch(p) for p in np.array_split(jittered, 7)]
+  merged = parts[0]
+  for part in parts[1:]:
+    merged = win.merge_sketches(merged, part)
+  assert merged[0] == 'bins'  # too many distinct intervals to count
+  assert abs(win.sketch_median(merged) / np.median(jittered) - 1) < 0.011
+
+
+def test_max_gap_and_window_span_bound():
+  assert win.entity_max_gap(win.AUTO_GAP, 100) == 300
+  assert win.entity_max_gap(win.AUTO_GAP, None) is None
+  assert win.entity_max_gap(None, 100) is None
+  assert win.entity_max_gap(5_000, 100) == 5_000
+  assert win.span_bound(128, 100, 300) == 128 * 100 + 300
+  assert win.span_bound(128, 100, None) is None
+  assert win.parse_duration('2s') == 2 * 10**9
+  assert win.parse_duration('500ms') == 500 * 10**6
+  assert win.parse_duration('1.5', 'ms') == 1_500_000
+  assert win.parse_duration('1min') == 60 * 10**9
+  for bad in ('soon', '-2s', '0'):
+    with pytest.raises(ValueError):
+      win.parse_duration(bad)
+  assert win.format_duration(15_625_000) == '15.625 ms'
+  assert win.format_duration(None) == 'none'

@@ -27,7 +27,8 @@ class SensorModality(Modality):
   # What its manifest_section reads (True: one value; False: a list).
   manifest_values = {
       'train_stats': True, 'columns': True, 'counts': False,
-      'entity_stats': False, 'formed': False, 'rows_windowed': False}
+      'entity_stats': False, 'formed': False, 'rows_windowed': False,
+      'time_counts': False, 'shapes': False}
 
   def add_arguments(self, add) -> None:
     from transforms.modalities.sensor import options  # pylint: disable=import-outside-toplevel
@@ -88,11 +89,13 @@ class SensorModality(Modality):
 
   def split_failures(self, name: str, split: dict) -> List[str]:
     problems = []
-    used = split['rows_used'] + split['rows_dropped']
+    used = split['rows_used'] + split['rows_dropped'] + split.get(
+        'duplicates_dropped', 0)
     if split['inputs'] != used + split['dead_lettered']:
       problems.append(
           f'the {name} split has {split["inputs"]} inputs but {used} rows '
-          f'used or dropped and {split["dead_lettered"]} dead letters')
+          f'used, dropped or repeated and {split["dead_lettered"]} dead '
+          'letters')
     formed = split.get('rows_windowed', split['examples'])
     if formed != split['rows_used']:
       problems.append(
@@ -108,13 +111,10 @@ class SensorModality(Modality):
     w = sensor['windows']
     if w['expected'] != w['formed']:
       problems.append(
-          f'{w["expected"]} windows follow from the rows of each entity but '
-          f'{w["formed"]} were formed')
+          f'{w["expected"]} windows follow from the segments of each entity '
+          f'but {w["formed"]} were formed')
     if not w['expected']:
-      problems.append(
-          f'no entity has the {sensor["window_length"]} rows '
-          f'--window_length asks for (the longest has '
-          f'{sensor["longest_entity_rows"]})')
+      problems.append(_no_windows(sensor))
     return problems
 
   def leakage_checks(self, manifest, by_split, content, recordings):
@@ -128,6 +128,23 @@ class SensorModality(Modality):
 
   def statistics_analyzed(self, manifest: dict) -> int:
     return manifest['normalization'].get('rows_analyzed', 0)
+
+
+def _no_windows(sensor: dict) -> str:
+  """Why no window could be made, in one sentence."""
+  length = sensor['window_length']
+  longest = sensor.get('longest_segment', sensor['longest_entity_rows'])
+  if longest >= length:
+    return (f'every window of {length} rows spans more time than '
+            f'{length} samples and one gap (--max_gap) allow, so none was '
+            'kept; see sensor.time in the manifest')
+  if longest < sensor['longest_entity_rows']:
+    return (f'no entity has {length} rows (--window_length) without a gap '
+            f'longer than --max_gap ({sensor.get("max_gap", "auto")}): the '
+            f'longest gap-free stretch has {longest} rows, the longest '
+            f'entity {sensor["longest_entity_rows"]}')
+  return (f'no entity has the {length} rows --window_length asks for '
+          f'(the longest has {sensor["longest_entity_rows"]})')
 
 
 def _empty_channels(manifest: dict) -> List[str]:

@@ -53,6 +53,12 @@ def add_arguments(add) -> None:
       help='Sensor: also store each value\'s quantile bucket (0..N-1, '
       'boundaries from a tf.Transform quantiles pass over the training '
       'split) as an int64 feature; 0 turns it off. Default: 0.')
+  add('--max_gap', default='auto',
+      help='Sensor: consecutive rows of an entity further apart than this '
+      'are a gap, and windows never span one: a duration such as 2s, '
+      '500ms or 1min (a bare number is in --timestamp_unit); auto: 3 times '
+      'each entity\'s median sampling interval; none: never cut. '
+      'Default: auto.')
   add('--chunk_rows', default='100000',
       help='Sensor windows: about this many rows of one entity are '
       'grouped and windowed together (bounds worker memory). '
@@ -95,6 +101,15 @@ def settings(o) -> windows.SensorConfig:
       raise UsageError('--time_cutoffs must be in increasing order.')
   elif cutoffs_text:
     raise UsageError('--time_cutoffs needs --split_by time.')
+  gap_text = str(o.max_gap).strip() or 'auto'
+  if gap_text.lower() in ('auto', 'none'):
+    gap_text = gap_text.lower()
+    max_gap = windows.AUTO_GAP if gap_text == 'auto' else None
+  else:
+    try:
+      max_gap = windows.parse_duration(gap_text, unit)
+    except ValueError as e:
+      raise UsageError(f'--max_gap: {e}, or auto or none.') from None
   return windows.SensorConfig(
       timestamp_column=str(o.timestamp_column).strip(),
       timestamp_unit=unit, entity_column=entity,
@@ -106,4 +121,5 @@ def settings(o) -> windows.SensorConfig:
       missing=flags.choice('missing', o.missing, windows.MISSING_POLICIES),
       split_by=split_by, time_cutoffs=cutoffs,
       bucketize=flags.whole_number('bucketize', o.bucketize, 0, 10000),
-      chunk_rows=flags.whole_number('chunk_rows', o.chunk_rows, 1000))
+      chunk_rows=flags.whole_number('chunk_rows', o.chunk_rows, 1000),
+      max_gap=max_gap, max_gap_text=gap_text)

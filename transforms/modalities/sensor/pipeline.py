@@ -309,11 +309,18 @@ class RowStatisticsFn(_ReadRowsFn):
     for entity, idx in win.group_rows(rows.entity):
       times = rows.time[idx]
       previous = last_times.get(entity)
-      ordered = bool(np.all(times[1:] >= times[:-1])) and (
-          previous is None or times[0] >= previous)
+      # Intervals between consecutive rows in the file's order: the
+      # positive ones give the sampling interval; 0 is a repeated time,
+      # a negative one a row out of order.
+      steps = np.diff(times if previous is None else
+                      np.concatenate([[previous], times]))
+      back = int(np.count_nonzero(steps < 0))
       last_times[entity] = int(times[-1])
+      positive = steps[steps > 0]
       yield beam.pvalue.TaggedOutput(ENTITY_STATS, (entity, EntityStats(
-          len(times), int(times.min()), int(times.max()), source, ordered)))
+          len(times), int(times.min()), int(times.max()), source, not back,
+          win.interval_sketch(positive) if len(positive) else None,
+          len(steps) - len(positive) - back, back)))
     labels = sorted(set(rows.label.tolist()))
     yield beam.pvalue.TaggedOutput(LABELS, labels)
     for s, name in enumerate(names):
@@ -336,76 +343,96 @@ class RowStatisticsFn(_ReadRowsFn):
 
 
 class RowExamplesFn(_ReadRowsFn):
-  """The example pass over one input file: batches of usable rows with
-  their split, {'source', 'row', 'time', 'entity', 'label', 'values',
-  'split'} (main output). With `entity_stats` (windows), the entities whose
-  rows are in time order in this file alone are windowed while reading
-  (tagged 'windows', and the rows windowed per split as 'rows'); the main
-  output then holds the rows of the other entities."""
+  """The example pass over one input file.
 
-  def process(self, path, entity_stats=None):
+  The entities whose rows are in strictly increasing time in this file
+  alone are cut at their gaps and windowed while reading (tagged
+  'windows'; in row mode their rows are the main output as examples,
+  {'source', 'row', 'time', 'entity', 'label', 'values', 'split'}), with
+  the rows windowed per split ('rows') and each one's series shape when
+  the file ends ('shapes'). The rows of the other entities go out tagged
+  'unordered' (the same dicts), to be grouped by (entity, time chunk)."""
+
+  def process(self, path, entity_stats):
     sc = self._cfg.settings
     source = batch_examples.source_name(self._plan.root, path)
-    streamer = (win.StreamWindower(sc.window_length, sc.window_stride)
-                if entity_stats is not None else None)
+    gaps = _MaxGaps(sc.max_gap, entity_stats)
+    streamer = win.StreamWindower(sc.window_length, sc.window_stride, gaps)
     labels = win.LabelCodes()
     try:
       for rows, _, split in self._batches(path):
         if len(rows.row):
           yield from self._batch(source, rows, split, streamer, labels,
-                                 entity_stats)
+                                 entity_stats, gaps)
     except tabular.ColumnError:
       return  # the statistics pass dead-lettered the file
+    for entity, shape in streamer.shapes():
+      shape.update(median_interval_ns=gaps.median(entity),
+                   max_gap_ns=gaps.get(entity))
+      yield beam.pvalue.TaggedOutput('shapes', (entity, shape))
 
-  def _batch(self, source, rows, split, streamer, labels, entity_stats):
+  def _batch(self, source, rows, split, streamer, labels, entity_stats,
+             gaps):
     _, keep = self._missing(rows)
     if not keep.all():
       rows, split = _take_rows(rows, keep), split[keep]
     if not len(rows.row):
       return
     values = rows.values.astype(np.float32)
-    if streamer is None:
-      yield {'source': source, 'row': rows.row, 'time': rows.time,
-             'entity': rows.entity, 'label': rows.label, 'values': values,
-             'split': split}
-      return
     yield from self._stream(source, rows, values, split, streamer, labels,
-                            entity_stats)
+                            entity_stats, gaps)
 
   def _stream(self, source, rows, values, split, streamer, labels,
-              entity_stats):
-    """Windows the entities in time order in this file only; the others go
-    to the (entity, chunk) grouping. The streamed rows' labels are held as
-    codes (`labels`, a win.LabelCodes for the file)."""
+              entity_stats, gaps):
+    """Streams the entities in strictly increasing time in this file only;
+    the others go to the (entity, chunk) grouping. The streamed rows'
+    labels are held as codes (`labels`, a win.LabelCodes for the file)."""
     sc, names = self._cfg.settings, self._cfg.split_names
     chunked = np.ones(len(rows.row), bool)
     streamed = np.zeros(len(names), np.int64)
-    completed = []
+    completed, too_long = [], {}
     codes = None
     for entity, idx in win.group_rows(rows.entity):
       if not _streamable(entity_stats[entity]):
         continue
-      if codes is None:
-        codes = labels.codes(rows.label)
       chunked[idx] = False
       streamed += np.bincount(split[idx], minlength=len(names))
+      if not sc.windowed:
+        streamer.add(entity, rows.time[idx], values[idx], split[idx],
+                     split[idx])
+        continue
+      if codes is None:
+        codes = labels.codes(rows.label)
       done = streamer.add(entity, rows.time[idx], values[idx], codes[idx],
                           split[idx])
       if done is not None:
         global_starts, starts, time, vals, label, sp = done
-        completed.append(window_batch(entity, global_starts, starts, time,
-                                      vals, label, sp, sc, labels.names))
-    if streamed.any():
+        batch, lost = window_batch(
+            entity, global_starts, starts, time, vals, label, sp, sc,
+            labels.names, gaps.bound(entity, sc.window_length))
+        if lost:
+          too_long[entity] = too_long.get(entity, 0) + lost
+        if batch is not None:
+          completed.append(batch)
+    for entity, lost in too_long.items():
+      yield beam.pvalue.TaggedOutput('shapes', (entity, {'too_long': lost}))
+    if streamed.any() and sc.windowed:
       yield beam.pvalue.TaggedOutput('rows', (int(streamed.sum()), streamed))
     if completed:
       # One batch per input batch: normalizing and encoding pay per call.
       yield beam.pvalue.TaggedOutput('windows',
                                      batch_examples.concat_batches(completed))
+    if not sc.windowed and not chunked.all():
+      keep = ~chunked
+      yield {'source': source, 'row': rows.row[keep], 'time': rows.time[keep],
+             'entity': rows.entity[keep], 'label': rows.label[keep],
+             'values': values[keep], 'split': split[keep]}
     if chunked.any():
-      yield {'source': source, 'row': rows.row[chunked],
-             'time': rows.time[chunked], 'entity': rows.entity[chunked],
-             'label': rows.label[chunked], 'values': values[chunked],
-             'split': split[chunked]}
+      yield beam.pvalue.TaggedOutput('unordered', {
+          'source': source, 'row': rows.row[chunked],
+          'time': rows.time[chunked], 'entity': rows.entity[chunked],
+          'label': rows.label[chunked], 'values': values[chunked],
+          'split': split[chunked]})
 
 
 def _key_by_chunk(batch, entity_stats, chunk_rows):
@@ -432,55 +459,198 @@ def _key_by_chunk(batch, entity_stats, chunk_rows):
           'label': label_codes[part].astype(code_type)})
 
 
-def _offsets(item):
-  entity, chunk_counts = item
-  return entity, win.chunk_offsets(dict(chunk_counts))
+class SortChunks(beam.DoFn):
+  """(entity, chunk) pieces -> the chunk's observations: its rows sorted
+  (by time, then input file and row), each time once.
 
-
-class ChunkWindows(beam.DoFn):
-  """(entity, chunk) pieces -> window batches, plus fragments of windows
-  that cross the chunk's boundaries (tagged 'fragments')."""
+  Rows at one time that are all equal are one observation (the first
+  kept, the others counted as duplicates); rows at one time that differ
+  are all dead-lettered, each naming the others (tagged 'dead'). Main
+  output: ((entity, chunk), ({'time', 'values', 'label' (names), 'split'
+  and in row mode 'id' (source:row)}, duplicates dropped, conflicting
+  rows)); tagged 'intervals': (entity, (chunk, first time, last time,
+  interval sketch)) and 'counts': ((split, 'duplicates' | 'conflicts'),
+  rows)."""
 
   def __init__(self, sc, split_names):
     super().__init__()
     self._sc, self._names = sc, split_names
 
-  def process(self, item, offsets, entity_stats):
+  def process(self, item):
     (entity, chunk), pieces = item
-    sc = self._sc
     pieces = list(pieces)
     cat = {k: np.concatenate([p[k] for p in pieces])
            for k in ('row', 'time', 'values', 'split')}
     cat['label'] = np.concatenate([np.asarray(p['label_names'])[p['label']]
-                                   for p in pieces])
+                                   for p in pieces]).astype(str)
     sources = np.concatenate([np.full(len(p['row']), p['source'], object)
-                              for p in pieces])
-    _, source_codes = np.unique(sources.astype(str), return_inverse=True)
+                              for p in pieces]).astype(str)
+    source_names, source_codes = np.unique(sources, return_inverse=True)
     order = win.sort_rows(cat['time'], source_codes, cat['row'])
-    c = win.Chunk(entity=entity, offset=offsets[entity][chunk],
-                  entity_rows=entity_stats[entity][0],
-                  time=cat['time'][order], values=cat['values'][order],
-                  label=cat['label'][order].astype(str),
-                  split=cat['split'][order])
-    yield beam.pvalue.TaggedOutput('rows', (len(order), np.bincount(
-        c.split, minlength=len(self._names))))
-    starts, fragments = win.windows_in_chunk(c, sc.window_length,
-                                             sc.window_stride)
-    for k, position, lo, hi in fragments:
-      yield beam.pvalue.TaggedOutput('fragments', ((entity, k), (
-          position, c.time[lo:hi], c.values[lo:hi], c.label[lo:hi],
-          c.split[lo:hi])))
+    cat = {k: v[order] for k, v in cat.items()}
+    source_codes = source_codes[order]
+    kept, conflicting, duplicates, runs = win.duplicate_runs(
+        cat['time'], cat['values'], cat['label'])
+    ids = None
+    if runs or not self._sc.windowed:
+      ids = np.char.add(np.char.add(source_names[source_codes], ':'),
+                        cat['row'].astype(str))
+    for lo, hi in runs:
+      yield from self._conflicts(entity, ids[lo:hi], cat['split'][lo])
+    lost = ~kept
+    if lost.any():
+      dup = lost & ~conflicting
+      for code, n in zip(*np.unique(cat['split'][dup], return_counts=True)):
+        yield beam.pvalue.TaggedOutput('counts', (
+            (self._names[code], 'duplicates'), int(n)))
+      for code, n in zip(*np.unique(cat['split'][conflicting],
+                                    return_counts=True)):
+        yield beam.pvalue.TaggedOutput('counts', (
+            (self._names[code], 'conflicts'), int(n)))
+      cat = {k: v[kept] for k, v in cat.items()}
+      ids = None if ids is None else ids[kept]
+    time = cat['time']
+    steps = np.diff(time)
+    yield beam.pvalue.TaggedOutput('intervals', (entity, (
+        chunk, int(time[0]) if len(time) else None,
+        int(time[-1]) if len(time) else None,
+        win.interval_sketch(steps) if len(steps) else None)))
+    if ids is not None:
+      cat['id'] = ids
+    yield (entity, chunk), (cat, duplicates, int(conflicting.sum()))
+
+  def _conflicts(self, entity, ids, split_code):
+    ids = ids.tolist()
+    series = (f'of entity {entity!r}' if self._sc.entity_column else
+              '(without --entity_column all rows are one series)')
+    for i, row_id in enumerate(ids):
+      others = ', '.join(ids[:i] + ids[i + 1:])
+      yield beam.pvalue.TaggedOutput('dead', dead_letter(
+          row_id, 'time', f'conflicting rows at the same time {series}: '
+          f'its values or label differ from {others}',
+          self._names[split_code]))
+
+
+def _entity_intervals(item, setting):
+  """(entity, its chunks' (chunk, first, last, sketch)) -> (entity,
+  (median sampling interval, max gap)): the intervals between consecutive
+  observations in time order, inside chunks and across their bounds."""
+  entity, parts = item
+  sketch, last = None, None
+  for _, first, end, part in sorted(parts, key=lambda x: x[0]):
+    if first is None:
+      continue
+    sketch = win.merge_sketches(sketch, part)
+    if last is not None:
+      sketch = win.merge_sketches(sketch, win.interval_sketch(
+          np.array([first - last])))
+    last = end
+  median = win.sketch_median(sketch)
+  return entity, (median, win.entity_max_gap(setting, median))
+
+
+def _chunk_gaps(item, intervals):
+  """A chunk's observations -> (entity, (chunk, observations, first time,
+  last time, [(local index, gap ns)], duplicates, conflicting rows))."""
+  (entity, chunk), (c, duplicates, conflicts) = item
+  time = c['time']
+  cuts = win.gap_positions(time, intervals[entity][1])
+  gaps = [(int(i), int(time[i] - time[i - 1])) for i in cuts.tolist()]
+  yield entity, (chunk, len(time), int(time[0]) if len(time) else None,
+                 int(time[-1]) if len(time) else None, gaps, duplicates,
+                 conflicts)
+
+
+def _entity_plan(item, intervals, sc):
+  """(entity, its chunks' _chunk_gaps) -> (entity, {'offsets': {chunk:
+  observations before it}, 'bounds': segment starts and the end, as
+  global indices}) and, tagged 'shapes', (entity, its series shape)."""
+  entity, summaries = item
+  summaries = sorted(summaries, key=lambda x: x[0])
+  median, max_gap = intervals[entity]
+  offsets, bounds, sizes = {}, [0], []
+  total, last_time = 0, None
+  for chunk, n, first, last, gaps, _, _ in summaries:
+    offsets[chunk] = total
+    if not n:
+      continue
+    if (last_time is not None and max_gap is not None and
+        first - last_time > max_gap):
+      bounds.append(total)
+      sizes.append(first - last_time)
+    for local, size in gaps:
+      bounds.append(total + local)
+      sizes.append(size)
+    total += n
+    last_time = last
+  bounds.append(total)
+  segment_rows = np.diff(bounds)
+  shape = {
+      'observations': total, 'gaps': len(sizes),
+      'longest_gap_ns': max(sizes, default=0),
+      'segments': len(sizes) + 1 if total else 0,
+      'longest_segment': int(segment_rows.max()) if total else 0,
+      'duplicates_dropped': sum(x[5] for x in summaries),
+      'conflicting_rows': sum(x[6] for x in summaries),
+      'in_segments': sum(
+          win.window_count(int(r), sc.window_length, sc.window_stride)
+          for r in segment_rows.tolist()) if sc.windowed else 0,
+      'median_interval_ns': median, 'max_gap_ns': max_gap}
+  yield beam.pvalue.TaggedOutput('shapes', (entity, shape))
+  yield entity, {'offsets': offsets, 'bounds': np.asarray(bounds, np.int64)}
+
+
+class WindowChunks(beam.DoFn):
+  """A chunk's observations -> window batches of the segments it holds,
+  plus fragments of the windows that reach into other chunks (tagged
+  'fragments', keyed (entity, global start)), the rows windowed per split
+  ('rows') and windows too long in time ('shapes')."""
+
+  def __init__(self, sc, split_names):
+    super().__init__()
+    self._sc, self._names = sc, split_names
+
+  def process(self, item, plans, intervals):
+    (entity, chunk), (c, _, _) = item
+    sc = self._sc
+    plan = plans[entity]
+    offset, n = plan['offsets'][chunk], len(c['time'])
+    yield beam.pvalue.TaggedOutput('rows', (n, np.bincount(
+        c['split'], minlength=len(self._names))))
+    starts, fragments = win.segment_windows(
+        plan['bounds'], offset, offset + n, sc.window_length,
+        sc.window_stride)
+    for start, position, lo, hi in fragments:
+      yield beam.pvalue.TaggedOutput('fragments', ((entity, start), (
+          position, c['time'][lo:hi], c['values'][lo:hi], c['label'][lo:hi],
+          c['split'][lo:hi])))
     if len(starts):
-      yield window_batch(entity, c.offset + starts, starts, c.time, c.values,
-                         c.label, c.split, sc)
+      bound = win.span_bound(sc.window_length, *intervals[entity])
+      batch, lost = window_batch(entity, starts, starts - offset, c['time'],
+                                 c['values'], c['label'], c['split'], sc,
+                                 bound=bound)
+      if lost:
+        yield beam.pvalue.TaggedOutput('shapes', (entity,
+                                                  {'too_long': lost}))
+      if batch is not None:
+        yield batch
 
 
 def window_batch(entity, global_starts, starts, time, values, label, split,
-                 sc, label_names=None) -> dict:
-  """The windows starting at `starts` of a sorted series, as a batch.
-  `label` holds the rows' label names, or with `label_names` their codes
-  (win.LabelCodes)."""
+                 sc, label_names=None, bound=None):
+  """The windows starting at `starts` of a sorted series, as a batch, and
+  how many were left out for spanning more than `bound` ns (None: no
+  bound) -> (batch or None, left out). `label` holds the rows' label names,
+  or with `label_names` their codes (win.LabelCodes)."""
   length = sc.window_length
+  lost = 0
+  if bound is not None:
+    fits = time[starts + length - 1] - time[starts] <= bound
+    if not fits.all():
+      lost = int(np.count_nonzero(~fits))
+      global_starts, starts = global_starts[fits], starts[fits]
+      if not len(starts):
+        return None, lost
   index = starts[:, None] + np.arange(length)
   if label_names is None:
     names, codes = np.unique(label, return_inverse=True)
@@ -496,18 +666,35 @@ def window_batch(entity, global_starts, starts, time, values, label, split,
       st.START_TIME: time[starts], st.END_TIME: time[starts + length - 1],
       st.VALUES: values[index],
       'split': np.where(first == last, first, -1).astype(np.int8),
-  }
+  }, lost
 
 
-def _assemble(item, sc):
-  (entity, k), pieces = item
+def _assemble(item, intervals, sc):
+  (entity, start), pieces = item
   whole = win.assemble(list(pieces), sc.window_length)
   # An incomplete window (None) is left out; the windows-formed check of
   # the quality gate reports it.
-  if whole is not None:
-    time, values, label, split = whole
-    yield window_batch(entity, np.array([k * sc.window_stride]),
-                       np.array([0]), time, values, label, split, sc)
+  if whole is None:
+    return
+  time, values, label, split = whole
+  bound = win.span_bound(sc.window_length, *intervals[entity])
+  batch, lost = window_batch(entity, np.array([start]), np.array([0]), time,
+                             values, label, split, sc, bound=bound)
+  if lost:
+    yield beam.pvalue.TaggedOutput('shapes', (entity, {'too_long': lost}))
+  if batch is not None:
+    yield batch
+
+
+def _chunk_rows(item, with_entity):
+  """A chunk's observations as row examples."""
+  (entity, _), (c, _, _) = item
+  return {
+      st.ID: c['id'].tolist(),
+      st.ENTITY: [entity if with_entity else ''] * len(c['time']),
+      st.LABEL_TEXT: c['label'].tolist(),
+      st.TIME: c['time'], st.VALUES: c['values'], 'split': c['split'],
+  }
 
 
 def _row_examples(batch, with_entity):
@@ -526,14 +713,21 @@ def manifest_section(cfg, values, splits):
   """The manifest's sensor section and normalization."""
   sc = cfg.settings
   counts = dict(values['counts'])
+  time_counts = dict(values.get('time_counts') or ())
   for name, split in splits.items():
-    split['rows_used'] = counts.get((name, 'used'), 0)
+    # Rows used: the observations, after repeated rows were dropped and
+    # conflicting ones dead-lettered (they are in dead_lettered).
+    duplicates = time_counts.get((name, 'duplicates'), 0)
+    split['rows_used'] = counts.get((name, 'used'), 0) - duplicates - (
+        time_counts.get((name, 'conflicts'), 0))
     split['rows_dropped'] = counts.get((name, 'dropped'), 0)
+    split['duplicates_dropped'] = duplicates
     if sc.windowed:
       split['rows_windowed'] = int(sum(
           r[s] for r in values['rows_windowed']
           for s in [cfg.split_names.index(name)]))
   entity_rows = dict((e, es[0]) for e, es in values['entity_stats'])
+  time_shape = _time_shape(sc, values['entity_stats'], values['shapes'])
   stats = values['train_stats']
   section = {
       'columns': values['columns'],
@@ -555,18 +749,22 @@ def manifest_section(cfg, values, splits):
           1 for _, es in values['entity_stats'] if _streamable(
               EntityStats(*es))) if sc.windowed else None,
       'longest_entity_rows': max(entity_rows.values(), default=0),
+      'longest_segment': time_shape['total']['longest_segment'],
+      'max_gap': sc.max_gap_text,
+      'time': time_shape,
       'rows_dropped': sum(counts.get((n, 'dropped'), 0)
                           for n in cfg.split_names),
       'bucketize': sc.bucketize,
   }
   if sc.windowed:
     formed = dict(values['formed'])
+    w = time_shape['total']['windows']
     section['windows'] = {
-        'expected': sum(win.window_count(n, sc.window_length,
-                                         sc.window_stride)
-                        for n in entity_rows.values()),
+        'expected': w['in_segments'] - w['too_long'],
         'formed': sum(formed.values()),
         'crossing_time_cutoff': formed.get('', 0),
+        'lost_to_gaps': w['without_gaps'] - w['in_segments'],
+        'too_long': w['too_long'],
     }
   normalization = {
       'method': cfg.normalization,
@@ -580,6 +778,46 @@ def manifest_section(cfg, values, splits):
       } if stats['count'] else {},
   }
   return section, normalization
+
+
+def _time_shape(sc, entity_stats, shapes) -> dict:
+  """The manifest's sensor.time: each entity's series shape and the
+  total (see the guide's sensor page)."""
+  shapes = dict(shapes)
+  entities = {}
+  for entity, stats in sorted(entity_stats):
+    stats = EntityStats(*stats)
+    part = win.SeriesShape.merge([shapes.get(entity, {})])
+    shape = {
+        'rows': stats.rows, 'observations': part['observations'],
+        'median_interval_ns': part['median_interval_ns'],
+        'max_gap_ns': part['max_gap_ns'],
+        'gaps': part['gaps'], 'longest_gap_ns': part['longest_gap_ns'],
+        'segments': part['segments'],
+        'longest_segment': part['longest_segment'],
+        'duplicates_dropped': part['duplicates_dropped'],
+        'conflicting_rows': part['conflicting_rows'],
+        'out_of_order_rows': stats.out_of_order,
+    }
+    if sc.windowed:
+      shape['windows'] = {
+          'without_gaps': win.window_count(
+              part['observations'], sc.window_length, sc.window_stride),
+          'in_segments': part['in_segments'],
+          'too_long': part['too_long'],
+          'formed': part['in_segments'] - part['too_long']}
+    entities[entity] = shape
+  total = {}
+  for key in ('rows', 'observations', 'gaps', 'segments',
+              'duplicates_dropped', 'conflicting_rows', 'out_of_order_rows'):
+    total[key] = sum(e[key] for e in entities.values())
+  for key in ('longest_gap_ns', 'longest_segment'):
+    total[key] = max((e[key] for e in entities.values()), default=0)
+  if sc.windowed:
+    total['windows'] = {key: sum(e['windows'][key] for e in entities.values())
+                        for key in ('without_gaps', 'in_segments',
+                                    'too_long', 'formed')}
+  return {'entities': entities, 'total': total}
 
 
 class ReadRows(skeleton.ReadInputs):
@@ -626,49 +864,114 @@ class ReadRows(skeleton.ReadInputs):
     }
 
 
-def _window_examples(read, cfg, plan):
-  """Windows of every entity: [(branch name, window batches)] and the rows
-  windowed per split."""
+def chunked_series(sc, names, entity_dict, unordered, tag=''):
+  """The rows of entities not streamed -> grouped by (entity, time chunk),
+  sorted, one row per observation, cut at gaps and windowed.
+
+  Args:
+    sc: The SensorConfig.
+    names: The split names.
+    entity_dict: The statistics pass's EntityStats per entity (AsDict).
+    unordered: RowExamplesFn's 'unordered' row batches.
+    tag: Appended to the step names (to wire it twice in one pipeline).
+
+  Returns:
+    {'chunks': each chunk's observations (SortChunks' main output),
+     'dead', 'counts' (SortChunks'), 'shapes': [PCollections of (entity,
+     series shape part)], and in window mode 'windows' (inside chunks),
+     'crossing' (assembled from fragments) and 'rows' (windowed per
+     split)}.
+  """
+  sorted_chunks = (unordered
+                   | f'KeyByEntityChunk{tag}' >> beam.FlatMap(
+                       _key_by_chunk, entity_dict, sc.chunk_rows)
+                   | f'GroupChunks{tag}' >> beam.GroupByKey()
+                   | f'SortChunks{tag}' >> beam.ParDo(
+                       SortChunks(sc, names)).with_outputs(
+                           'intervals', 'dead', 'counts', main='chunks'))
+  # The sampling interval (and so the max gap) of these entities comes
+  # from their sorted observations; then each chunk's gaps, then where
+  # each chunk starts in its entity's observations and its segments.
+  intervals = beam.pvalue.AsDict(
+      sorted_chunks.intervals
+      | f'IntervalsOfEntity{tag}' >> beam.GroupByKey()
+      | f'EntityIntervals{tag}' >> beam.Map(_entity_intervals, sc.max_gap))
+  plans = (sorted_chunks.chunks
+           | f'ChunkGaps{tag}' >> beam.FlatMap(_chunk_gaps, intervals)
+           | f'ChunksOfEntity{tag}' >> beam.GroupByKey()
+           | f'PlanEntities{tag}' >> beam.FlatMap(
+               _entity_plan, intervals, sc).with_outputs(
+                   'shapes', main='plans'))
+  out = {'chunks': sorted_chunks.chunks, 'dead': sorted_chunks.dead,
+         'counts': sorted_chunks.counts, 'shapes': [plans.shapes]}
+  if not sc.windowed:
+    return out
+  windowed = (sorted_chunks.chunks
+              | f'WindowChunks{tag}' >> beam.ParDo(
+                  WindowChunks(sc, names), beam.pvalue.AsDict(plans.plans),
+                  intervals).with_outputs('fragments', 'rows', 'shapes',
+                                          main='windows'))
+  assembled = (windowed.fragments
+               | f'GroupFragments{tag}' >> beam.GroupByKey()
+               | f'AssembleWindows{tag}' >> beam.FlatMap(
+                   _assemble, intervals, sc).with_outputs(
+                       'shapes', main='windows'))
+  out.update(windows=windowed.windows, crossing=assembled.windows,
+             rows=windowed.rows)
+  out['shapes'] += [windowed.shapes, assembled.shapes]
+  return out
+
+
+def _series_examples(read, cfg, plan):
+  """Rows or windows of every entity.
+
+  Returns:
+    ([(branch name, example batches)], rows windowed per split (window
+    mode), {'dead': conflicting rows' dead letters, 'time_counts':
+    ((split, 'duplicates' | 'conflicts'), rows), 'shapes': (entity,
+    series shape parts)}).
+  """
   sc, names = cfg.settings, cfg.split_names
   entity_dict = beam.pvalue.AsDict(read['entity_stats'])
   parsed = (read['files']
             | 'SpreadFilesB' >> beam.Reshuffle()
             | 'ParseForExamples' >> beam.ParDo(
-                RowExamplesFn(cfg, plan),
-                entity_dict).with_outputs('windows', 'rows',
-                                          main='unordered'))
-  # Entities in time order within one file were windowed while reading;
-  # the rows of the others are grouped by (entity, time chunk).
-  pieces = parsed.unordered | 'KeyByEntityChunk' >> beam.FlatMap(
-      _key_by_chunk, entity_dict, sc.chunk_rows)
-  offsets = (pieces
-             | 'PieceRows' >> beam.Map(lambda kv: (kv[0], len(kv[1]['row'])))
-             | 'RowsPerChunk' >> beam.CombinePerKey(sum)
-             | 'ByEntity' >> beam.Map(lambda kv: (kv[0][0], (kv[0][1],
-                                                              kv[1])))
-             | 'ChunksOfEntity' >> beam.GroupByKey()
-             | 'Offsets' >> beam.Map(_offsets))
-  chunked = (pieces
-             | 'GroupChunks' >> beam.GroupByKey()
-             | 'WindowChunks' >> beam.ParDo(
-                 ChunkWindows(sc, names), beam.pvalue.AsDict(offsets),
-                 entity_dict).with_outputs('fragments', 'rows',
-                                           main='windows'))
-  assembled = (chunked.fragments
-               | 'GroupFragments' >> beam.GroupByKey()
-               | 'AssembleWindows' >> beam.FlatMap(_assemble, sc))
-  rows_windowed = (
-      (parsed.rows, chunked.rows)
-      | 'AllRowsWindowed' >> beam.Flatten()
-      | 'RowsWindowed' >> beam.Map(lambda r: r[1])
-      | 'SumRowsWindowed' >> beam.CombineGlobally(
-          lambda arrs: [int(v) for v in np.sum(
-              [np.asarray(a) for a in arrs] or [np.zeros(len(names))],
-              axis=0)]).without_defaults())
-  # Three branches, not flattened: a Flatten here would make the local
-  # runner hold every window before normalizing them.
-  return [('Streamed', parsed.windows), ('Chunked', chunked.windows),
-          ('Crossing', assembled)], rows_windowed
+                RowExamplesFn(cfg, plan), entity_dict).with_outputs(
+                    'windows', 'rows', 'shapes', 'unordered', main='ordered'))
+  # Entities in strictly increasing time within one file were streamed;
+  # the rows of the others go by (entity, time chunk).
+  chunked = chunked_series(sc, names, entity_dict, parsed.unordered)
+  shape_parts = [parsed.shapes] + chunked['shapes']
+  if sc.windowed:
+    rows_windowed = (
+        (parsed.rows, chunked['rows'])
+        | 'AllRowsWindowed' >> beam.Flatten()
+        | 'RowsWindowed' >> beam.Map(lambda r: r[1])
+        | 'SumRowsWindowed' >> beam.CombineGlobally(
+            lambda arrs: [int(v) for v in np.sum(
+                [np.asarray(a) for a in arrs] or [np.zeros(len(names))],
+                axis=0)]).without_defaults())
+    # Three branches, not flattened: a Flatten here would make the local
+    # runner hold every window before normalizing them.
+    branches = [('Streamed', parsed.windows),
+                ('Chunked', chunked['windows']),
+                ('Crossing', chunked['crossing'])]
+  else:
+    with_entity = plan.columns.entity is not None
+    branches = [
+        ('Rows', parsed.ordered | 'RowExamples' >> beam.Map(
+            _row_examples, with_entity)),
+        ('ChunkRows', chunked['chunks'] | 'ChunkRowExamples' >> beam.Map(
+            _chunk_rows, with_entity))]
+    rows_windowed = read['files'] | 'NoRowsWindowed' >> beam.Filter(
+        lambda _: False)
+  shapes = (shape_parts
+            | 'AllShapeParts' >> beam.Flatten()
+            | 'SeriesShapes' >> beam.CombinePerKey(win.SeriesShape.merge))
+  time_counts = batch_examples.sum_counts(chunked['counts'],
+                                          'SumTimeCounts')
+  return branches, rows_windowed, {
+      'dead': chunked['dead'], 'time_counts': time_counts, 'shapes': shapes}
 
 
 def _class_counts(read, cfg, normalized):
@@ -695,16 +998,7 @@ class BuildSensorRecords(skeleton.BuildRecords):
   def expand(self, read):
     cfg, plan, transform = self._cfg, self._plan, self._transform
     sc = cfg.settings
-    if sc.windowed:
-      examples, rows_windowed = _window_examples(read, cfg, plan)
-    else:
-      rows = read['files'] | 'SpreadFilesB' >> beam.Reshuffle() | (
-          'ParseForExamples' >> beam.ParDo(
-              RowExamplesFn(cfg, plan)))
-      examples = [('Rows', rows | 'RowExamples' >> beam.Map(
-          _row_examples, plan.columns.entity is not None))]
-      rows_windowed = read['files'] | 'NoRowsWindowed' >> beam.Filter(
-          lambda _: False)
+    examples, rows_windowed, series = _series_examples(read, cfg, plan)
     normalized = [(name, part | f'Normalize[{name}]' >> beam.ParDo(
         batch_examples.ApplyTransform(self._staging, _transform_inputs,
                                       st.VALUES),
@@ -736,7 +1030,7 @@ class BuildSensorRecords(skeleton.BuildRecords):
         before=batch_examples.sum_counts(tagged('before'), 'SumBefore'),
         after=batch_examples.sum_counts(tagged('after'), 'SumAfter'),
         formed=batch_examples.sum_counts(tagged('formed'), 'SumFormed'),
-        rows_windowed=rows_windowed)
+        rows_windowed=rows_windowed, **series)
     return out
 
 
@@ -764,11 +1058,42 @@ class EntityStats(NamedTuple):
   last: int  # ns
   source: Optional[str]  # its only input file; None when in several
   ordered: bool  # its rows are in time order in that file
+  # The positive intervals between consecutive rows in file order
+  # (windows.interval_sketch; None: none).
+  intervals: Optional[tuple] = None
+  repeats: int = 0  # consecutive rows in file order at the same time
+  out_of_order: int = 0  # rows earlier than the row before them
 
 
-def _streamable(stats: EntityStats) -> bool:
-  """Windowed while reading: in one file, in time order."""
-  return stats.source is not None and stats.ordered
+def _streamable(stats) -> bool:
+  """Windowed while reading: in one file, in strictly increasing time."""
+  stats = EntityStats(*stats)
+  return stats.source is not None and stats.ordered and not stats.repeats
+
+
+class _MaxGaps:
+  """entity -> its max gap (ns; None: never cut), from --max_gap and the
+  statistics pass's intervals, worked out once per entity."""
+
+  def __init__(self, setting, entity_stats):
+    self._setting, self._stats = setting, entity_stats
+    self._known, self._medians = {}, {}
+
+  def get(self, entity):
+    if entity not in self._known:
+      self._known[entity] = win.entity_max_gap(self._setting, self.median(
+          entity))
+    return self._known[entity]
+
+  def median(self, entity):
+    if entity not in self._medians:
+      self._medians[entity] = win.sketch_median(
+          EntityStats(*self._stats[entity]).intervals)
+    return self._medians[entity]
+
+  def bound(self, entity, length):
+    """The longest time a window of the entity may span (None: any)."""
+    return win.span_bound(length, self.median(entity), self.get(entity))
 
 
 def _expected_examples(stats, sc) -> int:
@@ -796,8 +1121,12 @@ def _merge_ranges(values):
     if merged is None:
       merged = EntityStats(*v)
       continue
-    same = merged.source is not None and merged.source == v[3]
-    merged = EntityStats(merged.rows + v[0], min(merged.first, v[1]),
-                         max(merged.last, v[2]), merged.source if same
-                         else None, merged.ordered and v[4])
+    v = EntityStats(*v)
+    same = merged.source is not None and merged.source == v.source
+    merged = EntityStats(
+        merged.rows + v.rows, min(merged.first, v.first),
+        max(merged.last, v.last), merged.source if same else None,
+        merged.ordered and v.ordered,
+        win.merge_sketches(merged.intervals, v.intervals),
+        merged.repeats + v.repeats, merged.out_of_order + v.out_of_order)
   return merged

@@ -1,21 +1,30 @@
-"""Sensor rows -> examples: splits, time chunks and fixed-length windows.
+"""Sensor rows -> examples: splits, observations, gaps, time chunks and
+windows.
 
 No Beam in here: the functions work on NumPy arrays of one batch or one
 chunk, and `transforms/modalities/sensor/pipeline.py` wires them together.
 
-Windows are counted in rows of one entity (device, subject) in time order:
-window k covers the entity's rows [k * stride, k * stride + length). Only
-complete windows are made, so an entity with n rows has
-`window_count(n, length, stride)` windows.
+An entity's (device's, subject's) rows sorted by time are its
+observations, each time once (`duplicate_runs`: equal rows at one time are
+one observation, rows at one time that differ conflict). Consecutive
+observations more than the entity's max gap apart are a gap
+(`gap_positions`; the max gap is --max_gap, or 3 times the entity's median
+sampling interval, `interval_sketch` and `sketch_median`); gaps cut the
+series into segments, and windows are made inside segments: in a segment
+starting at observation a, window k covers observations [a + k * stride,
+a + k * stride + length), numbered by that global start. A window that
+spans more time than `span_bound` allows is not made.
 
-An entity's rows are never gathered in one place. They are cut into time
-chunks of about `chunk_rows` rows (`chunk_index`, from the entity's row
-count and time range), each chunk is sorted and windowed on its own, and a
-chunk knows where it starts in the entity's row order from the row counts
-of the chunks before it (`chunk_offsets`). A window that lies inside a
-chunk is built there (`windows_in_chunk`); a window that crosses a chunk
+An entity's rows are never gathered in one place. The entities in one
+file in strictly increasing time are windowed while the file is read
+(`StreamWindower`). The rows of the others are cut into time chunks of
+about `chunk_rows` rows (`chunk_index`, from the entity's row count and
+time range); each chunk is sorted and made one row per observation on its
+own (repeated times fall in one chunk), knows where it starts in the
+entity's observations from the chunks before it, and builds the windows
+that lie inside it (`segment_windows`); a window that crosses a chunk
 boundary leaves one fragment in each chunk it touches, and the fragments
-are put together by window index (`assemble`).
+are put together by global start (`assemble`).
 """
 
 import dataclasses
@@ -31,6 +40,8 @@ TIME_UNITS = ('s', 'ms', 'us', 'ns')
 LABEL_RULES = ('last', 'majority')
 MISSING_POLICIES = ('dead_letter', 'drop', 'impute')
 NORMALIZATIONS = ('zscore', 'minmax', 'none')
+AUTO_GAP = -1  # SensorConfig.max_gap: derived per entity
+GAP_FACTOR = 3  # --max_gap auto: this many sampling intervals
 _NS_PER_UNIT = {'s': 10**9, 'ms': 10**6, 'us': 10**3, 'ns': 1}
 
 
@@ -50,6 +61,10 @@ class SensorConfig:
   time_cutoffs: Tuple[int, ...]  # ns since the epoch, increasing
   bucketize: int
   chunk_rows: int
+  # ns for every entity; AUTO_GAP: 3x each entity's sampling interval;
+  # None: series are never cut.
+  max_gap: Optional[int] = -1
+  max_gap_text: str = 'auto'
 
   @property
   def windowed(self) -> bool:
@@ -64,6 +79,8 @@ class SensorConfig:
     d = dataclasses.asdict(self)
     d['channels'] = list(self.channels)
     d['time_cutoffs'] = [format_time(t) for t in self.time_cutoffs]
+    d['max_gap'] = self.max_gap_text
+    del d['max_gap_text']
     return d
 
 
@@ -97,6 +114,208 @@ def format_time(ns: int) -> str:
   return pd.Timestamp(int(ns), unit='ns', tz='UTC').isoformat()
 
 
+def parse_duration(text: str, unit: str = 's') -> int:
+  """A duration (pandas Timedelta text such as 2s, 500ms, 1min; or a bare
+  number in `unit`) -> ns.
+
+  Raises:
+    ValueError: Not a positive duration.
+  """
+  text = str(text).strip()
+  try:
+    ns = int(round(float(text) * _NS_PER_UNIT[unit]))
+  except ValueError:
+    try:
+      ns = int(pd.Timedelta(text).value)
+    except (ValueError, TypeError):
+      raise ValueError(f'{text!r} is not a duration such as 2s, 500ms or '
+                       '1min') from None
+  if ns <= 0:
+    raise ValueError(f'{text!r} is not a positive duration')
+  return ns
+
+
+def format_duration(ns: Optional[int]) -> str:
+  """ns -> short readable text (15.625 ms, 2 s, 1.5 min)."""
+  if ns is None:
+    return 'none'
+  for size, name in ((60 * 10**9, 'min'), (10**9, 's'), (10**6, 'ms'),
+                     (10**3, 'us')):
+    if abs(ns) >= size:
+      return f'{ns / size:.6g} {name}'
+  return f'{ns} ns'
+
+
+# Sampling intervals are summarized per entity by a mergeable sketch: the
+# exact count of each distinct interval while there are at most
+# _EXACT_INTERVALS of them (regular loggers), else counts in log-spaced
+# bins _BINS_PER_OCTAVE to an octave (a median within about 1%), each with
+# the smallest and largest interval it holds.
+_EXACT_INTERVALS = 2048
+_BINS_PER_OCTAVE = 64
+
+
+def interval_sketch(diffs: np.ndarray) -> tuple:
+  """Positive intervals (ns) -> ('exact', {interval: count})."""
+  values, counts = np.unique(np.asarray(diffs, np.int64), return_counts=True)
+  sketch = ('exact', dict(zip(values.tolist(), counts.tolist())))
+  return _binned(sketch) if len(values) > _EXACT_INTERVALS else sketch
+
+
+def _binned(sketch: tuple) -> tuple:
+  if sketch[0] == 'bins':
+    return sketch
+  bins: Dict[int, list] = {}
+  for value, count in sketch[1].items():
+    b = int(math.floor(math.log2(value) * _BINS_PER_OCTAVE))
+    entry = bins.get(b)
+    if entry is None:
+      bins[b] = [count, value, value]
+    else:
+      entry[0] += count
+      entry[1], entry[2] = min(entry[1], value), max(entry[2], value)
+  return ('bins', bins)
+
+
+def merge_sketches(a: Optional[tuple], b: Optional[tuple]
+                   ) -> Optional[tuple]:
+  """Two interval sketches (None: no interval) -> one."""
+  if a is None or b is None:
+    return a if b is None else b
+  if a[0] == b[0] == 'exact':
+    merged = dict(a[1])
+    for value, count in b[1].items():
+      merged[value] = merged.get(value, 0) + count
+    if len(merged) <= _EXACT_INTERVALS:
+      return ('exact', merged)
+    return _binned(('exact', merged))
+  bins = {k: list(v) for k, v in _binned(a)[1].items()}
+  for k, (count, lo, hi) in _binned(b)[1].items():
+    entry = bins.get(k)
+    if entry is None:
+      bins[k] = [count, lo, hi]
+    else:
+      bins[k] = [entry[0] + count, min(entry[1], lo), max(entry[2], hi)]
+  return ('bins', bins)
+
+
+def sketch_median(sketch: Optional[tuple]) -> Optional[int]:
+  """The median interval (the lower middle one of an even count); from
+  bins, the median's bin's middle (geometric), clipped to the intervals
+  it holds (exact when they are all equal)."""
+  if sketch is None:
+    return None
+  kind, table = sketch
+  total = sum(v if kind == 'exact' else v[0] for v in table.values())
+  if not total:
+    return None
+  rank, seen = (total + 1) // 2, 0
+  for key in sorted(table):
+    entry = table[key]
+    seen += entry if kind == 'exact' else entry[0]
+    if seen >= rank:
+      if kind == 'exact':
+        return int(key)
+      middle = 2 ** ((key + 0.5) / _BINS_PER_OCTAVE)
+      return int(round(min(max(middle, entry[1]), entry[2])))
+  return None
+
+
+def entity_max_gap(setting: Optional[int], median: Optional[int]
+                   ) -> Optional[int]:
+  """An entity's max gap (ns; None: never cut) from --max_gap (ns,
+  AUTO_GAP or None) and its median sampling interval."""
+  if setting == AUTO_GAP:
+    return None if median is None else GAP_FACTOR * median
+  return setting
+
+
+def span_bound(length: int, median: Optional[int], max_gap: Optional[int]
+               ) -> Optional[int]:
+  """The longest time a window may span: `length` samples at the median
+  interval and one allowed gap (None: no bound)."""
+  if max_gap is None or median is None:
+    return None
+  return length * median + max_gap
+
+
+def duplicate_runs(time: np.ndarray, values: np.ndarray, label: np.ndarray):
+  """Rows of one entity sorted by time (ties in the order whose first row
+  is kept) -> (kept rows, conflicting rows, duplicates dropped, [(first,
+  end)] conflicting runs): rows at the same time that are all equal (values,
+  NaN equal to NaN, and label) are one observation, the first kept; rows at
+  the same time that differ are all conflicting."""
+  n = len(time)
+  if n < 2:
+    return np.ones(n, bool), np.zeros(n, bool), 0, []
+  same = time[1:] == time[:-1]
+  if not same.any():
+    return np.ones(n, bool), np.zeros(n, bool), 0, []
+  # Run id of each row; a row equal to its run's first row or not.
+  first_of_run = np.concatenate([[True], ~same])
+  run_first = np.maximum.accumulate(np.where(first_of_run, np.arange(n), 0))
+  ref = values[run_first]
+  equal = ((values == ref) | (np.isnan(values) & np.isnan(ref))).all(axis=1)
+  equal &= label == label[run_first]
+  run_ids = np.cumsum(first_of_run) - 1
+  bad_runs = np.unique(run_ids[~equal])
+  conflicting = np.isin(run_ids, bad_runs)
+  kept = first_of_run & ~conflicting
+  in_runs = np.bincount(run_ids)
+  duplicates = int(np.sum(in_runs[in_runs > 1] - 1) - np.sum(
+      in_runs[bad_runs] - 1))
+  starts = np.flatnonzero(first_of_run)
+  runs = [(int(starts[r]), int(starts[r] + in_runs[r])) for r in
+          bad_runs.tolist()]
+  return kept, conflicting, duplicates, runs
+
+
+def gap_positions(time: np.ndarray, max_gap: Optional[int],
+                  previous: Optional[int] = None) -> np.ndarray:
+  """Indices i of sorted times where time[i] is more than `max_gap` after
+  the time before it (`previous` before index 0): where segments start."""
+  if max_gap is None or not len(time):
+    return np.zeros(0, np.int64)
+  before = np.concatenate([[time[0] if previous is None else previous],
+                           time[:-1]])
+  return np.flatnonzero(time - before > max_gap)
+
+
+def segment_windows(bounds: Sequence[int], lo: int, hi: int, length: int,
+                    stride: int):
+  """The windows of the segments [bounds[i], bounds[i + 1]) that touch
+  the rows [lo, hi) (global indices).
+
+  Returns:
+    (starts, fragments): global starts of the windows inside [lo, hi), and
+    (global start, position in the window, first row, end row) of those
+    that also reach outside it (rows relative to lo).
+  """
+  full, fragments = [], []
+  first = max(0, int(np.searchsorted(bounds, lo, side='right')) - 1)
+  for i in range(first, len(bounds) - 1):
+    a, b = int(bounds[i]), int(bounds[i + 1])
+    if a >= hi:
+      break
+    count = window_count(b - a, length, stride)
+    if not count:
+      continue
+    # Windows of this segment that touch [lo, hi): start < hi and
+    # start + length > lo.
+    k_lo = max(0, -(-(lo - a - length + 1) // stride))
+    k_hi = min(count - 1, (hi - 1 - a) // stride)
+    if k_lo > k_hi:
+      continue
+    starts = a + stride * np.arange(k_lo, k_hi + 1, dtype=np.int64)
+    inside = (starts >= lo) & (starts + length <= hi)
+    full.append(starts[inside])
+    for start in starts[~inside].tolist():
+      r0, r1 = max(start, lo), min(start + length, hi)
+      fragments.append((start, r0 - start, r0 - lo, r1 - lo))
+  starts = np.concatenate(full) if full else np.zeros(0, np.int64)
+  return starts, fragments
+
+
 def window_count(rows: int, length: int, stride: int) -> int:
   """Complete windows in a series of `rows` rows."""
   return (rows - length) // stride + 1 if rows >= length else 0
@@ -123,15 +342,6 @@ def chunk_index(times: np.ndarray, t_min: int, t_max: int, count: int,
   return np.clip(idx, 0, chunks - 1)
 
 
-def chunk_offsets(counts: Dict[int, int]) -> Dict[int, int]:
-  """{chunk: rows} of one entity -> {chunk: rows in the chunks before it}."""
-  offsets, total = {}, 0
-  for chunk in sorted(counts):
-    offsets[chunk] = total
-    total += counts[chunk]
-  return offsets
-
-
 def sort_rows(times: np.ndarray, sources: np.ndarray, rows: np.ndarray
               ) -> np.ndarray:
   """Order of a chunk's rows: by time, then input file, then row number."""
@@ -156,49 +366,6 @@ def window_labels(codes: np.ndarray, starts: np.ndarray, length: int,
   cum = np.cumsum(onehot, axis=0)
   counts = cum[starts + length] - cum[starts]
   return np.argmax(counts, axis=1)
-
-
-@dataclasses.dataclass
-class Chunk:
-  """One entity's rows of one time chunk, sorted (see sort_rows)."""
-  entity: str
-  offset: int  # rows of the entity before this chunk
-  entity_rows: int  # rows of the entity in all chunks
-  time: np.ndarray  # int64 ns
-  values: np.ndarray  # float [n, channels]
-  label: np.ndarray  # object (str)
-  split: np.ndarray  # int8 split index
-
-
-def windows_in_chunk(chunk: Chunk, length: int, stride: int):
-  """The windows a chunk can build alone, and its fragments of the others.
-
-  Returns:
-    (starts, fragments): `starts` are the chunk-relative start rows of the
-    windows inside the chunk; `fragments` is a list of
-    (window index, position in the window, first row, end row) for the
-    windows that cross a chunk boundary (rows chunk-relative).
-  """
-  n, o = len(chunk.time), chunk.offset
-  total = window_count(chunk.entity_rows, length, stride)
-  if not total or not n:
-    return np.zeros(0, np.int64), []
-  # Windows touching the chunk: start < o + n and start + length > o.
-  k_lo = max(0, -((length - 1 - o) // stride))  # ceil((o - length + 1) / s)
-  k_hi = min(total - 1, (o + n - 1) // stride)
-  k_first_full = -(-o // stride)  # ceil(o / stride)
-  k_last_full = (o + n - length) // stride if o + n >= length else -1
-  k_last_full = min(k_last_full, total - 1)
-  full = np.arange(k_first_full, k_last_full + 1, dtype=np.int64)
-  fragments = []
-  for k in range(k_lo, k_hi + 1):
-    if k_first_full <= k <= k_last_full:
-      continue
-    start = k * stride
-    lo, hi = max(start, o), min(start + length, o + n)
-    if lo < hi:
-      fragments.append((k, lo - start, lo - o, hi - o))
-  return full * stride - o, fragments
 
 
 def assemble(pieces: List[tuple], length: int):
@@ -280,47 +447,134 @@ def sorted_labels(codes: np.ndarray, names: np.ndarray
   return present_names[order], rank[inverse.reshape(-1)]
 
 
-class StreamWindower:
-  """Windows of entities whose rows arrive in time order.
+class SeriesShape:
+  """What one entity's series looks like over time (see the guide's sensor
+  page), summed over the parts of the pipeline that see pieces of it."""
 
-  For an entity that is in one input file with its rows in time order
-  (ties in file order, which is the order `sort_rows` gives them), the
-  windows can be cut while the file is read: per entity only the rows of
-  the next, not yet complete windows are held (fewer than `length` when
-  stride <= length), never the entity's history.
+  FIELDS = ('observations', 'gaps', 'longest_gap_ns', 'segments',
+            'longest_segment', 'duplicates_dropped', 'conflicting_rows',
+            'in_segments', 'too_long')
+  # Known to the one part that saw the whole series.
+  ONCE = ('median_interval_ns', 'max_gap_ns')
+
+  @staticmethod
+  def merge(parts) -> dict:
+    out = dict.fromkeys(SeriesShape.FIELDS, 0)
+    out.update(dict.fromkeys(SeriesShape.ONCE))
+    for part in parts:
+      for key, value in part.items():
+        if key in SeriesShape.ONCE:
+          out[key] = value if value is not None else out[key]
+        elif key in ('longest_gap_ns', 'longest_segment'):
+          out[key] = max(out[key], value)
+        else:
+          out[key] += value
+    return out
+
+
+class StreamWindower:
+  """Windows of entities whose observations arrive in time order (each
+  time once).
+
+  For an entity that is in one input file with its rows in strictly
+  increasing time, the series is cut at its gaps (`max_gaps[entity]`) and
+  windowed while the file is read: per entity only the rows of the next,
+  not yet complete windows are held (fewer than `length` when stride <=
+  length), never the entity's history. With length 0 only the shape of
+  the series is followed.
   """
 
-  def __init__(self, length: int, stride: int):
+  def __init__(self, length: int, stride: int, max_gaps):
     self._length, self._stride = length, stride
-    # entity -> (rows seen, global index of the next window start, held
-    # (time, values, label, split) arrays covering [start, seen)).
-    self._state: Dict[str, tuple] = {}
+    self._max_gaps = max_gaps  # entity -> ns or None
+    # entity -> [observations seen, global start of the next window, held
+    # (time, values, label, split) arrays from that start (or None), last
+    # time, start of the current segment, shape dict].
+    self._state: Dict[str, list] = {}
 
   def add(self, entity: str, time, values, label, split):
     """Adds the entity's next rows; returns the windows they complete as
     (global starts, local starts, time, values, label, split) over the
     returned arrays, or None."""
+    state = self._state.get(entity)
+    if state is None:
+      state = self._state[entity] = [0, 0, None, None, 0, dict(
+          observations=0, gaps=0, longest_gap_ns=0, segments=1,
+          longest_segment=0, in_segments=0)]
+    arrays = (time, values, label, split)
+    cuts = gap_positions(time, self._max_gaps.get(entity), state[3])
+    state[5]['observations'] += len(time)
+    done = []
+    cut_set = set(cuts.tolist())
+    edges = sorted(cut_set | {0, len(time)})
+    for lo, hi in zip(edges, edges[1:]):
+      if lo in cut_set:
+        before = time[lo - 1] if lo else state[3]
+        self._new_segment(state, int(time[lo]) - int(before))
+      out = self._window(state, tuple(a[lo:hi] for a in arrays))
+      if out is not None:
+        done.append(out)
+    if len(time):
+      state[3] = int(time[-1])
+    if not done:
+      return None
+    if len(done) == 1:
+      return done[0]
+    return tuple(np.concatenate(parts) for parts in zip(*[
+        _rebase(d, sum(len(x[2]) for x in done[:i]))
+        for i, d in enumerate(done)]))
+
+  def _new_segment(self, state, gap):
+    shape = state[5]
+    shape['gaps'] += 1
+    shape['segments'] += 1
+    shape['longest_gap_ns'] = max(shape['longest_gap_ns'], int(gap))
+    self._close_segment(state)
+    state[1], state[2], state[4] = state[0], None, state[0]
+
+  def _close_segment(self, state):
+    rows = state[0] - state[4]
+    shape = state[5]
+    shape['longest_segment'] = max(shape['longest_segment'], rows)
+    if self._length:
+      shape['in_segments'] += window_count(rows, self._length, self._stride)
+
+  def _window(self, state, arrays):
+    """Adds rows of one segment; the windows they complete, or None."""
     length, stride = self._length, self._stride
-    seen, start, held = self._state.get(entity, (0, 0, None))
-    new = (time, values, label, split)
-    if start > seen:  # rows before the next window start are not needed
-      skip = min(start - seen, len(time))
-      new = tuple(a[skip:] for a in new)
-      arrays, first = new, seen + skip
-    else:
-      arrays = new if held is None else tuple(
-          np.concatenate([h, a]) for h, a in zip(held, new))
+    seen, start, held = state[0], state[1], state[2]
+    n = len(arrays[0])
+    state[0] = seen + n
+    if not length:
+      return None
+    if held is not None:
+      arrays = tuple(np.concatenate([h, a]) for h, a in zip(held, arrays))
       first = start
-    seen += len(time)
-    count = max(0, (seen - length - start) // stride + 1) if (
-        first == start) else 0
-    next_start = start + count * stride
-    if next_start < seen and first <= next_start:
-      kept = tuple(a[next_start - first:] for a in arrays)
     else:
-      kept = None
-    self._state[entity] = (seen, next_start, kept)
+      first = seen
+    end = seen + n
+    count = (end - length - start) // stride + 1 if end >= start + length \
+        else 0
+    next_start = start + count * stride
+    state[1] = next_start
+    state[2] = (tuple(a[next_start - first:] for a in arrays)
+                if next_start < end else None)
     if not count:
       return None
     global_starts = start + stride * np.arange(count, dtype=np.int64)
     return (global_starts, global_starts - first) + arrays
+
+  def shapes(self):
+    """Closes every entity's last segment: [(entity, shape dict)]."""
+    out = []
+    for entity, state in sorted(self._state.items()):
+      self._close_segment(state)
+      out.append((entity, state[5]))
+    self._state.clear()
+    return out
+
+
+def _rebase(done, offset):
+  """A window result's local starts shifted by `offset` rows (when results
+  of several segments are joined)."""
+  return (done[0], done[1] + offset) + tuple(done[2:])
