@@ -1,0 +1,249 @@
+"""Sensor logs as loggers write them: rotated files that repeat rows, a
+dropout, a clock that jumps back, a retransmitted row with another value,
+jittered times and entities interleaved in one file (tests/sensorlogs.py).
+
+Real Beam pipelines (the DirectRunner, and the portable runner once) on
+those files; every dataset is compared, window by window and row by row,
+with the rules read plainly by `sensorlogs.reference`, and checked by the
+validation pipeline.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import readback
+import sensorlogs
+from pipelines import preprocess
+
+LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
+# Windows of 2 s (128 samples at 64 Hz), every 1 s; train before 09:01:00,
+# test after; raw values, so records compare with the written ones.
+WINDOWS = ['--window_length', '128', '--window_stride', '64']
+SPLIT = ['--time_cutoffs', '2026-01-01T09:01:00Z', '--normalization', 'none']
+CUTOFF = sensorlogs.START + 60 * 10**9
+
+
+def _run(src, out, *extra):
+  return preprocess.run(
+      ['--modality', 'sensor', '--input', str(src), '--output', str(out)] +
+      sensorlogs.pipeline_flags() + SPLIT + LOCAL + list(extra))
+
+
+def _records(out):
+  """{id: (split, features)} of every record of the dataset."""
+  manifest = json.loads((out / 'manifest.json').read_text())
+  found = {}
+  for split in manifest['splits']:
+    data = readback.read_all(out, split)
+    for i, record_id in enumerate(data.get('id', [])):
+      found[record_id.decode('utf-8')] = (
+          split, {k: v[i] for k, v in data.items()})
+  return found
+
+
+def _check_shapes(manifest, ref, exact_median=True):
+  """The manifest's sensor.time against the reference, entity by entity."""
+  got = manifest['sensor']['time']['entities']
+  assert sorted(got) == sorted(ref.entities)
+  for entity, want in ref.entities.items():
+    shape = dict(got[entity])
+    shape.pop('longest_segment')
+    median, want_median = shape.pop('median_interval_ns'), want[
+        'median_interval_ns']
+    max_gap = shape.pop('max_gap_ns')
+    want = {k: v for k, v in want.items()
+            if k not in ('median_interval_ns', 'max_gap_ns')}
+    assert shape == want, entity
+    if exact_median:
+      assert median == want_median and max_gap == 3 * want_median
+    else:  # jittered times: the median's sketch is within about 1%
+      assert abs(median / want_median - 1) < 0.011, (median, want_median)
+
+
+def _check_windows(out, ref):
+  """Every window of the dataset is the reference's, with its times, label
+  and values; the reference's windows that cross the cut-off are the only
+  ones missing."""
+  records = _records(out)
+  crossing = {w for w, (_, _, start, end) in ref.windows.items()
+              if start < CUTOFF <= end}
+  assert crossing, 'no window crosses the cut-off: the test is too easy'
+  assert set(records) == set(ref.windows) - crossing
+  for window_id, (split, f) in records.items():
+    values, label, start, end = ref.windows[window_id]
+    assert split == ('train' if end < CUTOFF else 'test'), window_id
+    assert (int(f['start_time']), int(f['end_time'])) == (start, end)
+    assert f['label_text'].decode('utf-8') == label, window_id
+    np.testing.assert_array_equal(
+        f['values'].reshape(values.shape), values.astype(np.float32),
+        err_msg=window_id)
+  return records
+
+
+def _dead_conflicts(out):
+  return {d['input']: d['reason'] for d in readback.dead_letters(out)
+          if d['stage'] == 'time'}
+
+
+@pytest.fixture(scope='module')
+def logger(tmp_path_factory):
+  """Two subjects' logs, each rotated into three files that repeat 5
+  rows, with a 10 s dropout in the second file, a clock that jumps back
+  2 s, and a retransmitted row with another value; windowed."""
+  src = tmp_path_factory.mktemp('logs')
+  rows = sensorlogs.write_logs(src, rotated=True, dropout=True,
+                               clock_jump=True, conflict=True)
+  out = tmp_path_factory.mktemp('out') / 'ds'
+  manifest = _run(src, out, *WINDOWS)
+  return src, rows, out, manifest
+
+
+def test_windows_follow_the_rules_on_rotated_logs_with_a_dropout(logger):
+  _, rows, out, manifest = logger
+  ref = sensorlogs.reference(rows, 128, 64, label_rule='last')
+  _check_shapes(manifest, ref)
+  # Per subject: 10 repeated rows dropped, 2 x 128 clock-jump rows and the
+  # retransmitted pair dead-lettered, the dropout and the jump are gaps.
+  for shape in manifest['sensor']['time']['entities'].values():
+    assert (shape['duplicates_dropped'], shape['conflicting_rows'],
+            shape['gaps'], shape['segments']) == (10, 258, 2, 3)
+    assert shape['longest_gap_ns'] == 641 * sensorlogs.PERIOD_NS
+  w = manifest['sensor']['windows']
+  assert (w['expected'], w['lost_to_gaps'], w['too_long']) == (
+      ref.counts['expected'], ref.counts['lost_to_gaps'], 0)
+  assert w['lost_to_gaps'] > 0
+  records = _check_windows(out, ref)
+  # No window spans more than 128 samples and one allowed gap.
+  bound = 128 * sensorlogs.PERIOD_NS + 3 * sensorlogs.PERIOD_NS
+  assert max(int(f['end_time']) - int(f['start_time'])
+             for _, f in records.values()) <= bound
+  readback.assert_valid(out)
+
+
+def test_conflicting_rows_are_dead_letters_naming_each_other(logger):
+  _, rows, out, manifest = logger
+  ref = sensorlogs.reference(rows, 128, 64)
+  dead = _dead_conflicts(out)
+  assert set(dead) == ref.dead
+  for row_id, reason in dead.items():
+    assert reason.startswith('conflicting rows at the same time of entity')
+    others = set(ref.reasons[row_id].split(': ', 1)[1].split(', ')) - {
+        row_id}
+    assert others and all(o in reason for o in others), reason
+  totals = manifest['totals']
+  assert totals['dead_lettered'] == len(ref.dead)
+  used = sum(s['rows_used'] for s in manifest['splits'].values())
+  dropped = sum(s['duplicates_dropped'] for s in manifest['splits'].values())
+  assert used == ref.total['observations'] and dropped == 20
+  assert totals['inputs'] == len(rows) == used + dropped + len(ref.dead)
+
+
+def test_the_issues_recording_no_window_spans_the_dropout(tmp_path):
+  """The report's case: one 64 Hz recording rotated into three files,
+  each repeating the last 5 rows of the one before, a 10 s dropout in the
+  second; 128-row windows."""
+  src = tmp_path / 'logs'
+  rows = sensorlogs.write_logs(src, entities=('S06',), rotated=True,
+                               dropout=True)
+  out = tmp_path / 'ds'
+  manifest = _run(src, out, *WINDOWS)
+  [shape] = manifest['sensor']['time']['entities'].values()
+  assert manifest['totals']['inputs'] == len(rows) == 5770
+  assert shape['observations'] == 5760 and shape['duplicates_dropped'] == 10
+  assert (shape['gaps'], shape['segments']) == (1, 2)
+  times = np.sort(rows['time'].unique())
+  hole = int(np.argmax(np.diff(times)))
+  hole_start, hole_end = times[hole], times[hole + 1]
+  assert hole_end - hole_start > 10 * 10**9
+  for _, f in _records(out).values():
+    assert not int(f['start_time']) <= hole_start < int(f['end_time'])
+  readback.assert_valid(out)
+
+
+@pytest.fixture(scope='module')
+def interleaved(tmp_path_factory):
+  """One file that two subjects' rows are interleaved in, in time order
+  (each subject windowed while the file is read), with jittered times and
+  a dropout."""
+  src = tmp_path_factory.mktemp('one_log')
+  rows = sensorlogs.write_logs(src, interleaved=True, jitter=True,
+                               dropout=True)
+  out = tmp_path_factory.mktemp('out') / 'ds'
+  return rows, out, _run(src, out, *WINDOWS)
+
+
+def test_an_interleaved_file_in_time_order_is_cut_at_its_gaps(interleaved):
+  rows, out, manifest = interleaved
+  ref = sensorlogs.reference(rows, 128, 64)
+  assert manifest['sensor']['entities_in_time_order'] == 2
+  _check_shapes(manifest, ref, exact_median=False)
+  assert manifest['sensor']['time']['total']['gaps'] == 2
+  _check_windows(out, ref)
+  readback.assert_valid(out)
+
+
+def test_rows_mode_keeps_one_row_per_observation(logger, tmp_path):
+  src, rows, _, _ = logger
+  ref = sensorlogs.reference(rows, 0)
+  out = tmp_path / 'rows'
+  manifest = _run(src, out)
+  _check_shapes(manifest, ref)
+  records = _records(out)
+  assert set(records) == set(ref.observations)
+  for row_id, (_, f) in records.items():
+    values, label, time = ref.observations[row_id]
+    assert int(f['time']) == time and f['label_text'].decode() == label
+    np.testing.assert_array_equal(f['values'], values.astype(np.float32))
+  assert set(_dead_conflicts(out)) == ref.dead
+  readback.assert_valid(out)
+
+
+def test_max_gap_as_a_duration_or_none(logger, tmp_path):
+  src, rows, _, _ = logger
+  # 5 s: the 10 s dropout is a gap, the clock jump's 2 s hole is not.
+  out = tmp_path / 'five'
+  manifest = _run(src, out, *WINDOWS, '--max_gap', '5s')
+  ref = sensorlogs.reference(rows, 128, 64, max_gap_ns=5 * 10**9)
+  assert manifest['sensor']['max_gap'] == '5s'
+  for entity, shape in manifest['sensor']['time']['entities'].items():
+    assert shape['max_gap_ns'] == 5 * 10**9
+    assert (shape['gaps'], shape['segments']) == (1, 2)
+    assert shape['windows'] == ref.entities[entity]['windows']
+  # A window may now span the 2 s hole, but not more than 128 samples and
+  # 5 s; none is that long here.
+  assert manifest['sensor']['windows']['too_long'] == 0
+  readback.assert_valid(out)
+  # none: series are never cut, and windows span the dropout.
+  out = tmp_path / 'none'
+  manifest = _run(src, out, *WINDOWS, '--max_gap', 'none')
+  total = manifest['sensor']['time']['total']
+  assert total['gaps'] == 0 and total['segments'] == 2
+  assert total['windows']['in_segments'] == total['windows']['without_gaps']
+  readback.assert_valid(out)
+
+
+def test_the_portable_runner_writes_the_same_dataset(logger, tmp_path):
+  src, _, direct, manifest = logger
+  out = tmp_path / 'portable'
+  got = preprocess.run(
+      ['--modality', 'sensor', '--input', str(src), '--output', str(out)] +
+      sensorlogs.pipeline_flags() + SPLIT + WINDOWS +
+      ['--runner', 'PortableRunner', '--job_endpoint', 'embed',
+       '--environment_type', 'LOOPBACK'])
+  assert got['fingerprint'] == manifest['fingerprint']
+  assert got['sensor']['time'] == manifest['sensor']['time']
+  assert _dead_conflicts(out) == _dead_conflicts(direct)
+
+
+@pytest.mark.parametrize('value, message', [
+    ('soon', r"--max_gap: 'soon' is not a duration such as 2s, 500ms or "
+             r'1min, or auto or none\.'),
+    ('-2s', r"--max_gap: '-2s' is not a positive duration, or auto or "
+            r'none\.'),
+])
+def test_a_bad_max_gap_is_one_sentence(logger, tmp_path, value, message):
+  src = logger[0]
+  with pytest.raises(preprocess.UsageError, match=message):
+    _run(src, tmp_path / 'out', *WINDOWS, f'--max_gap={value}')
