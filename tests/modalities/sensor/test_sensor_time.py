@@ -247,3 +247,91 @@ def test_a_bad_max_gap_is_one_sentence(logger, tmp_path, value, message):
   src = logger[0]
   with pytest.raises(preprocess.UsageError, match=message):
     _run(src, tmp_path / 'out', *WINDOWS, f'--max_gap={value}')
+
+
+def _grid_reference(rows, length, stride, period):
+  """{window id: (values, label, start, end)} and {entity: (grid rows,
+  filled)} of --resample `period`, read plainly: each entity's
+  observations (sensorlogs.reference), cut at its gaps; each segment's
+  grid from its first observation every `period` up to its last; values
+  interpolated with np.interp per channel, label of the observation at or
+  before the grid time; windows over the grid rows of each segment,
+  numbered over the entity's grid rows."""
+  ref = sensorlogs.reference(rows, 0)
+  entity_of = dict(zip(rows['file'] + ':' + rows['row'].astype(str),
+                       rows['entity']))
+  by_entity = {}
+  for row_id, (values, label, time) in ref.observations.items():
+    by_entity.setdefault(entity_of[row_id], []).append((time, values, label))
+  windows, counts = {}, {}
+  for entity, obs in by_entity.items():
+    obs.sort(key=lambda o: o[0])
+    time = np.array([o[0] for o in obs], np.int64)
+    values = np.stack([o[1] for o in obs])
+    labels = [o[2] for o in obs]
+    max_gap = ref.entities[entity]['max_gap_ns']
+    cuts = [i for i in range(1, len(time)) if time[i] - time[i - 1] > max_gap]
+    offset = grid_rows = filled = 0
+    for a, b in zip([0] + cuts, cuts + [len(time)]):
+      grid = np.arange(time[a], time[b - 1] + 1, period, dtype=np.int64)
+      # Times from the segment's start: ns since 1970 lose digits as
+      # float64, which np.interp works in.
+      grid_values = np.stack([
+          np.interp(grid - time[a], time[a:b] - time[a], values[a:b, c])
+          for c in range(values.shape[1])], axis=1)
+      at = np.searchsorted(time[a:b], grid, side='right') - 1
+      nearest = np.min(np.abs(time[a:b][None, :] - grid[:, None]), axis=1)
+      filled += int(np.sum(2 * nearest >= period))
+      for k in range(0, len(grid) - length + 1, stride):
+        windows[f'{entity}#{offset + k}'] = (
+            grid_values[k:k + length], labels[a + at[k + length - 1]],
+            int(grid[k]), int(grid[k + length - 1]))
+      offset += len(grid)
+      grid_rows += len(grid)
+    counts[entity] = (grid_rows, filled)
+  return windows, counts
+
+
+@pytest.mark.parametrize('case, period', [('chunked', '20ms'),
+                                          ('streamed', '15.625ms')])
+def test_resampled_windows_are_on_each_segments_grid(logger, interleaved,
+                                                     tmp_path, case, period):
+  if case == 'chunked':
+    src, rows = logger[0], logger[1]
+  else:
+    rows = interleaved[0]
+    src = tmp_path / 'one_log'
+    src.mkdir()
+    sensorlogs.write_logs(src, interleaved=True, jitter=True, dropout=True)
+  out = tmp_path / 'grid'
+  manifest = _run(src, out, *WINDOWS, '--resample', period)
+  ns = int(float(period[:-2]) * 10**6)
+  assert manifest['sensor']['resample']['period_ns'] == ns
+  windows, counts = _grid_reference(rows, 128, 64, ns)
+  for entity, (grid_rows, filled) in counts.items():
+    shape = manifest['sensor']['time']['entities'][entity]
+    assert (shape['rows_resampled'], shape['rows_filled']) == (
+        grid_rows, filled), entity
+  records = _records(out)
+  crossing = {w for w, (_, _, start, end) in windows.items()
+              if start < CUTOFF <= end}
+  assert set(records) == set(windows) - crossing
+  for window_id, (split, f) in records.items():
+    values, label, start, end = windows[window_id]
+    assert (int(f['start_time']), int(f['end_time'])) == (start, end)
+    assert end - start == 127 * ns
+    assert split == ('train' if end < CUTOFF else 'test')
+    assert f['label_text'].decode('utf-8') == label, window_id
+    np.testing.assert_allclose(f['values'].reshape(values.shape), values,
+                               rtol=1e-5, atol=1e-3, err_msg=window_id)
+  readback.assert_valid(out)
+
+
+def test_resample_needs_windows_and_a_duration(logger, tmp_path):
+  src = logger[0]
+  with pytest.raises(preprocess.UsageError,
+                     match=r'^--resample needs --window_length above 0'):
+    _run(src, tmp_path / 'out', '--resample', '20ms')
+  with pytest.raises(preprocess.UsageError,
+                     match=r"^--resample: 'often' is not a duration"):
+    _run(src, tmp_path / 'out', *WINDOWS, '--resample', 'often')

@@ -101,7 +101,7 @@ def test_a_window_longer_than_its_samples_and_one_gap_fails():
   check = found[SPAN]
   assert check['status'] == 'fail'
   assert check['detail'] == (
-      "1 windows span more time than 128 samples at their entity's median "
+      "1 windows span more time than 128 samples at their entity's "
       'interval and one max gap: dev#64 (test): the window spans 10.98 s, '
       'more than the 2.047 s that 128 samples at 15.62 ms and one gap of '
       '46.88 ms allow')
@@ -137,9 +137,10 @@ def test_an_entity_without_a_max_gap_is_not_bounded():
   assert series['unbounded_entities'] == 1
   assert found[SPAN]['status'] == 'pass'
   assert found[SPAN]['detail'] == (
-      "no window spans more than 4 samples at its entity's median interval "
-      'and one max gap; 1 entities have no max gap (--max_gap none) or no '
-      'sampling interval, and their windows no such bound')
+      "no window spans more than 4 samples at its entity's interval (the "
+      'median, or the --resample period) and one max gap; 1 entities have '
+      'no max gap (--max_gap none) or no sampling interval, and their '
+      'windows no such bound')
 
 
 def test_an_entity_missing_from_the_time_section_fails():
@@ -610,7 +611,7 @@ def test_windows_longer_than_the_manifest_allows_fail(published, tmp_path):
   assert sorted(failed) == sorted([SPAN, ENTITIES]), failed
   # Each of dev00's 11 windows spans 9 s; the bound is 1.3 s.
   assert re.fullmatch(
-      r"11 windows span more time than 10 samples at their entity's median "
+      r"11 windows span more time than 10 samples at their entity's "
       r'interval and one max gap: dev00#0 \((train|validation|test)\): the '
       r'window spans 9 s, more than the 1\.3 s that 10 samples at 100 ms '
       r'and one gap of 300 ms allow; dev00#5 \(\1\): .*', failed[SPAN]), (

@@ -330,3 +330,72 @@ def test_max_gap_and_window_span_bound():
       win.parse_duration(bad)
   assert win.format_duration(15_625_000) == '15.625 ms'
   assert win.format_duration(None) == 'none'
+
+
+def test_grid_points_interpolate_and_take_the_label_before():
+  time = np.array([0, 10, 20, 35, 40])
+  values = np.arange(5, dtype=np.float32)[:, None] * 10
+  labels = np.array(list('abcde'))
+  grid, vals, lab, split, filled = win.grid_points(
+      time, values, labels, np.zeros(5, np.int8), 10, 0)
+  assert grid.tolist() == [0, 10, 20, 30, 40]
+  np.testing.assert_allclose(vals[:, 0], [0, 10, 20, 20 + 10 * 10 / 15, 40],
+                             rtol=1e-6)
+  assert lab.tolist() == ['a', 'b', 'c', 'c', 'e']
+  # 30 is 5 (half a period) from its nearest observation: filled.
+  assert filled == 1 and split.tolist() == [0] * 5
+  # Splits by time follow the grid time, not the observation before it.
+  _, _, _, split, _ = win.grid_points(time, values, labels,
+                                      np.zeros(5, np.int8), 10, 0,
+                                      cutoffs=[25])
+  assert split.tolist() == [0, 0, 0, 1, 1]
+  # In two pieces, the second knowing the observation before it.
+  first = win.grid_points(time[:3], values[:3], labels[:3],
+                          np.zeros(3, np.int8), 10, 0)
+  second = win.grid_points(time[3:], values[3:], labels[3:],
+                           np.zeros(2, np.int8), 10, 0,
+                           prev=(20, values[2], 'c', 0))
+  assert first[0].tolist() + second[0].tolist() == grid.tolist()
+  assert win.grid_count(35, 40, 0, 10, prev=20) == 2
+  assert win.grid_count(0, 20, 0, 10) == 3
+
+
+@pytest.mark.parametrize('seed', range(20))
+def test_the_stream_windower_resamples_like_each_whole_segment(seed):
+  rng = np.random.default_rng(seed)
+  n = int(rng.integers(1, 120))
+  length, stride = int(rng.integers(1, 8)), int(rng.integers(1, 6))
+  period, max_gap = int(rng.integers(3, 15)), 40
+  times = np.cumsum(rng.choice([7, 10, 10, 13, 60], n)).astype(np.int64)
+  values = rng.normal(size=(n, 2)).astype(np.float32)
+  labels = rng.integers(0, 3, n).astype(np.int32)
+  splits = np.zeros(n, np.int8)
+  cuts = win.gap_positions(times, max_gap).tolist()
+  grids, want, offset = [], [], 0
+  for a, b in zip([0] + cuts, cuts + [n]):
+    grid = win.grid_points(times[a:b], values[a:b], labels[a:b],
+                           splits[a:b], period, int(times[a]))
+    grids.append(grid)
+    want += [offset + k * stride
+             for k in range(win.window_count(len(grid[0]), length, stride))]
+    offset += len(grid[0])
+  grid_time = np.concatenate([g[0] for g in grids])
+  grid_values = np.concatenate([g[1] for g in grids])
+  streamer = win.StreamWindower(length, stride, {'e': max_gap}, period)
+  got = []
+  edges = sorted({0, n} | set(rng.integers(0, n + 1, 4).tolist()))
+  for lo, hi in zip(edges, edges[1:]):
+    done = streamer.add('e', times[lo:hi], values[lo:hi], labels[lo:hi],
+                        splits[lo:hi])
+    if done is not None:
+      global_starts, starts, time, vals, _, _ = done
+      for g, s in zip(global_starts.tolist(), starts.tolist()):
+        assert time[s:s + length].tolist() == grid_time[
+            g:g + length].tolist()
+        np.testing.assert_allclose(vals[s:s + length],
+                                   grid_values[g:g + length])
+      got += global_starts.tolist()
+  assert got == want
+  [(_, shape)] = streamer.shapes()
+  assert shape['rows_resampled'] == len(grid_time)
+  assert shape['rows_filled'] == sum(g[4] for g in grids)

@@ -390,6 +390,14 @@ def span_bound(shape: dict, length: int) -> Optional[int]:
   return length * median + gap
 
 
+def _sampled(shape: dict, sensor: dict) -> dict:
+  """An entity's time shape with the interval its windows' rows are
+  apart: with --resample the grid's period, not the median interval of
+  the observations."""
+  period = (sensor.get('resample') or {}).get('period_ns')
+  return dict(shape, median_interval_ns=period) if period else shape
+
+
 def span_problem(span_ns: int, shape: dict, length: int) -> Optional[str]:
   """What is wrong with a window of `length` observations spanning
   `span_ns` (its end time minus its start time) of an entity of time
@@ -473,7 +481,8 @@ def series_findings(entity: str, points: Iterable[tuple],
     if shape is None:
       _add(found, 'unknown_entity', entity, 0, records=len(points))
     elif windowed:
-      _too_long(entity, points, shape, sensor['window_length'], found)
+      _too_long(entity, points, _sampled(shape, sensor),
+                sensor['window_length'], found)
   if windowed:
     _window_order(entity, points, manifest, found)
   else:
@@ -625,13 +634,14 @@ def _spans_bounded(manifest: dict, series: dict) -> dict:
       'no window spans more time than its samples and one gap allow',
       not found,
       f'{found} windows span more time than {length} samples at their '
-      'entity\'s median interval and one max gap: ' + _listed(
+      'entity\'s interval and one max gap: ' + _listed(
           series, ('too_long',), lambda x: (
               f'{x["id"]} ({x["split"]}): ' + span_problem(
                   x['span_ns'], x, length))) + loose
       if found else
-      f'no window spans more than {length} samples at its entity\'s median '
-      f'interval and one max gap{loose}')
+      f'no window spans more than {length} samples at its entity\'s '
+      f'interval (the median, or the --resample period) and one max '
+      f'gap{loose}')
 
 
 def _stored_once(manifest: dict, series: dict) -> dict:

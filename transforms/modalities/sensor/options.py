@@ -59,6 +59,13 @@ def add_arguments(add) -> None:
       '500ms or 1min (a bare number is in --timestamp_unit); auto: 3 times '
       'each entity\'s median sampling interval; none: never cut. '
       'Default: auto.')
+  add('--resample', default='',
+      help='Sensor windows: put each gap-free segment on a regular grid of '
+      'this period (such as 20ms; a bare number is in --timestamp_unit), '
+      'from its first observation: values interpolated linearly between '
+      'the observations around each grid time, label of the one at or '
+      'before it; windows are then made of grid rows. Default: off (the '
+      'observations as sampled).')
   add('--chunk_rows', default='100000',
       help='Sensor windows: about this many rows of one entity are '
       'grouped and windowed together (bounds worker memory). '
@@ -110,6 +117,16 @@ def settings(o) -> windows.SensorConfig:
       max_gap = windows.parse_duration(gap_text, unit)
     except ValueError as e:
       raise UsageError(f'--max_gap: {e}, or auto or none.') from None
+  resample_text = str(o.resample or '').strip()
+  resample = None
+  if resample_text:
+    if not length:
+      raise UsageError('--resample needs --window_length above 0 (windows '
+                       'are made of the resampled rows).')
+    try:
+      resample = windows.parse_duration(resample_text, unit)
+    except ValueError as e:
+      raise UsageError(f'--resample: {e}.') from None
   return windows.SensorConfig(
       timestamp_column=str(o.timestamp_column).strip(),
       timestamp_unit=unit, entity_column=entity,
@@ -122,4 +139,5 @@ def settings(o) -> windows.SensorConfig:
       split_by=split_by, time_cutoffs=cutoffs,
       bucketize=flags.whole_number('bucketize', o.bucketize, 0, 10000),
       chunk_rows=flags.whole_number('chunk_rows', o.chunk_rows, 1000),
-      max_gap=max_gap, max_gap_text=gap_text)
+      max_gap=max_gap, max_gap_text=gap_text, resample=resample,
+      resample_text=resample_text)

@@ -357,7 +357,9 @@ class RowExamplesFn(_ReadRowsFn):
     sc = self._cfg.settings
     source = batch_examples.source_name(self._plan.root, path)
     gaps = _MaxGaps(sc.max_gap, entity_stats)
-    streamer = win.StreamWindower(sc.window_length, sc.window_stride, gaps)
+    streamer = win.StreamWindower(
+        sc.window_length, sc.window_stride, gaps, sc.resample,
+        sc.time_cutoffs if sc.split_by == 'time' else None)
     labels = win.LabelCodes()
     try:
       for rows, _, split in self._batches(path):
@@ -409,7 +411,8 @@ class RowExamplesFn(_ReadRowsFn):
         global_starts, starts, time, vals, label, sp = done
         batch, lost = window_batch(
             entity, global_starts, starts, time, vals, label, sp, sc,
-            labels.names, gaps.bound(entity, sc.window_length))
+            labels.names, _span_bound(sc, gaps.median(entity),
+                                      gaps.get(entity)))
         if lost:
           too_long[entity] = too_long.get(entity, 0) + lost
         if batch is not None:
@@ -551,60 +554,96 @@ def _entity_intervals(item, setting):
 
 def _chunk_gaps(item, intervals):
   """A chunk's observations -> (entity, (chunk, observations, first time,
-  last time, [(local index, gap ns)], duplicates, conflicting rows))."""
+  last time, [(local index, time before, time after)] of its gaps,
+  duplicates, conflicting rows, its last observation (time, values,
+  label, split) or None))."""
   (entity, chunk), (c, duplicates, conflicts) = item
   time = c['time']
   cuts = win.gap_positions(time, intervals[entity][1])
-  gaps = [(int(i), int(time[i] - time[i - 1])) for i in cuts.tolist()]
+  gaps = [(int(i), int(time[i - 1]), int(time[i])) for i in cuts.tolist()]
+  last = ((int(time[-1]),) + tuple(c[k][-1] for k in ('values', 'label',
+                                                     'split'))
+          if len(time) else None)
   yield entity, (chunk, len(time), int(time[0]) if len(time) else None,
                  int(time[-1]) if len(time) else None, gaps, duplicates,
-                 conflicts)
+                 conflicts, last)
 
 
 def _entity_plan(item, intervals, sc):
   """(entity, its chunks' _chunk_gaps) -> (entity, {'offsets': {chunk:
-  observations before it}, 'bounds': segment starts and the end, as
-  global indices}) and, tagged 'shapes', (entity, its series shape)."""
+  rows of the series before it}, 'bounds': segment starts and the end, as
+  global indices, 'lead': {chunk: (its first segment's first observation's
+  time, the observation before the chunk in that segment or None)}}) and,
+  tagged 'shapes', (entity, its series shape).
+
+  The series' rows are the observations, or with --resample the grid rows
+  (grid_count of each segment's stretch in the chunk).
+  """
   entity, summaries = item
   summaries = sorted(summaries, key=lambda x: x[0])
   median, max_gap = intervals[entity]
-  offsets, bounds, sizes = {}, [0], []
-  total, last_time = 0, None
-  for chunk, n, first, last, gaps, _, _ in summaries:
+  period = sc.resample
+  offsets, lead, bounds, sizes = {}, {}, [0], []
+  total = observations = 0
+  anchor = previous = None  # the segment's first and last observation
+  first_ns = None
+  for chunk, n, first, last, gaps, _, _, last_row in summaries:
     offsets[chunk] = total
     if not n:
       continue
-    if (last_time is not None and max_gap is not None and
-        first - last_time > max_gap):
-      bounds.append(total)
-      sizes.append(first - last_time)
-    for local, size in gaps:
-      bounds.append(total + local)
-      sizes.append(size)
-    total += n
-    last_time = last
+    first_ns = first if first_ns is None else first_ns
+    if previous is None or (max_gap is not None and
+                            first - previous[0] > max_gap):
+      if previous is not None:
+        bounds.append(total)
+        sizes.append(first - previous[0])
+      anchor, previous = first, None
+    lead[chunk] = (anchor, previous)
+    # The chunk's stretches between its gaps, as (rows, first and last
+    # time).
+    starts = [0] + [g[0] for g in gaps]
+    ends = [g[0] for g in gaps] + [n]
+    firsts = [first] + [g[2] for g in gaps]
+    lasts = [g[1] for g in gaps] + [last]
+    for k in range(len(starts)):
+      if k:  # after a gap inside the chunk
+        bounds.append(total)
+        sizes.append(firsts[k] - lasts[k - 1])
+        anchor, previous = firsts[k], None
+      if period:
+        total += win.grid_count(firsts[k], lasts[k], anchor, period,
+                                None if previous is None else previous[0])
+      else:
+        total += ends[k] - starts[k]
+      previous = (lasts[k],)
+    observations += n
+    previous = last_row
   bounds.append(total)
   segment_rows = np.diff(bounds)
   shape = {
-      'observations': total, 'gaps': len(sizes),
+      'observations': observations, 'gaps': len(sizes),
       'longest_gap_ns': max(sizes, default=0),
-      'segments': len(sizes) + 1 if total else 0,
-      'longest_segment': int(segment_rows.max()) if total else 0,
+      'segments': len(sizes) + 1 if observations else 0,
+      'longest_segment': int(segment_rows.max()) if observations else 0,
       'duplicates_dropped': sum(x[5] for x in summaries),
       'conflicting_rows': sum(x[6] for x in summaries),
       'in_segments': sum(
           win.window_count(int(r), sc.window_length, sc.window_stride)
           for r in segment_rows.tolist()) if sc.windowed else 0,
-      'median_interval_ns': median, 'max_gap_ns': max_gap}
+      'rows_resampled': total if period else 0,
+      'median_interval_ns': median, 'max_gap_ns': max_gap,
+      'first_ns': first_ns, 'last_ns': previous[0] if previous else None}
   yield beam.pvalue.TaggedOutput('shapes', (entity, shape))
-  yield entity, {'offsets': offsets, 'bounds': np.asarray(bounds, np.int64)}
+  yield entity, {'offsets': offsets, 'bounds': np.asarray(bounds, np.int64),
+                 'lead': lead}
 
 
 class WindowChunks(beam.DoFn):
   """A chunk's observations -> window batches of the segments it holds,
   plus fragments of the windows that reach into other chunks (tagged
   'fragments', keyed (entity, global start)), the rows windowed per split
-  ('rows') and windows too long in time ('shapes')."""
+  ('rows') and windows too long in time and grid rows filled ('shapes').
+  With --resample the windows are made of the chunk's grid rows."""
 
   def __init__(self, sc, split_names):
     super().__init__()
@@ -614,26 +653,62 @@ class WindowChunks(beam.DoFn):
     (entity, chunk), (c, _, _) = item
     sc = self._sc
     plan = plans[entity]
-    offset, n = plan['offsets'][chunk], len(c['time'])
-    yield beam.pvalue.TaggedOutput('rows', (n, np.bincount(
+    yield beam.pvalue.TaggedOutput('rows', (len(c['time']), np.bincount(
         c['split'], minlength=len(self._names))))
+    series = (c['time'], c['values'], c['label'], c['split'])
+    if sc.resample:
+      series, filled = _chunk_grid(series, plan['lead'][chunk],
+                                   intervals[entity][1], sc)
+      if filled:
+        yield beam.pvalue.TaggedOutput('shapes', (entity,
+                                                  {'rows_filled': filled}))
+    time, values, label, split = series
+    offset, n = plan['offsets'][chunk], len(time)
     starts, fragments = win.segment_windows(
         plan['bounds'], offset, offset + n, sc.window_length,
         sc.window_stride)
     for start, position, lo, hi in fragments:
       yield beam.pvalue.TaggedOutput('fragments', ((entity, start), (
-          position, c['time'][lo:hi], c['values'][lo:hi], c['label'][lo:hi],
-          c['split'][lo:hi])))
+          position, time[lo:hi], values[lo:hi], label[lo:hi],
+          split[lo:hi])))
     if len(starts):
-      bound = win.span_bound(sc.window_length, *intervals[entity])
-      batch, lost = window_batch(entity, starts, starts - offset, c['time'],
-                                 c['values'], c['label'], c['split'], sc,
-                                 bound=bound)
+      bound = _span_bound(sc, *intervals[entity])
+      batch, lost = window_batch(entity, starts, starts - offset, time,
+                                 values, label, split, sc, bound=bound)
       if lost:
         yield beam.pvalue.TaggedOutput('shapes', (entity,
                                                   {'too_long': lost}))
       if batch is not None:
         yield batch
+
+
+def _chunk_grid(series, lead, max_gap, sc):
+  """A chunk's observations (time, values, label, split) -> its grid rows
+  (grid_points of each stretch between gaps) and the grid rows filled."""
+  time = series[0]
+  cuts = [0] + win.gap_positions(time, max_gap).tolist() + [len(time)]
+  anchor, previous = lead
+  cutoffs = sc.time_cutoffs if sc.split_by == 'time' else None
+  parts, filled = [], 0
+  for k, (lo, hi) in enumerate(zip(cuts, cuts[1:])):
+    if k:
+      anchor, previous = int(time[lo]), None
+    piece = tuple(a[lo:hi] for a in series)
+    found = win.grid_points(*piece, sc.resample, anchor, previous, cutoffs)
+    previous = tuple(a[-1] for a in piece)
+    if found is not None:
+      parts.append(found[:4])
+      filled += found[4]
+  if not parts:
+    return tuple(a[:0] for a in series), filled
+  return tuple(np.concatenate(p) for p in zip(*parts)), filled
+
+
+def _span_bound(sc, median, max_gap):
+  """The longest time a window may span: window_length rows at the
+  entity's sampling interval (the grid's period with --resample) and one
+  gap."""
+  return win.span_bound(sc.window_length, sc.resample or median, max_gap)
 
 
 def window_batch(entity, global_starts, starts, time, values, label, split,
@@ -677,7 +752,7 @@ def _assemble(item, intervals, sc):
   if whole is None:
     return
   time, values, label, split = whole
-  bound = win.span_bound(sc.window_length, *intervals[entity])
+  bound = _span_bound(sc, *intervals[entity])
   batch, lost = window_batch(entity, np.array([start]), np.array([0]), time,
                              values, label, split, sc, bound=bound)
   if lost:
@@ -751,6 +826,11 @@ def manifest_section(cfg, values, splits):
       'longest_entity_rows': max(entity_rows.values(), default=0),
       'longest_segment': time_shape['total']['longest_segment'],
       'max_gap': sc.max_gap_text,
+      'resample': {
+          'period': sc.resample_text, 'period_ns': sc.resample,
+          'fill': 'linear between the observations around each grid time; '
+                  'label of the observation at or before it'}
+                  if sc.resample else None,
       'time': time_shape,
       'rows_dropped': sum(counts.get((n, 'dropped'), 0)
                           for n in cfg.split_names),
@@ -780,6 +860,13 @@ def manifest_section(cfg, values, splits):
   return section, normalization
 
 
+def _shape_keys(sc):
+  """The keys of a sensor.time entry that add up over entities."""
+  keys = ('rows', 'observations', 'gaps', 'segments', 'duplicates_dropped',
+          'conflicting_rows', 'out_of_order_rows')
+  return keys + (('rows_resampled', 'rows_filled') if sc.resample else ())
+
+
 def _time_shape(sc, entity_stats, shapes) -> dict:
   """The manifest's sensor.time: each entity's series shape and the
   total (see the guide's sensor page)."""
@@ -799,17 +886,24 @@ def _time_shape(sc, entity_stats, shapes) -> dict:
         'conflicting_rows': part['conflicting_rows'],
         'out_of_order_rows': stats.out_of_order,
     }
+    if sc.resample:
+      shape['rows_resampled'] = int(part['rows_resampled'])
+      shape['rows_filled'] = int(part['rows_filled'])
     if sc.windowed:
+      # Without gaps: the observations, or the grid rows of the whole time
+      # the entity was observed.
+      rows = part['observations']
+      if sc.resample and part['first_ns'] is not None:
+        rows = (part['last_ns'] - part['first_ns']) // sc.resample + 1
       shape['windows'] = {
           'without_gaps': win.window_count(
-              part['observations'], sc.window_length, sc.window_stride),
+              rows, sc.window_length, sc.window_stride),
           'in_segments': part['in_segments'],
           'too_long': part['too_long'],
           'formed': part['in_segments'] - part['too_long']}
     entities[entity] = shape
   total = {}
-  for key in ('rows', 'observations', 'gaps', 'segments',
-              'duplicates_dropped', 'conflicting_rows', 'out_of_order_rows'):
+  for key in _shape_keys(sc):
     total[key] = sum(e[key] for e in entities.values())
   for key in ('longest_gap_ns', 'longest_segment'):
     total[key] = max((e[key] for e in entities.values()), default=0)
@@ -1091,9 +1185,6 @@ class _MaxGaps:
           EntityStats(*self._stats[entity]).intervals)
     return self._medians[entity]
 
-  def bound(self, entity, length):
-    """The longest time a window of the entity may span (None: any)."""
-    return win.span_bound(length, self.median(entity), self.get(entity))
 
 
 def _expected_examples(stats, sc) -> int:

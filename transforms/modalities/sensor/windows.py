@@ -65,6 +65,8 @@ class SensorConfig:
   # None: series are never cut.
   max_gap: Optional[int] = -1
   max_gap_text: str = 'auto'
+  resample: Optional[int] = None  # ns: the grid's period; None: off
+  resample_text: str = ''
 
   @property
   def windowed(self) -> bool:
@@ -80,7 +82,8 @@ class SensorConfig:
     d['channels'] = list(self.channels)
     d['time_cutoffs'] = [format_time(t) for t in self.time_cutoffs]
     d['max_gap'] = self.max_gap_text
-    del d['max_gap_text']
+    d['resample'] = self.resample_text or None
+    del d['max_gap_text'], d['resample_text']
     return d
 
 
@@ -316,6 +319,68 @@ def segment_windows(bounds: Sequence[int], lo: int, hi: int, length: int,
   return starts, fragments
 
 
+def grid_points(time, values, label, split, period: int, anchor: int,
+                prev=None, cutoffs=None):
+  """Observations of one segment (all, or the next of them) on its
+  regular grid, anchor + k * period (--resample).
+
+  Args:
+    time, values, label, split: Sorted observations of one segment (label
+      names or codes, split codes).
+    period: The grid's period, ns.
+    anchor: The segment's first observation's time: its first grid time.
+    prev: (time, values, label, split) of the segment's observation just
+      before time[0], or None when time[0] starts the segment.
+    cutoffs: --time_cutoffs (ns) when splits follow time, else None.
+
+  Returns:
+    (grid times, values, label, split, filled) of the grid times after
+    prev's time (from the anchor without prev) up to time[-1], or None when
+    there is none: values interpolated linearly between the observations
+    at or before and after each grid time; label, and unless splits follow
+    time the split, of the observation at or before it; `filled` counts
+    the grid times that no observation is less than half a period from.
+  """
+  if prev is not None:
+    time = np.concatenate([[prev[0]], time])
+    values = np.concatenate([np.asarray(prev[1])[None], values])
+    label = np.concatenate([np.asarray([prev[2]]), label])
+    split = np.concatenate([np.asarray([prev[3]]), split])
+  if not len(time):
+    return None
+  lo = 0 if prev is None else (int(time[0]) - anchor) // period + 1
+  hi = (int(time[-1]) - anchor) // period
+  if hi < lo:
+    return None
+  grid = anchor + period * np.arange(lo, hi + 1, dtype=np.int64)
+  after = np.searchsorted(time, grid, side='right')
+  before = after - 1
+  following = np.minimum(after, len(time) - 1)
+  t0, t1 = time[before], time[following]
+  span = (t1 - t0).astype(np.float64)
+  share = np.divide(grid - t0, span, out=np.zeros(len(grid)),
+                    where=span > 0)
+  out = (values[before] + (values[following] - values[before]) *
+         share[:, None]).astype(values.dtype)
+  near = np.minimum(grid - t0, np.where(t1 >= grid, t1 - grid, grid - t0))
+  filled = int(np.count_nonzero(2 * near >= period))
+  if cutoffs is not None:
+    grid_split = time_splits(grid, cutoffs)
+  else:
+    grid_split = split[before]
+  return grid, out, label[before], grid_split, filled
+
+
+def grid_count(first: int, last: int, anchor: int, period: int,
+               prev: Optional[int] = None) -> int:
+  """How many grid times grid_points gives for observations from `first`
+  to `last` of a segment anchored at `anchor` (`prev`: the time of the
+  observation before `first`, None when `first` starts the segment)."""
+  del first
+  lo = 0 if prev is None else (prev - anchor) // period + 1
+  return max(0, (last - anchor) // period - lo + 1)
+
+
 def window_count(rows: int, length: int, stride: int) -> int:
   """Complete windows in a series of `rows` rows."""
   return (rows - length) // stride + 1 if rows >= length else 0
@@ -453,18 +518,25 @@ class SeriesShape:
 
   FIELDS = ('observations', 'gaps', 'longest_gap_ns', 'segments',
             'longest_segment', 'duplicates_dropped', 'conflicting_rows',
-            'in_segments', 'too_long')
+            'in_segments', 'too_long', 'rows_resampled', 'rows_filled')
   # Known to the one part that saw the whole series.
   ONCE = ('median_interval_ns', 'max_gap_ns')
+  # The first and last observation's times.
+  EDGES = {'first_ns': min, 'last_ns': max}
 
   @staticmethod
   def merge(parts) -> dict:
     out = dict.fromkeys(SeriesShape.FIELDS, 0)
     out.update(dict.fromkeys(SeriesShape.ONCE))
+    out.update(dict.fromkeys(SeriesShape.EDGES))
     for part in parts:
       for key, value in part.items():
         if key in SeriesShape.ONCE:
           out[key] = value if value is not None else out[key]
+        elif key in SeriesShape.EDGES:
+          if value is not None:
+            out[key] = value if out[key] is None else SeriesShape.EDGES[
+                key](out[key], value)
         elif key in ('longest_gap_ns', 'longest_segment'):
           out[key] = max(out[key], value)
         else:
@@ -472,25 +544,43 @@ class SeriesShape:
     return out
 
 
+class _Series:
+  """What StreamWindower holds of one entity."""
+  __slots__ = ('seen', 'start', 'held', 'last', 'segment', 'anchor', 'prev',
+               'shape')
+
+  def __init__(self):
+    self.seen = 0  # rows of the series so far (grid rows when resampled)
+    self.start = 0  # global start of the next window
+    self.held = None  # (time, values, label, split) from `start`, or None
+    self.last = None  # the last observation's time
+    self.segment = 0  # global index where the current segment starts
+    self.anchor = None  # the current segment's first observation's time
+    self.prev = None  # its last observation (time, values, label, split)
+    self.shape = dict(observations=0, gaps=0, longest_gap_ns=0, segments=1,
+                      longest_segment=0, in_segments=0, rows_resampled=0,
+                      rows_filled=0, first_ns=None, last_ns=None)
+
+
 class StreamWindower:
   """Windows of entities whose observations arrive in time order (each
   time once).
 
   For an entity that is in one input file with its rows in strictly
-  increasing time, the series is cut at its gaps (`max_gaps[entity]`) and
-  windowed while the file is read: per entity only the rows of the next,
-  not yet complete windows are held (fewer than `length` when stride <=
-  length), never the entity's history. With length 0 only the shape of
-  the series is followed.
+  increasing time, the series is cut at its gaps (`max_gaps[entity]`),
+  put on its grid with `period` (--resample, grid_points) and windowed
+  while the file is read: per entity only the rows of the next, not yet
+  complete windows are held (fewer than `length` when stride <= length),
+  never the entity's history. With length 0 only the shape of the series
+  is followed.
   """
 
-  def __init__(self, length: int, stride: int, max_gaps):
+  def __init__(self, length: int, stride: int, max_gaps, period=None,
+               cutoffs=None):
     self._length, self._stride = length, stride
     self._max_gaps = max_gaps  # entity -> ns or None
-    # entity -> [observations seen, global start of the next window, held
-    # (time, values, label, split) arrays from that start (or None), last
-    # time, start of the current segment, shape dict].
-    self._state: Dict[str, list] = {}
+    self._period, self._cutoffs = period, cutoffs
+    self._state: Dict[str, _Series] = {}
 
   def add(self, entity: str, time, values, label, split):
     """Adds the entity's next rows; returns the windows they complete as
@@ -498,24 +588,33 @@ class StreamWindower:
     returned arrays, or None."""
     state = self._state.get(entity)
     if state is None:
-      state = self._state[entity] = [0, 0, None, None, 0, dict(
-          observations=0, gaps=0, longest_gap_ns=0, segments=1,
-          longest_segment=0, in_segments=0)]
+      state = self._state[entity] = _Series()
+    if not len(time):
+      return None
+    shape = state.shape
+    if state.anchor is None:
+      state.anchor = shape['first_ns'] = int(time[0])
+    shape['last_ns'] = int(time[-1])
+    shape['observations'] += len(time)
     arrays = (time, values, label, split)
-    cuts = gap_positions(time, self._max_gaps.get(entity), state[3])
-    state[5]['observations'] += len(time)
+    cuts = gap_positions(time, self._max_gaps.get(entity), state.last)
     done = []
     cut_set = set(cuts.tolist())
     edges = sorted(cut_set | {0, len(time)})
     for lo, hi in zip(edges, edges[1:]):
       if lo in cut_set:
-        before = time[lo - 1] if lo else state[3]
+        before = time[lo - 1] if lo else state.last
         self._new_segment(state, int(time[lo]) - int(before))
-      out = self._window(state, tuple(a[lo:hi] for a in arrays))
+        state.anchor = int(time[lo])
+      piece = tuple(a[lo:hi] for a in arrays)
+      if self._period:
+        piece = self._resampled(state, piece)
+        if piece is None:
+          continue
+      out = self._window(state, piece)
       if out is not None:
         done.append(out)
-    if len(time):
-      state[3] = int(time[-1])
+    state.last = int(time[-1])
     if not done:
       return None
     if len(done) == 1:
@@ -524,17 +623,30 @@ class StreamWindower:
         _rebase(d, sum(len(x[2]) for x in done[:i]))
         for i, d in enumerate(done)]))
 
+  def _resampled(self, state, piece):
+    """A segment's next observations -> its grid rows up to the last of
+    them (grid_points), or None."""
+    found = grid_points(*piece, self._period, state.anchor, state.prev,
+                        self._cutoffs)
+    state.prev = tuple(a[-1] for a in piece)
+    if found is None:
+      return None
+    state.shape['rows_resampled'] += len(found[0])
+    state.shape['rows_filled'] += found[4]
+    return found[:4]
+
   def _new_segment(self, state, gap):
-    shape = state[5]
+    shape = state.shape
     shape['gaps'] += 1
     shape['segments'] += 1
     shape['longest_gap_ns'] = max(shape['longest_gap_ns'], int(gap))
     self._close_segment(state)
-    state[1], state[2], state[4] = state[0], None, state[0]
+    state.start, state.held, state.segment = state.seen, None, state.seen
+    state.prev = None
 
   def _close_segment(self, state):
-    rows = state[0] - state[4]
-    shape = state[5]
+    rows = state.seen - state.segment
+    shape = state.shape
     shape['longest_segment'] = max(shape['longest_segment'], rows)
     if self._length:
       shape['in_segments'] += window_count(rows, self._length, self._stride)
@@ -542,9 +654,9 @@ class StreamWindower:
   def _window(self, state, arrays):
     """Adds rows of one segment; the windows they complete, or None."""
     length, stride = self._length, self._stride
-    seen, start, held = state[0], state[1], state[2]
+    seen, start, held = state.seen, state.start, state.held
     n = len(arrays[0])
-    state[0] = seen + n
+    state.seen = seen + n
     if not length:
       return None
     if held is not None:
@@ -556,9 +668,9 @@ class StreamWindower:
     count = (end - length - start) // stride + 1 if end >= start + length \
         else 0
     next_start = start + count * stride
-    state[1] = next_start
-    state[2] = (tuple(a[next_start - first:] for a in arrays)
-                if next_start < end else None)
+    state.start = next_start
+    state.held = (tuple(a[next_start - first:] for a in arrays)
+                  if next_start < end else None)
     if not count:
       return None
     global_starts = start + stride * np.arange(count, dtype=np.int64)
@@ -569,7 +681,7 @@ class StreamWindower:
     out = []
     for entity, state in sorted(self._state.items()):
       self._close_segment(state)
-      out.append((entity, state[5]))
+      out.append((entity, state.shape))
     self._state.clear()
     return out
 
