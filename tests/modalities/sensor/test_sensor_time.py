@@ -335,3 +335,31 @@ def test_resample_needs_windows_and_a_duration(logger, tmp_path):
   with pytest.raises(preprocess.UsageError,
                      match=r"^--resample: 'often' is not a duration"):
     _run(src, tmp_path / 'out', *WINDOWS, '--resample', 'often')
+
+
+def test_the_statistics_pass_counts_intervals_the_same_in_any_batches(
+    monkeypatch):
+  """Intervals wait and are counted when enough wait (or at the file's
+  end); how often does not change what is found."""
+  from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(0)
+  times = np.cumsum(rng.choice([0, 10, 10, 11, -5, 300], 5000)).astype(
+      np.int64)
+  found = []
+  for pending in (1 << 18, 7):
+    monkeypatch.setattr(sensor_pipeline, '_PENDING_INTERVALS', pending)
+    seen = sensor_pipeline._FileEntities()  # pylint: disable=protected-access
+    for lo in range(0, len(times), 333):
+      seen.add('e', times[lo:lo + 333])
+    [(_, stats)] = seen.stats('f.csv')
+    found.append(stats)
+  assert found[0] == found[1]
+  steps = np.diff(times)
+  stats = found[0]
+  assert (stats.rows, stats.first, stats.last) == (
+      5000, times.min(), times.max())
+  assert stats.repeats == int((steps == 0).sum())
+  assert stats.out_of_order == int((steps < 0).sum()) and not stats.ordered
+  want = np.sort(steps[steps > 0])
+  from transforms.modalities.sensor import windows as win  # pylint: disable=import-outside-toplevel
+  assert win.sketch_median(stats.intervals) == want[(len(want) - 1) // 2]

@@ -238,8 +238,8 @@ def _take_rows(rows, keep):
 
 class RowStatisticsFn(_ReadRowsFn):
   """The statistics pass over one input file: tagged outputs only, all
-  small but the analysis input: dead letters, per-entity (rows, first and
-  last time, its file, whether in time order), counts per (split, kind),
+  small but the analysis input: dead letters, per-entity EntityStats once
+  at the file's end (_FileEntities), counts per (split, kind),
   label names, tf.Transform analysis batches and exact statistics inputs of
   the training rows, and class counts (one example per row)."""
 
@@ -250,20 +250,21 @@ class RowStatisticsFn(_ReadRowsFn):
 
   def process(self, path):
     source = batch_examples.source_name(self._plan.root, path)
-    # Each entity's last time so far in this file (is the file in time
-    # order?).
-    last_times: Dict[str, int] = {}
+    # What this file shows of each entity, emitted once at its end.
+    seen = _FileEntities()
     try:
       for rows, bad, split in self._batches(path):
         self._rows.inc(len(rows.row) + len(bad))
         yield from self._dead(source, bad)
         if len(rows.row):
           self._parsed.inc(len(rows.row))
-          yield from self._batch(source, rows, split, last_times)
+          yield from self._batch(source, rows, split, seen)
     except tabular.ColumnError as e:
       yield beam.pvalue.TaggedOutput(
           DEAD, dead_letter(source, 'read', str(e)))
       yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), 1))
+    for entity, stats in seen.stats(source):
+      yield beam.pvalue.TaggedOutput(ENTITY_STATS, (entity, stats))
 
   @staticmethod
   def _dead(source, bad):
@@ -273,7 +274,7 @@ class RowStatisticsFn(_ReadRowsFn):
     if bad:
       yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), len(bad)))
 
-  def _batch(self, source, rows, split, last_times):
+  def _batch(self, source, rows, split, seen):
     sc, names = self._cfg.settings, self._cfg.split_names
     missing, keep = self._missing(rows)
     for s, name in enumerate(names):
@@ -291,7 +292,7 @@ class RowStatisticsFn(_ReadRowsFn):
     if not keep.all():
       rows, split = _take_rows(rows, keep), split[keep]
     if len(rows.row):
-      yield from self._summaries(source, rows, split, last_times)
+      yield from self._summaries(source, rows, split, seen)
 
   def _missing_dead(self, source, rows, missing, split):
     channels = self._plan.columns.channels
@@ -304,23 +305,10 @@ class RowStatisticsFn(_ReadRowsFn):
           'missing value in channel ' + ', '.join(
               repr(c) for c in bad_channels), names[split[i]]))
 
-  def _summaries(self, source, rows, split, last_times):
+  def _summaries(self, source, rows, split, seen):
     sc, names = self._cfg.settings, self._cfg.split_names
     for entity, idx in win.group_rows(rows.entity):
-      times = rows.time[idx]
-      previous = last_times.get(entity)
-      # Intervals between consecutive rows in the file's order: the
-      # positive ones give the sampling interval; 0 is a repeated time,
-      # a negative one a row out of order.
-      steps = np.diff(times if previous is None else
-                      np.concatenate([[previous], times]))
-      back = int(np.count_nonzero(steps < 0))
-      last_times[entity] = int(times[-1])
-      positive = steps[steps > 0]
-      yield beam.pvalue.TaggedOutput(ENTITY_STATS, (entity, EntityStats(
-          len(times), int(times.min()), int(times.max()), source, not back,
-          win.interval_sketch(positive) if len(positive) else None,
-          len(steps) - len(positive) - back, back)))
+      seen.add(entity, rows.time[idx])
     labels = sorted(set(rows.label.tolist()))
     yield beam.pvalue.TaggedOutput(LABELS, labels)
     for s, name in enumerate(names):
@@ -1157,6 +1145,66 @@ class EntityStats(NamedTuple):
   intervals: Optional[tuple] = None
   repeats: int = 0  # consecutive rows in file order at the same time
   out_of_order: int = 0  # rows earlier than the row before them
+
+
+class _FileEntities:
+  """What the statistics pass learns of each entity in one file, batch by
+  batch: its rows, time range and the intervals between its consecutive
+  rows in the file's order (the positive ones give the sampling interval;
+  0 is a repeated time, a negative one a row out of order).
+
+  The positive intervals wait in arrays and are counted
+  (windows.interval_sketch) once _PENDING_INTERVALS of them wait in all,
+  or at the file's end: counting each batch's few hundred per entity cost
+  more than the rest of the pass."""
+
+  def __init__(self):
+    # entity -> [rows, first, last, previous, repeats, back, pending
+    # arrays, sketch]
+    self._found: Dict[str, list] = {}
+    self._waiting = 0
+
+  def add(self, entity, times):
+    found = self._found.get(entity)
+    if found is None:
+      found = self._found[entity] = [0, None, None, None, 0, 0, [], None]
+    steps = np.diff(times)
+    if found[3] is not None:
+      steps = np.concatenate([[times[0] - found[3]], steps])
+    positive = steps[steps > 0]
+    back = int(np.count_nonzero(steps < 0))
+    low, high = int(times.min()), int(times.max())
+    found[0] += len(times)
+    found[1] = low if found[1] is None else min(found[1], low)
+    found[2] = high if found[2] is None else max(found[2], high)
+    found[3] = int(times[-1])
+    found[4] += len(steps) - len(positive) - back
+    found[5] += back
+    if len(positive):
+      found[6].append(positive)
+      self._waiting += len(positive)
+      if self._waiting >= _PENDING_INTERVALS:
+        self._count()
+
+  def _count(self):
+    for found in self._found.values():
+      if found[6]:
+        found[7] = win.merge_sketches(found[7], win.interval_sketch(
+            np.concatenate(found[6])))
+        found[6] = []
+    self._waiting = 0
+
+  def stats(self, source):
+    """[(entity, EntityStats)] of the file."""
+    self._count()
+    return [(entity, EntityStats(rows, first, last, source, not back,
+                                 sketch, repeats, back))
+            for entity, (rows, first, last, _, repeats, back, _, sketch)
+            in self._found.items()]
+
+
+# Intervals that wait to be counted, over a file's entities (8 bytes each).
+_PENDING_INTERVALS = 1 << 18
 
 
 def _streamable(stats) -> bool:
