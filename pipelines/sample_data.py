@@ -15,8 +15,9 @@ two near-duplicates of one photo (a smaller JPEG, a brighter PNG).
 
 write ``quotes.csv`` (short documents in four topics, with exact and
 near repeats, a quoted line break and an empty text) and ``logs/`` (three
-accelerometer log files of eight devices, rotated by time, with one row whose
-timestamp cannot be read).
+accelerometer log files of eight devices, rotated by time, each repeating
+the last 5 rows of the one before, with a 5 s dropout of one device and one
+row whose timestamp cannot be read).
 """
 
 import argparse
@@ -199,14 +200,18 @@ def generate_sensor(output: str, seconds: int = 60, hz: int = 20,
                     devices: int = 8, seed: int = 0) -> List[str]:
   """Writes `output/logs/accel-<n>.csv`: `seconds` of 3-axis accelerometer
   rows at `hz` from `devices` devices, interleaved in time order as one
-  logger writes them, rotated into three files; the activity label changes
-  every 20 s; one row's timestamp cannot be read (a dead letter). Returns
-  the files' paths."""
+  logger writes them, rotated into three files, each of which starts by
+  repeating the last 5 rows of the one before; the second device drops out
+  for 5 s in the middle; the activity label changes every 20 s; one row's
+  timestamp cannot be read (a dead letter). Returns the files' paths."""
   rng = np.random.default_rng(seed)
   start = np.datetime64('2026-11-02T08:00:00', 'ms')
   rows = []
+  dropout = range((seconds // 2 - 2) * hz, (seconds // 2 + 3) * hz)
   for step in range(seconds * hz):
     for device in (f'unit-{d + 1:02d}' for d in range(devices)):
+      if device == 'unit-02' and step in dropout:
+        continue
       label = ('walk', 'sit', 'run')[(step // (20 * hz)) % 3]
       amp = {'walk': 1.0, 'sit': 0.1, 'run': 2.5}[label]
       t = step / hz
@@ -225,7 +230,8 @@ def generate_sensor(output: str, seconds: int = 60, hz: int = 20,
     with open(path, 'w', newline='', encoding='utf-8') as f:
       writer = csv.writer(f)
       writer.writerow(['time', 'device', 'ax', 'ay', 'az', 'activity'])
-      writer.writerows(rows[n * per_file:(n + 1) * per_file])
+      # A rotated log starts by repeating the last rows of the one before.
+      writer.writerows(rows[max(0, n * per_file - 5):(n + 1) * per_file])
     paths.append(path)
   return paths
 

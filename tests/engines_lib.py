@@ -83,6 +83,8 @@ def dataset_facts(out):
       'totals': manifest['totals'],
       'splits': splits,
       'labels': manifest['labels'],
+      # Sensor data: each entity's time shape (gaps, repeats, windows).
+      'time': (manifest.get('sensor') or {}).get('time'),
       'dead_letters': sorted(json.dumps(d, sort_keys=True)
                              for d in letters),
       'run_folders': sorted(os.path.basename(p) for p in
@@ -97,6 +99,7 @@ def assert_same_dataset(got, want):
   assert got['totals'] == want['totals']
   assert got['splits'] == want['splits']
   assert got['labels'] == want['labels']
+  assert got['time'] == want['time']
   assert got['dead_letters'] == want['dead_letters']
   # One publish: one run folder, the one the manifest names.
   assert len(got['run_folders']) == 1

@@ -11,7 +11,8 @@ tests always run: a cluster that cannot start fails them.
 The sample inputs are the project's own (pipelines.sample_data), with the
 oddities real collections have: transparent PNGs and a JPEG cut short,
 repeated documents and an empty one, sensor logs of eight devices rotated
-into three files with one unreadable timestamp. The reference for every
+into three files that repeat rows, with a dropout and one unreadable
+timestamp. The reference for every
 engine run is the DirectRunner's run of the same input and flags.
 """
 

@@ -363,3 +363,21 @@ def test_the_statistics_pass_counts_intervals_the_same_in_any_batches(
   want = np.sort(steps[steps > 0])
   from transforms.modalities.sensor import windows as win  # pylint: disable=import-outside-toplevel
   assert win.sketch_median(stats.intervals) == want[(len(want) - 1) // 2]
+
+
+def test_the_sample_logs_repeat_rows_and_have_a_dropout(tmp_path):
+  """The generated sample (README, the engine tests) has what the rules
+  are for: rotated files that repeat 5 rows each, a 5 s dropout."""
+  from pipelines import sample_data  # pylint: disable=import-outside-toplevel
+  sample_data.generate_sensor(str(tmp_path))
+  out = tmp_path / 'ds'
+  manifest = preprocess.run(
+      ['--modality', 'sensor', '--input', str(tmp_path / 'logs'),
+       '--output', str(out), '--timestamp_column', 'time',
+       '--entity_column', 'device', '--label_column', 'activity',
+       '--window_length', '40', '--window_stride', '20'] + LOCAL)
+  total = manifest['sensor']['time']['total']
+  assert total['duplicates_dropped'] == 10 and total['conflicting_rows'] == 0
+  assert total['gaps'] == 1 and total['longest_gap_ns'] > 5 * 10**9
+  assert manifest['sensor']['windows']['lost_to_gaps'] > 0
+  readback.assert_valid(out)
