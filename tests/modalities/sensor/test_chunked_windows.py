@@ -18,6 +18,7 @@ on each entity's sorted rows.
 # pylint: disable=protected-access
 
 import collections
+import dataclasses
 import itertools
 
 import apache_beam as beam
@@ -263,3 +264,52 @@ def test_chunked_windows_equal_windows_of_the_sorted_series():
                     kv[1]['gaps'], kv[1]['too_long']))))
       assert_that(shapes, equal_to(sorted(counts.items())),
                   label=f'Counts{tag}')
+
+
+def _streamed_grid_windows(rows, sc, cutoff):
+  """{window id: (entity, label, start, end, values, split)} of each
+  entity's observations fed in time order to the stream windower, which
+  resamples them while reading: what the chunked way must equal."""
+  out = {}
+  for entity in ENTITY_ROWS:
+    mine = _observations(rows, entity)[0]
+    if len(mine) < 2:
+      continue
+    time = np.array([r[1] for r in mine], np.int64)
+    steps = np.sort(np.diff(time))
+    max_gap = 3 * int(steps[(len(steps) - 1) // 2])
+    names = np.array(sorted({r[4] for r in mine}))
+    codes = np.searchsorted(names, [r[4] for r in mine]).astype(np.int32)
+    streamer = win.StreamWindower(sc.window_length, sc.window_stride,
+                                  {entity: max_gap}, sc.resample, (cutoff,))
+    done = streamer.add(entity, time, np.stack([r[5] for r in mine]),
+                        codes, (time >= cutoff).astype(np.int8))
+    if done is None:
+      continue
+    batch, _ = sensor_pipeline.window_batch(entity, *done, sc, names)
+    for w in _windows_of(batch):
+      out[w[0]] = w[1:]
+  return out
+
+
+def test_chunked_resampled_windows_equal_the_streamed_ones():
+  """--resample on the chunked way (each chunk's grid from its segment's
+  anchor and the observation before it) against the stream windower on
+  each entity's sorted observations, with an entity whose every row
+  conflicts (empty chunks) among them."""
+  rows = _series()
+  times = sorted(r[1] for r in rows)
+  cutoff = times[len(times) // 2]
+  sc = dataclasses.replace(_settings(7, 3, 'last', 10, cutoff),
+                           resample=10**9, resample_text='1s')
+  expected = _streamed_grid_windows(rows, sc, cutoff)
+  assert len(expected) > 20
+  with TestPipeline() as p:
+    entity_dict = beam.pvalue.AsDict(
+        p | 'EntityStats' >> beam.Create(sorted(_entity_stats(rows).items())))
+    out = sensor_pipeline.chunked_series(
+        sc, SPLIT_NAMES, entity_dict, p | beam.Create(_batches(rows, cutoff)))
+    windows = ((out['windows'], out['crossing'])
+               | 'AllWindows' >> beam.Flatten()
+               | 'OneEach' >> beam.FlatMap(_windows_of))
+    assert_that(windows, _check_windows(expected))

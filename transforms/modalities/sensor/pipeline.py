@@ -643,6 +643,8 @@ class WindowChunks(beam.DoFn):
     plan = plans[entity]
     yield beam.pvalue.TaggedOutput('rows', (len(c['time']), np.bincount(
         c['split'], minlength=len(self._names))))
+    if not len(c['time']):  # every row of the chunk conflicted
+      return
     series = (c['time'], c['values'], c['label'], c['split'])
     if sc.resample:
       series, filled = _chunk_grid(series, plan['lead'][chunk],
