@@ -11,6 +11,7 @@ validation pipeline.
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import readback
@@ -380,4 +381,54 @@ def test_the_sample_logs_repeat_rows_and_have_a_dropout(tmp_path):
   assert total['duplicates_dropped'] == 10 and total['conflicting_rows'] == 0
   assert total['gaps'] == 1 and total['longest_gap_ns'] > 5 * 10**9
   assert manifest['sensor']['windows']['lost_to_gaps'] > 0
+  readback.assert_valid(out)
+
+
+def _coarse_clock_logs(src):
+  """One subject's 64 Hz log rotated into three files that repeat 5 rows,
+  its times read from a clock that ticks every 50 ms (three or four
+  samples share each time, as with loggers that stamp samples with a
+  coarse system timer)."""
+  rows = sensorlogs.write_logs(src, entities=('S01',), rotated=True,
+                               time_format='ns')
+  tick = 50 * 10**6
+  for name in rows['file'].unique():
+    path = src / name
+    table = pd.read_csv(path)
+    table['time'] = table['time'] // tick * tick
+    table.to_csv(path, index=False)
+  return rows.assign(time=rows['time'] // tick * tick)
+
+
+def test_a_coarse_clock_conflicts_unless_times_keep_file_order(tmp_path):
+  src = tmp_path / 'logs'
+  rows = _coarse_clock_logs(src)
+  assert rows.duplicated(['time']).sum() > len(rows) // 2
+  flags = ['--modality', 'sensor', '--input', str(src)] + (
+      sensorlogs.pipeline_flags('ns')) + WINDOWS + SPLIT + LOCAL
+  # Rows of one time that differ are conflicts by default: refused.
+  with pytest.raises(preprocess.DataQualityError, match='dead-lettered'):
+    preprocess.run(flags + ['--output', str(tmp_path / 'refused')])
+  out = tmp_path / 'ds'
+  manifest = preprocess.run(flags + ['--output', str(out), '--same_time',
+                                     'file_order'])
+  assert manifest['sensor']['same_time'] == 'file_order'
+  [shape] = manifest['sensor']['time']['entities'].values()
+  # The rotations' 10 repeated rows dropped, every sample else kept.
+  assert (shape['rows'], shape['observations']) == (6410, 6400)
+  assert shape['duplicates_dropped'] == 10 and shape['conflicting_rows'] == 0
+  assert shape['median_interval_ns'] == 50 * 10**6 and shape['gaps'] == 0
+  assert shape['windows']['formed'] == 99
+  # Windows hold the samples in the order of time, file name and row
+  # (within a 50 ms tick that two files share, file names decide), less
+  # the rows that repeat one of their time in an earlier file.
+  records = _records(out)
+  ordered = rows.sort_values(['time', 'file', 'row'], kind='stable')
+  repeat = ordered.duplicated(['time', 'label'] + list(sensorlogs.CHANNELS))
+  assert repeat.sum() == 10
+  values = ordered[~repeat][list(sensorlogs.CHANNELS)].to_numpy(np.float32)
+  for window_id, (_, f) in records.items():
+    start = int(window_id.rsplit('#', 1)[1])
+    np.testing.assert_array_equal(f['values'].reshape(128, -1),
+                                  values[start:start + 128])
   readback.assert_valid(out)

@@ -399,3 +399,21 @@ def test_the_stream_windower_resamples_like_each_whole_segment(seed):
   [(_, shape)] = streamer.shapes()
   assert shape['rows_resampled'] == len(grid_time)
   assert shape['rows_filled'] == sum(g[4] for g in grids)
+
+
+def test_same_time_in_file_order_keeps_samples_and_drops_repeats():
+  # Time 1: two samples of one file; 2: file 1 repeats file 0's rows;
+  # 3: file 1 repeats one row and adds another (kept after file 0's).
+  times = np.array([1, 1, 2, 2, 2, 2, 3, 3, 3, 4])
+  sources = np.array([0, 0, 0, 0, 1, 1, 0, 1, 1, 0])
+  values = np.array([[1.], [2], [3], [4], [3], [4], [5], [5], [6], [7]])
+  labels = np.array(['a'] * 10)
+  kept, conflicting, duplicates, runs = win.duplicate_runs(
+      times, values, labels, sources)
+  assert kept.tolist() == [1, 1, 1, 1, 0, 0, 1, 0, 1, 1]
+  assert not conflicting.any() and runs == [] and duplicates == 3
+  # Equal rows of one time in one file are two samples (a flat signal).
+  kept, _, duplicates, _ = win.duplicate_runs(
+      np.array([5, 5]), np.array([[1.], [1.]]), np.array(['a', 'a']),
+      np.array([0, 0]))
+  assert kept.tolist() == [1, 1] and duplicates == 0

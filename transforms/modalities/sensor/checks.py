@@ -368,6 +368,18 @@ _KEPT_THEN = ('the manifest has no sensor.time: it was written before '
               'the input repeats were kept')
 
 
+# Why repeated times pass with --same_time file_order.
+_FILE_ORDER = ('--same_time file_order keeps the rows of one time as '
+               'successive samples (a logger whose clock ticks slower than '
+               'it samples)')
+
+
+def _file_order(manifest: dict) -> bool:
+  """Whether rows of one time in one file were kept as successive
+  samples (--same_time file_order)."""
+  return manifest['sensor'].get('same_time') == 'file_order'
+
+
 def _time_section(manifest: dict) -> Optional[dict]:
   """The manifest's sensor.time, or None (written before it existed)."""
   return manifest['sensor'].get('time')
@@ -700,6 +712,10 @@ def _starts_increase(manifest: dict, series: dict) -> dict:
     problem = 'info'
     detail = (f'{same} windows start at the time of the window before '
               f'them, as the input repeats times; {_KEPT_THEN}: {listed}')
+  elif _file_order(manifest) and not earlier:
+    problem = 'info'
+    detail = (f'{same} windows start at the time of the window before '
+              f'them; {_FILE_ORDER}: {listed}')
   else:
     detail = (f'{earlier + same} windows start no later than the window of '
               f'their entity before them: {listed}')
@@ -726,6 +742,10 @@ def _observations_once(manifest: dict, series: dict) -> dict:
     problem = 'info'
     detail = (f'{found} observations (an entity at one time) are in a split '
               f'more than once{aside}; {_KEPT_THEN}: {listed}')
+  elif _file_order(manifest):
+    problem = 'info'
+    detail = (f'{found} times of an entity have several records in a '
+              f'split{aside}; {_FILE_ORDER}: {listed}')
   else:
     detail = (f'{found} observations (an entity at one time) are in a split '
               'more than once, though preprocessing keeps one row per '

@@ -59,6 +59,14 @@ def add_arguments(add) -> None:
       '500ms or 1min (a bare number is in --timestamp_unit); auto: 3 times '
       'each entity\'s median sampling interval; none: never cut. '
       'Default: auto.')
+  add('--same_time', default='conflict',
+      help='Sensor: rows of one entity at one time. conflict: one '
+      'observation (equal rows: one kept, the others dropped and counted; '
+      'rows that differ: all dead-lettered). file_order: rows of one time '
+      'are successive samples of a logger whose clock ticks slower than it '
+      'samples, kept in the order of file and row, except a row equal to '
+      'one of that time in an earlier file (a repeat, dropped); nothing '
+      'conflicts. Default: conflict.')
   add('--resample', default='',
       help='Sensor windows: put each gap-free segment on a regular grid of '
       'this period (such as 20ms; a bare number is in --timestamp_unit), '
@@ -140,4 +148,5 @@ def settings(o) -> windows.SensorConfig:
       bucketize=flags.whole_number('bucketize', o.bucketize, 0, 10000),
       chunk_rows=flags.whole_number('chunk_rows', o.chunk_rows, 1000),
       max_gap=max_gap, max_gap_text=gap_text, resample=resample,
-      resample_text=resample_text)
+      resample_text=resample_text,
+      same_time=flags.choice('same_time', o.same_time, windows.SAME_TIME))

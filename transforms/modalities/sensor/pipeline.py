@@ -481,7 +481,8 @@ class SortChunks(beam.DoFn):
     cat = {k: v[order] for k, v in cat.items()}
     source_codes = source_codes[order]
     kept, conflicting, duplicates, runs = win.duplicate_runs(
-        cat['time'], cat['values'], cat['label'])
+        cat['time'], cat['values'], cat['label'],
+        source_codes if self._sc.same_time == 'file_order' else None)
     ids = None
     if runs or not self._sc.windowed:
       ids = np.char.add(np.char.add(source_names[source_codes], ':'),
@@ -502,6 +503,7 @@ class SortChunks(beam.DoFn):
       ids = None if ids is None else ids[kept]
     time = cat['time']
     steps = np.diff(time)
+    steps = steps[steps > 0]  # times repeat with --same_time file_order
     yield beam.pvalue.TaggedOutput('intervals', (entity, (
         chunk, int(time[0]) if len(time) else None,
         int(time[-1]) if len(time) else None,
@@ -816,6 +818,7 @@ def manifest_section(cfg, values, splits):
       'longest_entity_rows': max(entity_rows.values(), default=0),
       'longest_segment': time_shape['total']['longest_segment'],
       'max_gap': sc.max_gap_text,
+      'same_time': sc.same_time,
       'resample': {
           'period': sc.resample_text, 'period_ns': sc.resample,
           'fill': 'linear between the observations around each grid time; '

@@ -36,6 +36,10 @@ import pandas as pd
 
 
 SPLIT_BY = ('auto', 'hash', 'entity', 'time')
+# --same_time: rows of one entity at one time are one observation
+# (conflict), or in one file successive samples of a coarse clock
+# (file_order).
+SAME_TIME = ('conflict', 'file_order')
 TIME_UNITS = ('s', 'ms', 'us', 'ns')
 LABEL_RULES = ('last', 'majority')
 MISSING_POLICIES = ('dead_letter', 'drop', 'impute')
@@ -67,6 +71,7 @@ class SensorConfig:
   max_gap_text: str = 'auto'
   resample: Optional[int] = None  # ns: the grid's period; None: off
   resample_text: str = ''
+  same_time: str = 'conflict'  # one of SAME_TIME
 
   @property
   def windowed(self) -> bool:
@@ -242,12 +247,21 @@ def span_bound(length: int, median: Optional[int], max_gap: Optional[int]
   return length * median + max_gap
 
 
-def duplicate_runs(time: np.ndarray, values: np.ndarray, label: np.ndarray):
+def duplicate_runs(time: np.ndarray, values: np.ndarray, label: np.ndarray,
+                   sources: Optional[np.ndarray] = None):
   """Rows of one entity sorted by time (ties in the order whose first row
   is kept) -> (kept rows, conflicting rows, duplicates dropped, [(first,
   end)] conflicting runs): rows at the same time that are all equal (values,
   NaN equal to NaN, and label) are one observation, the first kept; rows at
-  the same time that differ are all conflicting."""
+  the same time that differ are all conflicting.
+
+  With `sources` (each row's file, ties sorted by file then row:
+  --same_time file_order), rows of one time are successive samples of a
+  clock coarser than the sampling, kept in that order, unless equal to a
+  row of that time in an earlier file (a repeat, dropped); nothing
+  conflicts."""
+  if sources is not None:
+    return _file_order_runs(time, values, label, sources)
   n = len(time)
   if n < 2:
     return np.ones(n, bool), np.zeros(n, bool), 0, []
@@ -271,6 +285,32 @@ def duplicate_runs(time: np.ndarray, values: np.ndarray, label: np.ndarray):
   runs = [(int(starts[r]), int(starts[r] + in_runs[r])) for r in
           bad_runs.tolist()]
   return kept, conflicting, duplicates, runs
+
+
+def _file_order_runs(time, values, label, sources):
+  """duplicate_runs with --same_time file_order (see there)."""
+  n = len(time)
+  kept, duplicates = np.ones(n, bool), 0
+  if n < 2:
+    return kept, np.zeros(n, bool), duplicates, []
+  # The times that rows of more than one file hold.
+  starts = np.flatnonzero(np.concatenate([[True], time[1:] != time[:-1]]))
+  ends = np.append(starts[1:], n)
+  several = np.flatnonzero(sources[starts] != sources[ends - 1])
+  for lo, hi in zip(starts[several].tolist(), ends[several].tolist()):
+    for i in range(lo, hi):
+      earlier = np.flatnonzero(sources[lo:i] != sources[i]) + lo
+      if len(earlier) and _equal_rows(values[earlier], values[i][None],
+                                      label[earlier], label[i]).any():
+        kept[i] = False
+        duplicates += 1
+  return kept, np.zeros(n, bool), duplicates, []
+
+
+def _equal_rows(values, row, label, row_label) -> np.ndarray:
+  """Which of `values` (and `label`) equal one row (NaN equal to NaN)."""
+  same = ((values == row) | (np.isnan(values) & np.isnan(row))).all(axis=1)
+  return same & (label == row_label)
 
 
 def gap_positions(time: np.ndarray, max_gap: Optional[int],
