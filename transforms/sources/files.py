@@ -16,15 +16,24 @@ from typing import Dict, Iterator, List, NamedTuple, Optional
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.sources import stores
+
 _SCHEME = re.compile(r'^[a-zA-Z][-a-zA-Z0-9+.]*://')
+stores.use_emulator()
 
 
 def exists(path: str) -> bool:
-  """Whether the file or folder exists (False when it cannot be asked)."""
+  """Whether the file or folder exists (False when it cannot be asked). In
+  an object store a folder is a prefix: it exists when an object is below
+  it."""
   try:
-    return FileSystems.exists(path)
+    if FileSystems.exists(path):
+      return True
   except BeamIOError:
     return False
+  if is_local(path):
+    return False
+  return bool(match(escape_glob(strip_slash(path)) + '/**', limit=1))
 
 
 def match(pattern: str, limit: Optional[int] = None):

@@ -85,7 +85,7 @@ def _listing_pattern(path: str):
   """(pattern, root) for a file, a folder or a glob."""
   if any(c in path for c in '*?['):
     return path, posixpath.dirname(path.split('*')[0].split('?')[0])
-  if FileSystems.exists(path) and not _is_file(path):
+  if files_lib.exists(path) and not _is_file(path):
     root = path.rstrip('/')
     return FileSystems.join(root, '*'), root
   return path, posixpath.dirname(path)
@@ -117,7 +117,7 @@ def check_input(cfg) -> SensorInput:
       sentence.
   """
   sc = cfg.settings
-  if not FileSystems.exists(cfg.input) and not any(
+  if not files_lib.exists(cfg.input) and not any(
       c in cfg.input for c in '*?['):
     raise UsageError(f'the input {cfg.input} does not exist')
   pattern, root = _listing_pattern(cfg.input)
