@@ -111,6 +111,10 @@ def test_windows_follow_the_rules_on_rotated_logs_with_a_dropout(logger):
     assert (shape['duplicates_dropped'], shape['conflicting_rows'],
             shape['gaps'], shape['segments']) == (10, 258, 2, 3)
     assert shape['longest_gap_ns'] == 641 * sensorlogs.PERIOD_NS
+  total = manifest['sensor']['time']['total']
+  assert total['median_interval_ns'] == sensorlogs.PERIOD_NS
+  assert {k: v for k, v in total.items() if k not in (
+      'median_interval_ns', 'longest_segment')} == ref.total
   w = manifest['sensor']['windows']
   assert (w['expected'], w['lost_to_gaps'], w['too_long']) == (
       ref.counts['expected'], ref.counts['lost_to_gaps'], 0)

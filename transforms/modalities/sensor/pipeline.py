@@ -900,6 +900,11 @@ def _time_shape(sc, entity_stats, shapes) -> dict:
     total[key] = sum(e[key] for e in entities.values())
   for key in ('longest_gap_ns', 'longest_segment'):
     total[key] = max((e[key] for e in entities.values()), default=0)
+  # The entities' median intervals, their median (the lower middle one).
+  medians = sorted(e['median_interval_ns'] for e in entities.values()
+                   if e['median_interval_ns'] is not None)
+  total['median_interval_ns'] = (medians[(len(medians) - 1) // 2]
+                                 if medians else None)
   if sc.windowed:
     total['windows'] = {key: sum(e['windows'][key] for e in entities.values())
                         for key in ('without_gaps', 'in_segments',
