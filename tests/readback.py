@@ -2,6 +2,8 @@
 letters, every record of a split through the reader, and a passing
 validation report."""
 
+import contextlib
+import io
 import json
 import os
 
@@ -43,6 +45,16 @@ def splits_of(out):
     for ex_id in read_all(out, split).get('id', []):
       found[ex_id.decode('utf-8')] = split
   return found
+
+
+def validation_run(out):
+  """(exit code, printed summary, JSON report) of validating `out`."""
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    code = validate.main(['--output', str(out)])
+  with open(out / 'validation_report.json', encoding='utf-8') as f:
+    report = json.load(f)
+  return code, printed.getvalue(), report
 
 
 def assert_valid(out):

@@ -7,8 +7,6 @@ written and after records are moved into another split, as a run that
 leaked them would have written them.
 """
 
-import contextlib
-import io
 import json
 import re
 import shutil
@@ -49,16 +47,6 @@ def weather_frame(days: int = 60) -> pd.DataFrame:
   return df
 
 
-def _validate(out):
-  """(exit code, printed summary, JSON report) of validating `out`."""
-  printed = io.StringIO()
-  with contextlib.redirect_stdout(printed):
-    code = validate.main(['--output', str(out)])
-  with open(out / 'validation_report.json', encoding='utf-8') as f:
-    report = json.load(f)
-  return code, printed.getvalue(), report
-
-
 def _checks(report):
   return {c['check']: c for c in report['checks']}
 
@@ -83,7 +71,7 @@ def weather(tmp_path_factory):
   manifest = preprocess.run(['--input', str(root / 'weather.csv'),
                              '--output', str(out), '--timestamp_column',
                              'date', '--label_column', 'weather'] + BASE)
-  return df, out, manifest, _validate(out)
+  return df, out, manifest, readback.validation_run(out)
 
 
 def test_equal_weather_rows_in_two_splits_are_information(weather):
@@ -150,7 +138,7 @@ def test_a_time_split_that_the_records_do_not_follow_fails(weather,
   manifest['sensor'].update(split_by='time', time_cutoffs=[
       '2012-02-01T00:00:00+00:00', '2012-02-15T00:00:00+00:00'])
   (edited / 'manifest.json').write_text(json.dumps(manifest))
-  code, printed, report = _validate(edited)
+  code, printed, report = readback.validation_run(edited)
   assert code == validate.EXIT_UNSOUND
   leak = _checks(report)['no time range in two splits (leakage)']
   assert leak['status'] == 'fail'
@@ -179,7 +167,7 @@ def entity_windows(tmp_path_factory):
        '--timestamp_column', 'time', '--entity_column', 'device',
        '--window_length', '10', '--splits',
        'train=0.5,validation=0.25,test=0.25'] + BASE)
-  return out, manifest, _validate(out)
+  return out, manifest, readback.validation_run(out)
 
 
 def test_windows_split_by_entity_pass_and_keep_line_charts(entity_windows):
@@ -210,7 +198,7 @@ def test_an_entity_in_two_splits_fails_naming_it(entity_windows, tmp_path):
       lambda ex: ex.features.feature['id'].bytes_list.value[0].decode() ==
       first)
   assert len(moved) == 1
-  code, printed, report = _validate(leaked)
+  code, printed, report = readback.validation_run(leaked)
   assert code == validate.EXIT_UNSOUND
   failed = [c['check'] for c in report['checks'] if c['status'] == 'fail']
   # Only the leak: the manifest was rewritten to match the moved record.
@@ -245,7 +233,7 @@ def time_windows(tmp_path_factory):
        '--timestamp_column', 'time', '--entity_column', 'device',
        '--window_length', '10', '--split_by', 'time', '--time_cutoffs',
        CUT.isoformat()] + BASE)
-  return out, manifest, _validate(out)
+  return out, manifest, readback.validation_run(out)
 
 
 def test_windows_split_by_time_pass(time_windows):
@@ -271,7 +259,7 @@ def test_a_window_before_the_cutoff_in_test_fails_naming_it(time_windows,
   readback.move_records(
       leaked, 'train', 'test',
       lambda ex: ex.features.feature['id'].bytes_list.value[0] == b'dev01#0')
-  code, printed, report = _validate(leaked)
+  code, printed, report = readback.validation_run(leaked)
   assert code == validate.EXIT_UNSOUND
   failed = [c['check'] for c in report['checks'] if c['status'] == 'fail']
   assert failed == ['no time range in two splits (leakage)'], failed

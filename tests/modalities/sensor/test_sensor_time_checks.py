@@ -10,14 +10,13 @@ validated as published, with an older manifest, and with a manifest whose
 time section a real window breaks.
 """
 
-import contextlib
-import io
 import json
 import re
 import shutil
 
 import pytest
 
+import readback
 import sensorgen
 from pipelines import preprocess
 from pipelines import validate
@@ -508,16 +507,6 @@ def test_the_report_says_when_the_time_shape_is_not_recorded():
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
 
 
-def _validate(out):
-  """(exit code, printed summary, JSON report) of validating `out`."""
-  printed = io.StringIO()
-  with contextlib.redirect_stdout(printed):
-    code = validate.main(['--output', str(out)])
-  with open(out / 'validation_report.json', encoding='utf-8') as f:
-    report = json.load(f)
-  return code, printed.getvalue(), report
-
-
 def _edited(out, tmp_path, edit):
   """A copy of the dataset `out` whose manifest `edit` changed."""
   copy = tmp_path / 'out'
@@ -542,7 +531,7 @@ def published(tmp_path_factory):
        '--output', str(out), '--timestamp_column', 'time',
        '--entity_column', 'device', '--window_length', '10',
        '--window_stride', '5'] + LOCAL)
-  return out, manifest, _validate(out)
+  return out, manifest, readback.validation_run(out)
 
 
 def test_the_published_windows_pass_the_series_checks(published):
@@ -573,7 +562,7 @@ def _older(manifest):
 def test_an_older_manifest_validates_saying_not_recorded(published,
                                                          tmp_path):
   out, _, _ = published
-  code, printed, report = _validate(_edited(out, tmp_path, _older))
+  code, printed, report = readback.validation_run(_edited(out, tmp_path, _older))
   assert code == validate.EXIT_SOUND, printed
   found = {c['check']: c for c in report['checks']}
   for name in (ENTITIES, SPAN):
@@ -603,7 +592,7 @@ def _time_of_devices(manifest):
 
 def test_windows_longer_than_the_manifest_allows_fail(published, tmp_path):
   out, _, _ = published
-  code, printed, report = _validate(
+  code, printed, report = readback.validation_run(
       _edited(out, tmp_path, _time_of_devices))
   assert code == validate.EXIT_UNSOUND
   failed = {c['check']: c['detail'] for c in report['checks']
