@@ -328,8 +328,6 @@ def test_max_gap_and_window_span_bound():
   for bad in ('soon', '-2s', '0'):
     with pytest.raises(ValueError):
       win.parse_duration(bad)
-  assert win.format_duration(15_625_000) == '15.625 ms'
-  assert win.format_duration(None) == 'none'
 
 
 def test_grid_points_interpolate_and_take_the_label_before():
@@ -356,8 +354,8 @@ def test_grid_points_interpolate_and_take_the_label_before():
                            np.zeros(2, np.int8), 10, 0,
                            prev=(20, values[2], 'c', 0))
   assert first[0].tolist() + second[0].tolist() == grid.tolist()
-  assert win.grid_count(35, 40, 0, 10, prev=20) == 2
-  assert win.grid_count(0, 20, 0, 10) == 3
+  assert win.grid_count(40, 0, 10, prev=20) == 2
+  assert win.grid_count(20, 0, 10) == 3
 
 
 @pytest.mark.parametrize('seed', range(20))

@@ -601,7 +601,7 @@ def _entity_plan(item, intervals, sc):
         sizes.append(firsts[k] - lasts[k - 1])
         anchor, previous = firsts[k], None
       if period:
-        total += win.grid_count(firsts[k], lasts[k], anchor, period,
+        total += win.grid_count(lasts[k], anchor, period,
                                 None if previous is None else previous[0])
       else:
         total += ends[k] - starts[k]

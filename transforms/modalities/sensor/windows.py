@@ -143,17 +143,6 @@ def parse_duration(text: str, unit: str = 's') -> int:
   return ns
 
 
-def format_duration(ns: Optional[int]) -> str:
-  """ns -> short readable text (15.625 ms, 2 s, 1.5 min)."""
-  if ns is None:
-    return 'none'
-  for size, name in ((60 * 10**9, 'min'), (10**9, 's'), (10**6, 'ms'),
-                     (10**3, 'us')):
-    if abs(ns) >= size:
-      return f'{ns / size:.6g} {name}'
-  return f'{ns} ns'
-
-
 # Sampling intervals are summarized per entity by a mergeable sketch: the
 # exact count of each distinct interval while there are at most
 # _EXACT_INTERVALS of them (regular loggers), else counts in log-spaced
@@ -411,12 +400,11 @@ def grid_points(time, values, label, split, period: int, anchor: int,
   return grid, out, label[before], grid_split, filled
 
 
-def grid_count(first: int, last: int, anchor: int, period: int,
+def grid_count(last: int, anchor: int, period: int,
                prev: Optional[int] = None) -> int:
-  """How many grid times grid_points gives for observations from `first`
-  to `last` of a segment anchored at `anchor` (`prev`: the time of the
-  observation before `first`, None when `first` starts the segment)."""
-  del first
+  """How many grid times grid_points gives for a segment's observations
+  up to `last`, the segment anchored at `anchor` (`prev`: the time of the
+  observation before them, None when they start the segment)."""
   lo = 0 if prev is None else (prev - anchor) // period + 1
   return max(0, (last - anchor) // period - lo + 1)
 
