@@ -285,6 +285,28 @@ def summarize(runs, unit):
   return out
 
 
+def paired_ratio(runs, base, other):
+  """The median over the repeats of `measure` of job `other`'s wall time
+  over job `base`'s in the same repeat (paired runs, noise shared)."""
+  return statistics.median(b['seconds'] / a['seconds']
+                           for a, b in zip(runs[base], runs[other]))
+
+
+def memory_growth(s, sizes, kinds, unit):
+  """With two sizes, the sentence of how each kind's peak memory grows
+  from the smaller to the larger ('\n\nPeak memory L / S unit: kind
+  1.02x, ...'; jobs named '<kind>@<size>' in `s`, summarize's output);
+  else ''."""
+  if len(sizes) != 2:
+    return ''
+  small, large = sorted(sizes)
+  growth = [f'{kind} ' + format(s[f'{kind}@{large}']['peak_rss_mib_median'] /
+                                s[f'{kind}@{small}']['peak_rss_mib_median'],
+                                '.2f') + 'x' for kind in kinds]
+  return (f'\n\nPeak memory {large:,} / {small:,} {unit}: '
+          f'{", ".join(growth)}.')
+
+
 def print_table(rows, s, unit):
   """rows: [(label, name)]; s: summarize() output."""
   key = f'{unit}_per_second_median'

@@ -26,7 +26,6 @@ benchmarks/RESULTS.md (--results PATH writes it whatever the settings;
 import argparse
 import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -98,9 +97,7 @@ def main(argv=None):
   for n in sizes:
     off, group = s[f'off@{n}'], s[f'group@{n}']
     ratio = group['seconds_median'] / off['seconds_median']
-    paired = statistics.median(
-        g['seconds'] / o['seconds'] for g, o in
-        zip(runs[f'group@{n}'], runs[f'off@{n}']))
+    paired = harness.paired_ratio(runs, f'off@{n}', f'group@{n}')
     last = runs[f'group@{n}'][-1]
     verdicts.append(paired <= TIME_TARGET)
     lines.append(
@@ -109,14 +106,7 @@ def main(argv=None):
         f'{off["peak_rss_mib_median"]:.0f} | '
         f'{group["peak_rss_mib_median"]:.0f} | {last["groups"]} '
         f'({last["members"]}) |')
-  memory = ''
-  if len(sizes) == 2:
-    small, large = sorted(sizes)
-    growth = {mode: s[f'{mode}@{large}']['peak_rss_mib_median'] /
-              s[f'{mode}@{small}']['peak_rss_mib_median']
-              for mode in ('off', 'group')}
-    memory = (f'\n\nPeak memory {large:,} / {small:,} {unit}: off '
-              f'{growth["off"]:.2f}x, group {growth["group"]:.2f}x.')
+  memory = harness.memory_growth(s, sizes, ('off', 'group'), unit)
   body = (
       f'Median of {args.repeats} paired repeats, whole processes on the '
       f'{args.modality} benchmark\'s corpus; the default run '

@@ -25,7 +25,6 @@ benchmarks/RESULTS.md (--results PATH writes it whatever the settings;
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 
@@ -106,9 +105,7 @@ def main(argv=None):
   verdicts, problems = [], []
   for n in sizes:
     old, new = s[f'base@{n}'], s[f'new@{n}']
-    paired = statistics.median(
-        b['seconds'] / a['seconds'] for a, b in
-        zip(runs[f'base@{n}'], runs[f'new@{n}']))
+    paired = harness.paired_ratio(runs, f'base@{n}', f'new@{n}')
     verdicts.append(paired <= TIME_TARGET)
     records = (runs[f'base@{n}'][-1]['records'],
                runs[f'new@{n}'][-1]['records'])
@@ -122,14 +119,7 @@ def main(argv=None):
         f'{paired:.3f}x | {old["peak_rss_mib_median"]:.0f} | '
         f'{new["peak_rss_mib_median"]:.0f} | {records[0]:,}, '
         f'{records[1]:,} |')
-  memory = ''
-  if len(sizes) == 2:
-    small, large = sorted(sizes)
-    growth = {kind: s[f'{kind}@{large}']['peak_rss_mib_median'] /
-              s[f'{kind}@{small}']['peak_rss_mib_median']
-              for kind in ('base', 'new')}
-    memory = (f'\n\nPeak memory {large:,} / {small:,} rows: base '
-              f'{growth["base"]:.2f}x, new {growth["new"]:.2f}x.')
+  memory = harness.memory_growth(s, sizes, ('base', 'new'), 'rows')
   body = (
       f'Median of {args.repeats} paired repeats, whole processes, the sensor '
       f'benchmark\'s command and data; this checkout against {sha} (before '
