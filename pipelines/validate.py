@@ -57,6 +57,7 @@ from transforms.modalities.image import checks as image_checks
 from transforms.modalities.sensor import checks as sensor_checks
 from transforms.validation import html_report
 from transforms.output import manifest as manifest_lib
+from transforms.sources import files
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import report as report_lib
 from transforms.validation import shard_checks as validation
@@ -255,7 +256,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
   # Absolute, so that workers started in another folder read the same files.
   output = options_lib.absolute_local_path(args.output).rstrip('/')
   preflight.check_reachable([output], PipelineOptions(beam_args))
-  if not FileSystems.exists(output):
+  if not files.exists(output):
     raise preprocess.UsageError(f'the dataset folder {output} does not '
                                 'exist.')
   manifest = reader.load_manifest(output)
