@@ -118,44 +118,75 @@ def make_certificates(folder: str):
 
 class Faults:
   """Rules the front applies to the requests it forwards, first match
-  first: fail with a status, or wait, `times` times (None: always)."""
+  first, each `times` times (None: always):
+
+  - fail: answer with an error status instead of forwarding;
+  - delay: wait, then forward;
+  - hold: stop the request until release(): at 'request', before it is
+    forwarded, and then drop it unsent (a client that died while
+    sending); at 'response', after the server has done it, and then pass
+    the answer on if anyone still listens.
+
+  A rule matches a method and a pattern searched in the request's path
+  and body (a batch request names its parts' objects only in its body).
+  `applied` lists (method, path, what) of each rule applied, as it is.
+  """
 
   def __init__(self):
     self._lock = threading.Lock()
     self._rules = []
-    self.applied = []  # (method, path, what) of each rule applied
+    self._released = threading.Event()
+    self.applied = []
 
-  def fail(self, method: str, path_pattern: str, status: int = 503,
-           times: int = 1):
+  def _add(self, method, pattern, times, **what):
+    rule = {'method': method, 'pattern': re.compile(pattern.encode()),
+            'times': times, 'status': None, 'delay': 0.0, 'hold': None}
+    rule.update(what)
     with self._lock:
-      self._rules.append({'method': method, 'path': re.compile(path_pattern),
-                          'status': status, 'delay': 0.0, 'times': times})
+      self._rules.append(rule)
 
-  def delay(self, method: str, path_pattern: str, seconds: float,
+  def fail(self, method: str, pattern: str, status: int = 503,
+           times=1):
+    self._add(method, pattern, times, status=status)
+
+  def delay(self, method: str, pattern: str, seconds: float,
             times=None):
-    with self._lock:
-      self._rules.append({'method': method, 'path': re.compile(path_pattern),
-                          'status': None, 'delay': seconds, 'times': times})
+    self._add(method, pattern, times, delay=seconds)
+
+  def hold(self, method: str, pattern: str, at: str = 'request',
+           times=1):
+    assert at in ('request', 'response'), at
+    self._add(method, pattern, times, hold=at)
+
+  def release(self):
+    """Lets every held request go on (and those held later pass)."""
+    self._released.set()
+
+  def wait_released(self, timeout: float = 600.0):
+    self._released.wait(timeout)
 
   def clear(self):
     with self._lock:
       self._rules.clear()
       self.applied.clear()
+      self._released.clear()
 
-  def take(self, method: str, path: str):
-    """(status to answer or None, seconds to wait first)."""
+  def take(self, method: str, path: str, body: bytes = b''):
+    """The first rule that applies to this request (counted), or None."""
+    target = path.encode() + b'\n' + body
     with self._lock:
       for rule in self._rules:
-        if rule['method'] != method or not rule['path'].search(path):
+        if rule['method'] != method or not rule['pattern'].search(target):
           continue
         if rule['times'] is not None:
           if rule['times'] <= 0:
             continue
           rule['times'] -= 1
-        what = rule['status'] or f'delay {rule["delay"]}s'
+        what = (rule['status'] or (f'hold at {rule["hold"]}' if rule['hold']
+                                   else f'delay {rule["delay"]}s'))
         self.applied.append((method, path, what))
-        return rule['status'], rule['delay']
-    return None, 0.0
+        return rule
+    return None
 
 
 def _number_batch_parts(body: bytes, content_type: str) -> bytes:
@@ -235,6 +266,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     return self.rfile.read(length) if length else b''
 
   def _forward(self):
+    try:
+      self._forward_one()
+    except (BrokenPipeError, ConnectionResetError):
+      self.close_connection = True  # the client is gone (killed, say)
+
+  def _forward_one(self):
     body = self._body()
     headers = {k: v for k, v in self.headers.items()
                if k.lower() not in _HOP}
@@ -245,9 +282,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
       path = '/' + path.split('://', 1)[1].partition('/')[2]
     if path.startswith('/batch/'):
       body = _number_batch_parts(body, self.headers.get('Content-Type', ''))
-    status, delay = self.server.faults.take(self.command, path)
-    if delay:
-      time.sleep(delay)
+    faults = self.server.faults
+    rule = faults.take(self.command, path, body) or {}
+    if rule.get('delay'):
+      time.sleep(rule['delay'])
+    if rule.get('hold') == 'request':
+      faults.wait_released()
+      self.close_connection = True
+      return  # dropped: the server never sees it
+    status = rule.get('status')
     if status:
       data = json.dumps({'error': {'code': status, 'message':
                                    'injected by the test front'}}).encode()
@@ -267,6 +310,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return
       resp = conn.getresponse()
       data = resp.read()
+      if rule.get('hold') == 'response':
+        faults.wait_released()
       if os.environ.get('GCS_FRONT_DEBUG'):
         print('front:', self.command, headers.get('Host'), path[:200],
               resp.status, flush=True)
