@@ -148,6 +148,8 @@ EXPLICIT: Dict[str, Tuple[str, ...]] = {
         # transforms/core/processes.py: Died, dead-lettered by image decode.
         'the worker process died each time it processed this input '
         '(killed, out of memory, or a crash in a decoder)',
+        # transforms/sources/files.py: read_error, of an input that is gone.
+        'the file no longer exists (deleted or moved after it was listed)',
         # transforms/modalities/image/decode.py: any other read error.
         '<ExceptionType>: <message>',
     ),

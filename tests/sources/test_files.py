@@ -173,3 +173,29 @@ def test_list_tree_names_a_folder_it_cannot_list(tmp_path, monkeypatch):
 def test_list_tree_root_that_cannot_be_listed_raises(tmp_path):
   with pytest.raises(OSError):
     list(files.list_tree(str(tmp_path / 'missing')))
+
+
+def test_a_file_that_is_not_there_reads_as_vanished(tmp_path):
+  from apache_beam.io.filesystem import BeamIOError  # pylint: disable=import-outside-toplevel
+  from google.api_core import exceptions  # pylint: disable=import-outside-toplevel
+  try:
+    files.FileSystems.open(str(tmp_path / 'gone.png')).read()
+  except Exception as e:  # pylint: disable=broad-except
+    local = e
+  gone = exceptions.NotFound('GET .../o/in%2Fgone.png: No such object')
+  wrapped = BeamIOError('Delete operation failed', {'gs://b/in/gone.png': gone})
+  try:
+    try:
+      raise gone
+    except exceptions.NotFound as inner:
+      raise OSError('read failed') from inner
+  except OSError as e:
+    chained = e
+  for error in (local, gone, wrapped, chained):
+    assert files.is_not_found(error), error
+    assert files.read_error(error) == files.VANISHED
+  for error in (PermissionError('denied'), exceptions.Forbidden('no'),
+                BeamIOError('failed', {'gs://b/x': PermissionError('no')}),
+                ValueError('bad')):
+    assert not files.is_not_found(error), error
+    assert files.read_error(error) == f'{type(error).__name__}: {error}'

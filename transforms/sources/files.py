@@ -36,6 +36,36 @@ def exists(path: str) -> bool:
   return bool(match(escape_glob(strip_slash(path)) + '/**', limit=1))
 
 
+# The dead-letter reason of an input deleted between its listing and its
+# read (on local disk or in an object store).
+VANISHED = 'the file no longer exists (deleted or moved after it was listed)'
+
+
+def is_not_found(e: BaseException) -> bool:
+  """Whether reading failed because the file is not there: a local
+  FileNotFoundError, an object store's 404 (google.api_core's NotFound,
+  botocore's NoSuchKey or 404), or Beam's wrapper of such errors."""
+  if isinstance(e, FileNotFoundError):
+    return True
+  if type(e).__name__ in ('NotFound', 'NoSuchKey'):
+    return True
+  details = getattr(e, 'exception_details', None)
+  if isinstance(details, dict) and details:
+    return all(is_not_found(x) for x in details.values()
+               if isinstance(x, BaseException))
+  response = getattr(e, 'response', None)
+  if isinstance(response, dict):  # botocore's ClientError
+    return str(response.get('Error', {}).get('Code')) in ('404', 'NoSuchKey')
+  cause = e.__cause__ or e.__context__
+  return cause is not None and cause is not e and is_not_found(cause)
+
+
+def read_error(e: BaseException) -> str:
+  """A file's read failure as a dead letter's reason: VANISHED when it is
+  not there (any more), else the error's type and message."""
+  return VANISHED if is_not_found(e) else f'{type(e).__name__}: {e}'
+
+
 def match(pattern: str, limit: Optional[int] = None):
   """FileMetadata of the files matching a pattern (at most `limit`; [] when
   none or when the listing fails)."""

@@ -340,7 +340,7 @@ def _dead_letter(ref, e: Exception, split: str) -> dict:
     return dead_letter(ref.path, 'decode', str(e), split)
   # Any storage error (missing, permission, network) is this input's
   # problem, not the job's: record it and go on.
-  return dead_letter(ref.path, 'read', f'{type(e).__name__}: {e}', split)
+  return dead_letter(ref.path, 'read', files.read_error(e), split)
 
 
 class FindContentFn(_PooledFn):

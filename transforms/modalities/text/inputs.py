@@ -840,8 +840,11 @@ def _iter_folder(paths, root, replace, batch_docs, reads=None):
       try:
         with _open(path) as f:
           raw = f.read()
-      except OSError as e:
-        bad.append((i, f'cannot read: {e}'))
+      except Exception as e:  # pylint: disable=broad-except
+        if not (isinstance(e, OSError) or files.is_not_found(e)):
+          raise
+        bad.append((i, files.VANISHED if files.is_not_found(e)
+                    else f'cannot read: {e}'))
         continue
       if reads is not None:
         reads.add(len(raw))
