@@ -122,6 +122,8 @@ class Faults:
 
   - fail: answer with an error status instead of forwarding;
   - delay: wait, then forward;
+  - vanish: delete the object the request names, then forward it (an
+    object deleted between listing and reading);
   - hold: stop the request until release(): at 'request', before it is
     forwarded, and then drop it unsent (a client that died while
     sending); at 'response', after the server has done it, and then pass
@@ -140,7 +142,8 @@ class Faults:
 
   def _add(self, method, pattern, times, **what):
     rule = {'method': method, 'pattern': re.compile(pattern.encode()),
-            'times': times, 'status': None, 'delay': 0.0, 'hold': None}
+            'times': times, 'status': None, 'delay': 0.0, 'hold': None,
+            'vanish': False}
     rule.update(what)
     with self._lock:
       self._rules.append(rule)
@@ -152,6 +155,9 @@ class Faults:
   def delay(self, method: str, pattern: str, seconds: float,
             times=None):
     self._add(method, pattern, times, delay=seconds)
+
+  def vanish(self, method: str, pattern: str, times=1):
+    self._add(method, pattern, times, vanish=True)
 
   def hold(self, method: str, pattern: str, at: str = 'request',
            times=1):
@@ -182,8 +188,9 @@ class Faults:
           if rule['times'] <= 0:
             continue
           rule['times'] -= 1
-        what = (rule['status'] or (f'hold at {rule["hold"]}' if rule['hold']
-                                   else f'delay {rule["delay"]}s'))
+        what = (rule['status'] or
+                (f'hold at {rule["hold"]}' if rule['hold'] else
+                 'vanish' if rule['vanish'] else f'delay {rule["delay"]}s'))
         self.applied.append((method, path, what))
         return rule
     return None
@@ -290,6 +297,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
       faults.wait_released()
       self.close_connection = True
       return  # dropped: the server never sees it
+    if rule.get('vanish'):
+      self._delete_named_object(path)
     status = rule.get('status')
     if status:
       data = json.dumps({'error': {'code': status, 'message':
@@ -328,6 +337,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
       self.end_headers()
       if self.command != 'HEAD':
         self.wfile.write(data)
+    finally:
+      conn.close()
+
+  def _delete_named_object(self, path: str):
+    """Deletes the object a JSON API request names (/b/B/o/NAME...)."""
+    found = re.search(r'/b/([^/]+)/o/([^/?]+)', path)
+    assert found, f'no object named in {path}'
+    conn = http.client.HTTPConnection('127.0.0.1', self.server.backend,
+                                      timeout=60)
+    try:
+      conn.request('DELETE', f'/storage/v1/b/{found.group(1)}/o/'
+                   f'{found.group(2)}')
+      assert conn.getresponse().status in (200, 204), path
     finally:
       conn.close()
 
