@@ -54,23 +54,6 @@ def spark_cluster():
 
 
 @pytest.fixture(scope='session')
-def sample_inputs(tmp_path_factory):
-  """{modality: the --input of its sample}."""
-  root = tmp_path_factory.mktemp('engine_inputs')
-  python = [sys.executable, '-m', 'pipelines.sample_data']
-  for argv in (['--output', str(root / 'images'), '--count', '60',
-                '--oddities'],
-               ['--modality', 'text', '--output', str(root / 'text'),
-                '--count', '300'],
-               ['--modality', 'sensor', '--output', str(root / 'sensor')]):
-    proc = run(python + argv, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-  return {'image': str(root / 'images'),
-          'text': str(root / 'text' / 'quotes.csv'),
-          'sensor': str(root / 'sensor' / 'logs')}
-
-
-@pytest.fixture(scope='session')
 def direct_runs(sample_inputs, tmp_path_factory):
   """facts(modality): the facts of the DirectRunner's run of the sample,
   made once per session."""
