@@ -6,6 +6,8 @@ sentence (a UsageError, exit code 2).
   few seconds. Beam's GCS client retries for two minutes (after half a
   minute of looking for credentials) when there is no network; a missing
   client library or credentials surface as exceptions or as that wait.
+- `check_tensorflow_writes`: the output must be a path TensorFlow's own
+  file systems write (tf.Transform writes there): local, gs://, not s3://.
 - `check_not_empty`: table inputs (CSV/TSV/JSONL/Parquet files, an image
   manifest) must hold at least one data row; a header alone is an empty
   input, not a data-quality failure.
@@ -94,6 +96,29 @@ def _no_filesystem(path: str) -> Optional[str]:
           if scheme in extra else '')
   return (f'Beam has no file system for {scheme}:// paths in this '
           f'environment{hint}')
+
+
+def check_tensorflow_writes(output: str) -> None:
+  """Raises UsageError when TensorFlow has no file system for the output's
+  scheme. tf.Transform writes its temporary files and the exported
+  transform into the output through TensorFlow's file systems, which know
+  local paths and gs:// but no longer s3:// (moved to the tensorflow-io
+  package) or hdfs://; Beam would write the rest and the run fail at the
+  end. Reads nothing remote."""
+  if files.is_local(output) or output.startswith('gs://'):
+    return
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  try:
+    tf.io.gfile.exists(output)
+  except tf.errors.UnimplementedError:
+    scheme = output.split('://', 1)[0]
+    raise UsageError(  # pylint: disable=raise-missing-from
+        f'TensorFlow {tf.__version__} cannot write {scheme}:// paths (it '
+        'has no file system for them), and tf.Transform writes its '
+        'temporary files and exported transform into the output; write to '
+        'gs:// or to a folder every worker reaches.')
+  except Exception:  # pylint: disable=broad-except
+    pass  # reachability is check_reachable's
 
 
 def check_reachable(paths: Sequence[str], options=None,

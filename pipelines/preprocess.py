@@ -544,6 +544,7 @@ def _configure(argv: List[str]):
   _check_runner(options)
   _absolute_paths(options)
   cfg = options_lib.resolve_config(options)
+  preflight.check_tensorflow_writes(cfg.output)
   if not options.view_as(TestOptions).dry_run:
     # A Dataflow dry run reads and writes nothing remote.
     preflight.check_reachable([cfg.input, cfg.output], options)

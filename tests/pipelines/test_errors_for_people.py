@@ -365,6 +365,18 @@ def test_gs_paths_without_the_gcs_client(images_dir, tmp_path):
           'for gs:// paths', 'apache-beam[gcp]')
 
 
+def test_an_output_tensorflow_cannot_write_is_refused_at_once(images_dir,
+                                                              tmp_path):
+  """TensorFlow 2.21 has no s3:// file system; tf.Transform would write its
+  temporary files there and fail at the end of the run."""
+  started = time.monotonic()
+  proc = _cli(tmp_path, ['--input', images_dir, '--output',
+                         's3://some-bucket/out'])
+  assert time.monotonic() - started < 60
+  _failed(proc, EXIT_USAGE, 'bad_invocation', 'cannot write s3:// paths',
+          'write to gs:// or to a folder every worker reaches')
+
+
 # --- the validation command ---------------------------------------------------
 
 
