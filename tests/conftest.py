@@ -1,10 +1,12 @@
 """Session fixtures the test folders share: the project's sample inputs,
-with the oddities real collections have."""
+with the oddities real collections have, and a real GCS server on
+loopback (tests/gcs_server.py)."""
 
 import sys
 
 import pytest
 
+import gcs_server
 from engines_lib import run
 
 
@@ -23,3 +25,12 @@ def sample_inputs(tmp_path_factory):
   return {'image': str(root / 'images'),
           'text': str(root / 'text' / 'quotes.csv'),
           'sensor': str(root / 'sensor' / 'logs')}
+
+
+@pytest.fixture(scope='session')
+def gcs(tmp_path_factory):
+  """A GcsServer holding an empty bucket gcs_server.BUCKET, in memory."""
+  server = gcs_server.GcsServer(str(tmp_path_factory.mktemp('gcs')),
+                                buckets=[gcs_server.BUCKET])
+  yield server
+  server.stop()

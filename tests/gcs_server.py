@@ -1,9 +1,9 @@
 """A real GCS server on loopback, as both of our GCS clients reach it.
 
 fake-gcs-server (a Go implementation of the GCS JSON and XML APIs, built
-by scripts/fake_gcs_server.sh from the Go module proxy) keeps the objects, their generations and the `ifGenerationMatch`
-preconditions. In front of it runs `Front`, a small HTTP proxy in this
-process, for three reasons:
+by scripts/fake_gcs_server.sh from the Go module proxy) keeps the objects,
+their generations and the `ifGenerationMatch` preconditions. In front of
+it runs `Front`, a small HTTP proxy in this process, for three reasons:
 
 - TensorFlow's own GCS file system (tf.io.gfile, tf.data, tf.Transform's
   temp files, TFDS) has https://www.googleapis.com and
@@ -18,10 +18,15 @@ process, for three reasons:
   google-cloud-storage sends batch parts without a Content-ID (the server
   skips those parts, so Beam's batched deletes and renames did nothing).
 - Faults the stores really show are injected here (`Faults`): a request
-  that fails once with 503, a slow listing.
+  that fails once with 503, a slow listing, an object deleted before its
+  read, a request held while the test kills its client.
 
-`start(folder)` gives a `GcsServer`; its `env()` is what a process needs
-to use it: STORAGE_EMULATOR_HOST for google-cloud-storage and Beam,
+Every other host asked for through the front (pip's index, say) is
+tunnelled to as before: through the proxy the environment named, or
+directly.
+
+`GcsServer(folder)` starts both; its `env()` is what a process needs to
+use them: STORAGE_EMULATOR_HOST for google-cloud-storage and Beam,
 https_proxy, no_proxy and CURL_CA_BUNDLE for TensorFlow.
 """
 
@@ -72,8 +77,9 @@ def free_port() -> int:
 
 
 def make_certificates(folder: str):
-  """(CA file, certificate file, key file): a CA made for this run and a
-  certificate it signs for GOOGLE_HOSTS and 127.0.0.1."""
+  """(CA bundle, certificate file, key file): a CA made for this run (in a
+  bundle with the usual CAs) and a certificate it signs for GOOGLE_HOSTS
+  and 127.0.0.1."""
   # pylint: disable=import-outside-toplevel
   from cryptography import x509
   from cryptography.hazmat.primitives import hashes, serialization
@@ -107,7 +113,12 @@ def make_certificates(folder: str):
                 for n in ('ca.pem', 'cert.pem', 'key.pem'))
   pem = serialization.Encoding.PEM
   with open(paths[0], 'wb') as f:
+    # With the usual CAs after it: CURL_CA_BUNDLE names this file to
+    # every client that reads it (requests too), for every host.
+    import certifi  # pylint: disable=import-outside-toplevel
     f.write(ca.public_bytes(pem))
+    with open(certifi.where(), 'rb') as usual:
+      f.write(b'\n' + usual.read())
   with open(paths[1], 'wb') as f:
     f.write(cert.public_bytes(pem))
   with open(paths[2], 'wb') as f:
@@ -245,9 +256,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     pass
 
   def do_CONNECT(self):  # pylint: disable=invalid-name
-    host = self.path.rsplit(':', 1)[0]
+    host, _, port = self.path.rpartition(':')
     if host not in GOOGLE_HOSTS:
-      self.send_error(502, f'{host} is not served here')
+      self._tunnel(host, int(port))
       return
     self.send_response(200, 'Connection established')
     self.end_headers()
@@ -257,6 +268,55 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     self.wfile = _Writer(tls)
     self.tls = True
     self.close_connection = False  # handle() goes on with the TLS requests
+
+  def _tunnel(self, host: str, port: int):
+    """Any other host (pip's index, say) is reached as without the front:
+    through the proxy the environment named before, or directly."""
+    try:
+      upstream = self.server.upstream
+      if upstream:
+        far = socket.create_connection(upstream, timeout=30)
+        far.sendall(f'CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}'
+                    '\r\n\r\n'.encode())
+        answer = b''
+        while b'\r\n\r\n' not in answer:
+          chunk = far.recv(4096)
+          if not chunk:
+            raise OSError('the upstream proxy closed the connection')
+          answer += chunk
+        if answer.split()[1] != b'200':
+          raise OSError(answer.split(b'\r\n')[0].decode(errors='replace'))
+      else:
+        far = socket.create_connection((host, port), timeout=30)
+      far.settimeout(None)
+    except OSError as e:
+      self.send_error(502, f'cannot reach {host}:{port}: {e}')
+      return
+    self.send_response(200, 'Connection established')
+    self.end_headers()
+    near = self.connection
+
+    def pipe(source, target):
+      try:
+        while True:
+          data = source.recv(65536)
+          if not data:
+            break
+          target.sendall(data)
+      except OSError:
+        pass
+      finally:
+        try:
+          target.shutdown(socket.SHUT_WR)
+        except OSError:
+          pass
+
+    other = threading.Thread(target=pipe, args=(far, near), daemon=True)
+    other.start()
+    pipe(near, far)
+    other.join()
+    far.close()
+    self.close_connection = True
 
   def _body(self) -> bytes:
     if self.headers.get('Transfer-Encoding', '').lower() == 'chunked':
@@ -321,9 +381,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
       data = resp.read()
       if rule.get('hold') == 'response':
         faults.wait_released()
-      if os.environ.get('GCS_FRONT_DEBUG'):
-        print('front:', self.command, headers.get('Host'), path[:200],
-              resp.status, flush=True)
       self.send_response(resp.status, resp.reason)
       for key, value in resp.getheaders():
         if key.lower() not in _HOP:
@@ -359,9 +416,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class Front(http.server.ThreadingHTTPServer):
   daemon_threads = True
 
-  def __init__(self, port: int, backend: int, cert: str, key: str):
+  def __init__(self, port: int, backend: int, cert: str, key: str,
+               upstream=None):
     super().__init__(('127.0.0.1', port), _Handler)
     self.backend = backend
+    self.upstream = upstream  # (host, port) of the proxy to chain, or None
     self.faults = Faults()
     self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     self.tls.load_cert_chain(cert, key)
@@ -380,7 +439,7 @@ class GcsServer:
       os.makedirs(os.path.join(data, bucket), exist_ok=True)
     backend, port = free_port(), free_port()
     self.url = f'http://127.0.0.1:{port}'
-    self.front = Front(port, backend, cert, key)
+    self.front = Front(port, backend, cert, key, _upstream_proxy())
     self.faults = self.front.faults
     self._front_thread = threading.Thread(
         target=self.front.serve_forever, daemon=True)
@@ -470,6 +529,17 @@ class GcsServer:
       self._server.terminate()
       self._server.wait(timeout=30)
     self._log.close()
+
+
+def _upstream_proxy():
+  """(host, port) of the https proxy this process's environment names, if
+  any (the front chains to it for every host but Google's)."""
+  named = os.environ.get('https_proxy') or os.environ.get('HTTPS_PROXY')
+  if not named:
+    return None
+  hostport = named.split('://', 1)[-1].split('@')[-1].strip('/')
+  host, _, port = hostport.rpartition(':')
+  return host, int(port or 80)
 
 
 def without_server(env: dict) -> dict:

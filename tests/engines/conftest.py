@@ -24,17 +24,18 @@ import pytest
 from engines_lib import FLINK_SCRIPT
 from engines_lib import SPARK_SCRIPT
 from engines_lib import dataset_facts
+from engines_lib import env
 from engines_lib import preprocess_argv
 from engines_lib import run
 
 
-def _cluster(script):
-  """Starts the cluster unless it runs; yields; stops it if it started
-  it."""
+def _cluster(script, environment=None):
+  """Starts the cluster (in `environment`) unless it runs; yields; stops
+  it if it started it."""
   status = run([script, 'status'], timeout=120)
   started = status.returncode != 0
   if started:
-    start = run([script, 'start'], timeout=1200)
+    start = run([script, 'start'], timeout=1200, environment=environment)
     assert start.returncode == 0, (
         f'{os.path.basename(script)} start failed:\n{start.stderr[-4000:]}')
   yield
@@ -44,8 +45,12 @@ def _cluster(script):
 
 
 @pytest.fixture(scope='session')
-def flink_cluster():
-  yield from _cluster(FLINK_SCRIPT)
+def flink_cluster(gcs):
+  """The Flink cluster, started with the session's GCS server named in its
+  environment, as a cluster set up for an emulator is: its SDK workers
+  read and write gs:// there (a cluster that was already running when the
+  session began does not know the server)."""
+  yield from _cluster(FLINK_SCRIPT, gcs.env(env()))
 
 
 @pytest.fixture(scope='session')

@@ -19,10 +19,12 @@ from engines_lib import FLINK_REST
 from engines_lib import FLINK_WORKER_POOL
 from engines_lib import assert_same_dataset
 from engines_lib import dataset_facts
+from engines_lib import env
 from engines_lib import get_json
 from engines_lib import preprocess_argv
 from engines_lib import run
 from engines_lib import summary
+from gcs_server import BUCKET
 from repo import ROOT
 
 RUN_FLINK = os.path.join(ROOT, 'run_flink.sh')
@@ -112,3 +114,37 @@ def test_more_subtasks_than_slots_with_batch_forced(
   vertices = get_json(f'{FLINK_REST}/jobs/{jid}')['vertices']
   assert max(v['parallelism'] for v in vertices) == 4
   assert len(get_json(f'{FLINK_REST}/taskmanagers')['taskmanagers']) == 2
+
+
+def test_a_flink_run_with_its_input_and_output_on_gs(
+    flink_cluster, gcs, sample_inputs, direct_runs, tmp_path):
+  """The image sample uploaded to the session's GCS server; the job's SDK
+  workers on the cluster read the images and write the dataset through
+  Beam's and TensorFlow's GCS file systems (tf.Transform's temp files and
+  exported transform too). The dataset must be the DirectRunner's of the
+  same files on disk."""
+  remote = f'gs://{BUCKET}/flink'
+  assert gcs.upload(sample_inputs['image'], remote + '/in') > 0
+  environment = gcs.env(env())
+  before = job_ids()
+  proc = run(flink_argv('image', {'image': remote + '/in'}, remote + '/out'),
+             environment=environment)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  result = summary(proc)
+  assert result['status'] == 'published'
+  assert result['runner'] == 'FlinkRunner'
+  jobs = [j for j in get_json(f'{FLINK_REST}/jobs/overview')['jobs']
+          if j['jid'] not in before]
+  assert [j['state'] for j in jobs] == ['FINISHED']
+
+  copy = tmp_path / 'copy'
+  assert gcs.download(remote + '/out', str(copy)) > 0
+  got = dataset_facts(str(copy))
+  # A dead letter names its input where it was read.
+  got['dead_letters'] = sorted(d.replace(remote + '/in',
+                                         sample_inputs['image'])
+                               for d in got['dead_letters'])
+  assert_same_dataset(got, direct_runs('image'))
+  check = run([sys.executable, '-m', 'pipelines.validate', '--output',
+               remote + '/out'], timeout=600, environment=environment)
+  assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
