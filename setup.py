@@ -50,12 +50,17 @@ setuptools.setup(
         'build>=1.2',
     ],
     extras_require={
+        # Inputs on s3:// (Beam's S3 file system, boto3); see
+        # docs/object-stores.md for why outputs cannot be there.
+        'aws': ['apache-beam[aws]>=2.77,<2.78'],
         # tfrecord: tests/output/test_index_files.py reads the shards with
         # the tfrecord package's reader through their index files.
-        # Not torch: PyPI's Linux build of it pulls gigabytes of CUDA
-        # libraries. (The GCS server of tests/stores is built from the Go
-        # module proxy by scripts/fake_gcs_server.sh.)
-        'test': ['pytest>=8', 'tfrecord>=1.14'],
+        # moto[server]: the S3 server tests/stores runs on loopback (with
+        # Beam's S3 file system). Not torch: PyPI's Linux build of it pulls
+        # gigabytes of CUDA libraries. (The GCS server of tests/stores is
+        # built from the Go module proxy by scripts/fake_gcs_server.sh.)
+        'test': ['pytest>=8', 'tfrecord>=1.14', 'moto[server]>=5.1,<6',
+                 'apache-beam[aws]>=2.77,<2.78'],
     },
     entry_points={
         'console_scripts': [
