@@ -191,11 +191,15 @@ def test_a_file_that_is_not_there_reads_as_vanished(tmp_path):
       raise OSError('read failed') from inner
   except OSError as e:
     chained = e
-  for error in (local, gone, wrapped, chained):
+  from apache_beam.io.aws.clients.s3.messages import S3ClientError  # pylint: disable=import-outside-toplevel
+  s3_gone = S3ClientError('Not Found', 404)
+  for error in (local, gone, wrapped, chained, s3_gone):
     assert files.is_not_found(error), error
     assert files.read_error(error) == files.VANISHED
   for error in (PermissionError('denied'), exceptions.Forbidden('no'),
                 BeamIOError('failed', {'gs://b/x': PermissionError('no')}),
+                BeamIOError('failed', {'gs://b/x': 'not an exception'}),
+                S3ClientError('Access Denied', 403),
                 ValueError('bad')):
     assert not files.is_not_found(error), error
     assert files.read_error(error) == f'{type(error).__name__}: {error}'

@@ -41,23 +41,28 @@ def exists(path: str) -> bool:
 VANISHED = 'the file no longer exists (deleted or moved after it was listed)'
 
 
-def is_not_found(e: BaseException) -> bool:
+def is_not_found(e: BaseException, _depth: int = 0) -> bool:
   """Whether reading failed because the file is not there: a local
   FileNotFoundError, an object store's 404 (google.api_core's NotFound,
-  botocore's NoSuchKey or 404), or Beam's wrapper of such errors."""
+  Beam's S3ClientError, botocore's NoSuchKey), or Beam's wrapper of such
+  errors, or an error raised while handling one."""
+  if _depth > 8:
+    return False
   if isinstance(e, FileNotFoundError):
     return True
-  if type(e).__name__ in ('NotFound', 'NoSuchKey'):
+  if type(e).__name__ in ('NotFound', 'NoSuchKey') or getattr(
+      e, 'code', None) == 404:
     return True
   details = getattr(e, 'exception_details', None)
-  if isinstance(details, dict) and details:
-    return all(is_not_found(x) for x in details.values()
-               if isinstance(x, BaseException))
+  if isinstance(details, dict):
+    inner = [x for x in details.values() if isinstance(x, BaseException)]
+    if inner:
+      return all(is_not_found(x, _depth + 1) for x in inner)
   response = getattr(e, 'response', None)
   if isinstance(response, dict):  # botocore's ClientError
     return str(response.get('Error', {}).get('Code')) in ('404', 'NoSuchKey')
   cause = e.__cause__ or e.__context__
-  return cause is not None and cause is not e and is_not_found(cause)
+  return cause is not None and is_not_found(cause, _depth + 1)
 
 
 def read_error(e: BaseException) -> str:
