@@ -13,6 +13,7 @@ import sys
 import time
 import urllib.request
 
+from gcs_server import die_with_parent
 from gcs_server import free_port
 
 BUCKET = 'tfrp-s3-bucket'
@@ -30,7 +31,8 @@ class S3Server:
     server = os.path.join(os.path.dirname(sys.executable), 'moto_server')
     self._server = subprocess.Popen(
         [server, '-H', '127.0.0.1', '-p', self.url.rsplit(':', 1)[1]],
-        stdout=self._log, stderr=subprocess.STDOUT)
+        stdout=self._log, stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent)
     deadline = time.monotonic() + 60
     while True:
       try:
