@@ -16,6 +16,7 @@ sentence (a UsageError, exit code 2).
 import csv
 import io
 import logging
+import os
 import re
 import threading
 import time
@@ -24,6 +25,7 @@ from typing import List, Optional, Sequence
 from pipelines import errors
 from pipelines.options import UsageError
 from transforms.sources import files
+from transforms.sources import stores
 
 # How long a remote path may take to answer.
 PROBE_SECONDS = 12.0
@@ -104,8 +106,22 @@ def check_tensorflow_writes(output: str) -> None:
   transform into the output through TensorFlow's file systems, which know
   local paths and gs:// but no longer s3:// (moved to the tensorflow-io
   package) or hdfs://; Beam would write the rest and the run fail at the
-  end. Reads nothing remote."""
-  if files.is_local(output) or output.startswith('gs://'):
+  end. Nor does TensorFlow's GCS file system read STORAGE_EMULATOR_HOST:
+  with an emulator named and no https proxy to route TensorFlow to it, a
+  gs:// output would be split between the emulator and Google's servers.
+  Reads nothing remote."""
+  if files.is_local(output):
+    return
+  if output.startswith('gs://'):
+    if stores.emulator_host() and not (os.environ.get('https_proxy') or
+                                       os.environ.get('HTTPS_PROXY')):
+      raise UsageError(
+          f'STORAGE_EMULATOR_HOST names a GCS emulator '
+          f'({stores.emulator_host()}), but TensorFlow\'s GCS file system, '
+          'through which tf.Transform writes into the output, does not read '
+          'that variable and would write to Google\'s servers; route it to '
+          'the emulator with https_proxy and CURL_CA_BUNDLE (see '
+          'docs/object-stores.md), or write the output to a local folder.')
     return
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   try:

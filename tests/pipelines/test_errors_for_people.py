@@ -377,6 +377,22 @@ def test_an_output_tensorflow_cannot_write_is_refused_at_once(images_dir,
           'write to gs:// or to a folder every worker reaches')
 
 
+def test_an_emulator_that_tensorflow_would_not_reach_is_refused(images_dir,
+                                                                tmp_path):
+  """With STORAGE_EMULATOR_HOST and no https proxy, Beam would write to the
+  emulator and tf.Transform to Google's servers."""
+  env = _env(tmp_path, STORAGE_EMULATOR_HOST='http://127.0.0.1:9')
+  for name in ('https_proxy', 'HTTPS_PROXY'):
+    env.pop(name, None)
+  proc = subprocess.run(
+      [sys.executable, '-m', 'pipelines.preprocess', '--input', images_dir,
+       '--output', 'gs://some-bucket/out'], cwd=tmp_path, env=env,
+      capture_output=True, text=True, timeout=300)
+  _failed(proc, EXIT_USAGE, 'bad_invocation',
+          'STORAGE_EMULATOR_HOST names a GCS emulator (http://127.0.0.1:9)',
+          'route it to the emulator with https_proxy and CURL_CA_BUNDLE')
+
+
 # --- the validation command ---------------------------------------------------
 
 
