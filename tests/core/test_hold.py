@@ -13,6 +13,22 @@ import pytest
 from transforms.core import hold
 
 
+def _take(ref):
+  reader = hold.Reader()
+  try:
+    return reader.take(ref)
+  finally:
+    reader.close()
+
+
+def _take_rows(ref, wanted):
+  reader = hold.Reader()
+  try:
+    return reader.take_rows(ref, wanted)
+  finally:
+    reader.close()
+
+
 def test_held_elements_come_back_whole(tmp_path):
   elements = [[{'id': f'{i}.jpg', 'image': bytes([i]) * 50000}]
               for i in range(20)]
@@ -44,9 +60,9 @@ def test_spilled_values_come_back_by_reference(tmp_path):
   spill = hold.Spill(str(tmp_path))
   refs = [spill.put(('part', i, list(range(i)))) for i in range(5)]
   spill.close()
-  assert [hold.take(r) for r in reversed(refs)] == [
+  assert [_take(r) for r in reversed(refs)] == [
       ('part', i, list(range(i))) for i in reversed(range(5))]
-  assert hold.take(('not', 'a', 'reference')) == ('not', 'a', 'reference')
+  assert _take(('not', 'a', 'reference')) == ('not', 'a', 'reference')
 
 
 def test_spilled_rows_come_back_a_few_or_all_at_once(tmp_path):
@@ -58,19 +74,19 @@ def test_spilled_rows_come_back_a_few_or_all_at_once(tmp_path):
   ref = spill.put_rows(rows)
   spill.close()
   few = np.array([3, 500, 999])
-  assert (hold.take_rows(ref, few) == rows[few]).all()
+  assert (_take_rows(ref, few) == rows[few]).all()
   many = np.arange(0, 1000, 2)
-  assert (hold.take_rows(ref, many) == rows[many]).all()
-  assert hold.take_rows(rows, few).tolist() == rows[few].tolist()
-  assert hold.take(before) == {'a value': 1}
+  assert (_take_rows(ref, many) == rows[many]).all()
+  assert _take_rows(rows, few).tolist() == rows[few].tolist()
+  assert _take(before) == {'a value': 1}
   # A file cut short is an error, whichever way it is read.
   name = ref[1]
   with open(name, 'r+b') as f:
     f.truncate(os.path.getsize(name) - 24 * 100)
   with pytest.raises(IOError, match='cut short'):
-    hold.take_rows(ref, np.array([950]))
+    _take_rows(ref, np.array([950]))
   with pytest.raises(IOError, match='cut short'):
-    hold.take_rows(ref, many)
+    _take_rows(ref, many)
 
 
 def test_spilled_rows_far_apart_come_back_in_order(tmp_path):
@@ -82,9 +98,41 @@ def test_spilled_rows_far_apart_come_back_in_order(tmp_path):
   spill.close()
   # Runs of near rows (read at once) and rows 120 KB and more apart.
   wanted = np.array([0, 1, 5, 3000, 3001, 3002, 12000, 19999])
-  assert (hold.take_rows(ref, wanted) == big[wanted]).all()
-  assert hold.take_rows(ref, np.array([], np.int64)).shape == (0, 40)
+  assert (_take_rows(ref, wanted) == big[wanted]).all()
+  assert _take_rows(ref, np.array([], np.int64)).shape == (0, 40)
   everything = np.arange(20000)
-  assert (hold.take_rows(ref, everything) == big).all()
+  assert (_take_rows(ref, everything) == big).all()
   with pytest.raises(IndexError):
-    hold.take_rows(ref, np.array([20000]))
+    _take_rows(ref, np.array([20000]))
+
+
+def test_a_reader_opens_each_spill_file_once_and_keeps_a_few_open(
+    tmp_path, monkeypatch):
+  """A bundle takes the parts of many groups, which sit in a few files:
+  each file is opened once while it is among the last Reader.KEEP used
+  (on an object store an open costs three requests)."""
+  spills = [hold.Spill(str(tmp_path)) for _ in range(hold.Reader.KEEP + 2)]
+  refs = [(s, spill.put((s, i))) for i in range(30)
+          for s, spill in enumerate(spills)]
+  for spill in spills:
+    spill.close()
+  opened = []
+  real_open = hold.FileSystems.open
+
+  def counting_open(name, *args, **kwargs):
+    opened.append(name)
+    return real_open(name, *args, **kwargs)
+
+  monkeypatch.setattr(hold.FileSystems, 'open', counting_open)
+  reader = hold.Reader()
+  # Parts of the first KEEP files, over and over: each opened once.
+  few = [(s, r) for s, r in refs if s < hold.Reader.KEEP]
+  assert [reader.take(r) for _, r in few] == [
+      (s, i) for i in range(30) for s in range(hold.Reader.KEEP)]
+  assert len(opened) == hold.Reader.KEEP == len(set(opened))
+  # All of them, round and round: more files than are kept open, and
+  # every value still right.
+  assert [reader.take(r) for _, r in refs] == [
+      (s, i) for i in range(30) for s in range(len(spills))]
+  reader.close()
+  assert not reader._files  # pylint: disable=protected-access

@@ -19,6 +19,7 @@ failed attempt's file is named by no element and is removed with the
 folder when the shards are written (output/manifest.py).
 """
 
+import collections
 import pickle
 import uuid
 
@@ -127,45 +128,71 @@ class Spill:
 _GAP_BYTES = 1 << 16
 
 
-def take_rows(block, wanted: np.ndarray) -> np.ndarray:
-  """Rows `wanted` (sorted indices) of a block of rows: a put_rows
-  reference (read from its file, rows close to each other in one read),
-  or the uint8 array itself."""
-  if isinstance(block, np.ndarray):
-    return block[wanted]
-  _, name, offset, count, width = block
-  wanted = np.asarray(wanted, np.int64)
-  out = np.empty((len(wanted), width), np.uint8)
-  if not len(wanted):
-    return out
-  if wanted[-1] >= count:
-    raise IndexError(f'row {int(wanted[-1])} of a block of {count}')
-  # Runs of wanted rows: a new run where the gap is too wide to read over.
-  cut = np.flatnonzero(np.diff(wanted) * width > _GAP_BYTES) + 1
-  firsts = np.r_[0, cut]
-  lasts = np.r_[cut, len(wanted)]
-  with FileSystems.open(name, compression_type='uncompressed') as f:
+class Reader:
+  """Reads Spill references through files it keeps open (the last few),
+  for a DoFn that takes many references in a bundle: a spill file holds
+  the parts of every group of its flush, so the same file comes back again
+  and again. Opening it anew for each part costs three requests on an
+  object store (Beam's GCS file system asks for the bucket, the object's
+  metadata, then the bytes); an open file is read once and then served
+  from its buffer. Close it at the end of the bundle."""
+
+  KEEP = 8
+
+  def __init__(self):
+    self._files = collections.OrderedDict()
+
+  def _file(self, name: str):
+    f = self._files.pop(name, None)
+    if f is None:
+      f = FileSystems.open(name, compression_type='uncompressed')
+      while len(self._files) >= self.KEEP:
+        self._files.popitem(last=False)[1].close()
+    self._files[name] = f
+    return f
+
+  def _read(self, name: str, at: int, length: int) -> bytes:
+    f = self._file(name)
+    f.seek(at)
+    data = f.read(length)
+    if len(data) != length:
+      raise IOError(f'spill file {name} is cut short')
+    return data
+
+  def take(self, value):
+    """The value a Spill reference names, or `value` itself when it is
+    not one."""
+    if not (isinstance(value, tuple) and len(value) == 4 and
+            isinstance(value[0], str) and value[0] == _REF):
+      return value
+    _, name, offset, length = value
+    return pickle.loads(self._read(name, offset, length))
+
+  def take_rows(self, block, wanted: np.ndarray) -> np.ndarray:
+    """Rows `wanted` (sorted indices) of a block of rows: a put_rows
+    reference (read from its file, rows close to each other in one read),
+    or the uint8 array itself."""
+    if isinstance(block, np.ndarray):
+      return block[wanted]
+    _, name, offset, count, width = block
+    wanted = np.asarray(wanted, np.int64)
+    out = np.empty((len(wanted), width), np.uint8)
+    if not len(wanted):
+      return out
+    if wanted[-1] >= count:
+      raise IndexError(f'row {int(wanted[-1])} of a block of {count}')
+    # Runs of wanted rows: a new run where the gap is too wide to read
+    # over.
+    cut = np.flatnonzero(np.diff(wanted) * width > _GAP_BYTES) + 1
+    firsts = np.r_[0, cut]
+    lasts = np.r_[cut, len(wanted)]
     for a, b in zip(firsts.tolist(), lasts.tolist()):
       lo, hi = int(wanted[a]), int(wanted[b - 1]) + 1
-      f.seek(offset + lo * width)
-      data = f.read((hi - lo) * width)
-      if len(data) != (hi - lo) * width:
-        raise IOError(f'spill file {name} is cut short')
+      data = self._read(name, offset + lo * width, (hi - lo) * width)
       out[a:b] = np.frombuffer(data, np.uint8).reshape(
           hi - lo, width)[wanted[a:b] - lo]
-  return out
+    return out
 
-
-def take(value):
-  """The value a Spill reference names (read from its file), or `value`
-  itself when it is not one."""
-  if not (isinstance(value, tuple) and len(value) == 4 and
-          isinstance(value[0], str) and value[0] == _REF):
-    return value
-  _, name, offset, length = value
-  with FileSystems.open(name, compression_type='uncompressed') as f:
-    f.seek(offset)
-    data = f.read(length)
-  if len(data) != length:
-    raise IOError(f'spill file {name} is cut short')
-  return pickle.loads(data)
+  def close(self) -> None:
+    while self._files:
+      self._files.popitem()[1].close()

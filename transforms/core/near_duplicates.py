@@ -713,11 +713,22 @@ class _PairsFn(beam.DoFn):
   def __init__(self, rules: NearDuplicateRules):
     super().__init__()
     self._rules = rules
+    self._reader = None
+
+  def start_bundle(self):
+    self._reader = hold_lib.Reader()
+
+  def finish_bundle(self):
+    self._reader.close()
+
+  def teardown(self):
+    if self._reader is not None:
+      self._reader.close()
 
   def process(self, group):
     _, parts = group
     measure = measure_of(self._rules)
-    parts = [hold_lib.take(p) for p in parts]
+    parts = [self._reader.take(p) for p in parts]
     buckets = np.concatenate([p[1] for p in parts])
     part_of = np.concatenate([np.full(len(p[1]), k, np.int64)
                               for k, p in enumerate(parts)])
@@ -760,15 +771,15 @@ class _PairsFn(beam.DoFn):
         continue  # one content from two flushes
       yield (da, db, tuple(values)) if da < db else (db, da, tuple(values))
 
-  @staticmethod
-  def _rows(parts, part_of: np.ndarray, row_of: np.ndarray) -> np.ndarray:
+  def _rows(self, parts, part_of: np.ndarray, row_of: np.ndarray
+            ) -> np.ndarray:
     """The rows (part_of[k], row_of[k]) of the parts' blocks, in order;
     each block read once."""
     out = None
     for k in np.unique(part_of).tolist():
       here = np.flatnonzero(part_of == k)
       wanted, back = np.unique(row_of[here], return_inverse=True)
-      got = hold_lib.take_rows(parts[k][0], wanted)[back]
+      got = self._reader.take_rows(parts[k][0], wanted)[back]
       if out is None:
         out = np.empty((len(part_of), got.shape[1]), np.uint8)
       out[here] = got
@@ -778,6 +789,20 @@ class _PairsFn(beam.DoFn):
 class _InfosOfFn(beam.DoFn):
   """(info group, [('edge', digests) and ('info', columns)]) -> (digest,
   Info) of each content of the group that has an edge."""
+
+  def __init__(self):
+    super().__init__()
+    self._reader = None
+
+  def start_bundle(self):
+    self._reader = hold_lib.Reader()
+
+  def finish_bundle(self):
+    self._reader.close()
+
+  def teardown(self):
+    if self._reader is not None:
+      self._reader.close()
 
   def process(self, group):
     _, items = group
@@ -791,7 +816,7 @@ class _InfosOfFn(beam.DoFn):
       return
     infos: Dict[str, dict] = {}
     for part in parts:
-      names, ids, labels, splits = hold_lib.take(part)
+      names, ids, labels, splits = self._reader.take(part)
       for k, raw in enumerate(names):
         digest = raw.tobytes().hex()
         if digest in wanted:
