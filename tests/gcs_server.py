@@ -40,6 +40,7 @@ import re
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -423,6 +424,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class Front(http.server.ThreadingHTTPServer):
   daemon_threads = True
+
+  def handle_error(self, request, client_address):
+    # A client that hung up (a killed run, a closed keep-alive
+    # connection) is no error of the front's.
+    if isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError,
+                                      TimeoutError)):
+      return
+    super().handle_error(request, client_address)
 
   def __init__(self, port: int, backend: int, cert: str, key: str,
                upstream=None):
