@@ -702,17 +702,12 @@ def _pairs_in_runs(starts: np.ndarray, ends: np.ndarray
   return np.concatenate(firsts), np.concatenate(seconds)
 
 
-class _PairsFn(beam.DoFn):
-  """(runner group, parts) -> the verified pairs of its buckets: (digest a,
-  digest b, values), a < b, the values being the pair's distances
-  (fields_of). A part is (block of rows, buckets, row of each in the
-  block); only the rows of buckets with more than one row are read from
-  their blocks. A pair may come more than once (a content in several
-  flushes); gathering keeps one."""
+class _SpillReadingFn(beam.DoFn):
+  """A DoFn that takes Spill references through one hold.Reader per
+  bundle (self._reader), its files closed at the bundle's end."""
 
-  def __init__(self, rules: NearDuplicateRules):
+  def __init__(self):
     super().__init__()
-    self._rules = rules
     self._reader = None
 
   def start_bundle(self):
@@ -724,6 +719,19 @@ class _PairsFn(beam.DoFn):
   def teardown(self):
     if self._reader is not None:
       self._reader.close()
+
+
+class _PairsFn(_SpillReadingFn):
+  """(runner group, parts) -> the verified pairs of its buckets: (digest a,
+  digest b, values), a < b, the values being the pair's distances
+  (fields_of). A part is (block of rows, buckets, row of each in the
+  block); only the rows of buckets with more than one row are read from
+  their blocks. A pair may come more than once (a content in several
+  flushes); gathering keeps one."""
+
+  def __init__(self, rules: NearDuplicateRules):
+    super().__init__()
+    self._rules = rules
 
   def process(self, group):
     _, parts = group
@@ -786,23 +794,9 @@ class _PairsFn(beam.DoFn):
     return out
 
 
-class _InfosOfFn(beam.DoFn):
+class _InfosOfFn(_SpillReadingFn):
   """(info group, [('edge', digests) and ('info', columns)]) -> (digest,
   Info) of each content of the group that has an edge."""
-
-  def __init__(self):
-    super().__init__()
-    self._reader = None
-
-  def start_bundle(self):
-    self._reader = hold_lib.Reader()
-
-  def finish_bundle(self):
-    self._reader.close()
-
-  def teardown(self):
-    if self._reader is not None:
-      self._reader.close()
 
   def process(self, group):
     _, items = group
