@@ -79,6 +79,33 @@ def die_with_parent():
   ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def start_server(argv, log_path: str, probe_url: str, seconds: float):
+  """Starts a server process (its output to log_path; it dies with this
+  process) and returns its Popen once probe_url answers; RuntimeError with
+  the log's end when it exits or does not answer within `seconds`."""
+  with open(log_path, 'wb') as log:
+    server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                              preexec_fn=die_with_parent)
+  deadline = time.monotonic() + seconds
+  while True:
+    try:
+      with urllib.request.urlopen(probe_url, timeout=2):
+        return server
+    except OSError:
+      if server.poll() is not None or time.monotonic() > deadline:
+        stop_server(server)
+        with open(log_path, encoding='utf-8', errors='replace') as f:
+          raise RuntimeError(f'{os.path.basename(argv[0])} did not start: '
+                             + f.read()[-2000:]) from None
+      time.sleep(0.2)
+
+
+def stop_server(server: subprocess.Popen) -> None:
+  if server.poll() is None:
+    server.terminate()
+    server.wait(timeout=30)
+
+
 def free_port() -> int:
   with socket.socket() as s:
     s.bind(('127.0.0.1', 0))
@@ -448,7 +475,6 @@ class GcsServer:
   """fake-gcs-server (in memory) behind a Front, both on loopback."""
 
   def __init__(self, folder: str, buckets=()):
-    self.folder = folder
     os.makedirs(folder, exist_ok=True)
     self.ca, cert, key = make_certificates(folder)
     data = os.path.join(folder, 'data')
@@ -461,24 +487,17 @@ class GcsServer:
     self._front_thread = threading.Thread(
         target=self.front.serve_forever, daemon=True)
     self._front_thread.start()
-    self._log = open(os.path.join(folder, 'server.log'), 'wb')  # pylint: disable=consider-using-with
-    self._server = subprocess.Popen(
-        [binary(), '-scheme', 'http', '-host', '127.0.0.1', '-port',
-         str(backend), '-backend', 'memory', '-data', data,
-         '-external-url', self.url, '-log-level', 'warn'],
-        stdout=self._log, stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent)
-    deadline = time.monotonic() + 30
-    while True:
-      try:
-        with urllib.request.urlopen(f'{self.url}/storage/v1/b', timeout=2):
-          break
-      except OSError:
-        if self._server.poll() is not None or time.monotonic() > deadline:
-          self.stop()
-          raise RuntimeError('fake-gcs-server did not start: ' +
-                             self.log()[-2000:])
-        time.sleep(0.2)
+    try:
+      self._server = start_server(
+          [binary(), '-scheme', 'http', '-host', '127.0.0.1', '-port',
+           str(backend), '-backend', 'memory', '-data', data,
+           '-external-url', self.url, '-log-level', 'warn'],
+          os.path.join(folder, 'server.log'), f'{self.url}/storage/v1/b',
+          seconds=30)
+    except RuntimeError:
+      self.front.shutdown()
+      self.front.server_close()
+      raise
 
   def env(self, base=None) -> dict:
     """`base` (default: this process's environment) with this server
@@ -535,18 +554,10 @@ class GcsServer:
     return sorted(b.name[len(prefix):]
                   for b in self.client().list_blobs(bucket, prefix=prefix))
 
-  def log(self) -> str:
-    with open(os.path.join(self.folder, 'server.log'), encoding='utf-8',
-              errors='replace') as f:
-      return f.read()
-
   def stop(self):
     self.front.shutdown()
     self.front.server_close()
-    if self._server.poll() is None:
-      self._server.terminate()
-      self._server.wait(timeout=30)
-    self._log.close()
+    stop_server(self._server)
 
 
 def _upstream_proxy():

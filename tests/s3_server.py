@@ -8,13 +8,11 @@ credentials, as a user points a run at an S3-compatible store.
 """
 
 import os
-import subprocess
 import sys
-import time
-import urllib.request
 
-from gcs_server import die_with_parent
 from gcs_server import free_port
+from gcs_server import start_server
+from gcs_server import stop_server
 
 BUCKET = 'tfrp-s3-bucket'
 _NAMING = {'AWS_ACCESS_KEY_ID': 'test', 'AWS_SECRET_ACCESS_KEY': 'test',
@@ -26,25 +24,11 @@ class S3Server:
   def __init__(self, folder: str, buckets=()):
     os.makedirs(folder, exist_ok=True)
     self.url = f'http://127.0.0.1:{free_port()}'
-    self._log_path = os.path.join(folder, 'moto.log')
-    self._log = open(self._log_path, 'wb')  # pylint: disable=consider-using-with
     server = os.path.join(os.path.dirname(sys.executable), 'moto_server')
-    self._server = subprocess.Popen(
+    self._server = start_server(
         [server, '-H', '127.0.0.1', '-p', self.url.rsplit(':', 1)[1]],
-        stdout=self._log, stderr=subprocess.STDOUT,
-        preexec_fn=die_with_parent)
-    deadline = time.monotonic() + 60
-    while True:
-      try:
-        with urllib.request.urlopen(f'{self.url}/moto-api/', timeout=2):
-          break
-      except OSError:
-        if self._server.poll() is not None or time.monotonic() > deadline:
-          self.stop()
-          with open(self._log_path, encoding='utf-8', errors='replace') as f:
-            raise RuntimeError('moto_server did not start: ' +
-                               f.read()[-2000:])
-        time.sleep(0.2)
+        os.path.join(folder, 'moto.log'), f'{self.url}/moto-api/',
+        seconds=60)
     for bucket in buckets:
       self.client().create_bucket(Bucket=bucket)
 
@@ -75,7 +59,4 @@ class S3Server:
     return count
 
   def stop(self):
-    if self._server.poll() is None:
-      self._server.terminate()
-      self._server.wait(timeout=30)
-    self._log.close()
+    stop_server(self._server)
