@@ -67,9 +67,20 @@ def preprocess_argv(modality, inputs, output):
                              str(output)])
 
 
-def dataset_facts(out):
+def preprocess_ok(argv, environment=None, timeout=900):
+  """Runs `python -m pipelines.preprocess argv` as a user would; asserts it
+  exits 0; (its JSON summary, its stderr)."""
+  proc = run([sys.executable, '-m', 'pipelines.preprocess'] + list(argv),
+             timeout=timeout, environment=environment)
+  assert proc.returncode == 0, proc.stderr[-4000:]
+  return summary(proc), proc.stderr
+
+
+def dataset_facts(out, read_from=None):
   """What must be equal whatever the runner: the fingerprint, the counts
-  of the manifest, and the dead letters."""
+  of the manifest, and the dead letters. read_from=(remote, local): the
+  input was read at `remote`; dead letters name it as `local` (a dead
+  letter names its input where it was read)."""
   with open(os.path.join(out, 'manifest.json'), encoding='utf-8') as f:
     manifest = json.load(f)
   splits = {name: {k: v for k, v in split.items()
@@ -88,11 +99,30 @@ def dataset_facts(out):
       'labels': manifest['labels'],
       # Sensor data: each entity's time shape (gaps, repeats, windows).
       'time': (manifest.get('sensor') or {}).get('time'),
-      'dead_letters': sorted(json.dumps(d, sort_keys=True)
-                             for d in letters),
+      'dead_letters': sorted(
+          json.dumps(d, sort_keys=True) if read_from is None else
+          json.dumps(d, sort_keys=True).replace(*read_from)
+          for d in letters),
       'run_folders': sorted(os.path.basename(p) for p in
                             glob.glob(os.path.join(out, 'run-*'))),
   }
+
+
+def assert_remote_input_reads_as_on_disk(modality, remote, folder, name,
+                                          remote_env, local_env, out):
+  """The sample in `folder` (uploaded to `remote`; `name` the input below
+  it, or '') run from `remote` in remote_env and from `folder` in
+  local_env, both into local folders below `out`: the same dataset."""
+  suffix = f'/{name}' if name else ''
+  outs = {}
+  for where, source, environment in (('remote', remote, remote_env),
+                                     ('disk', str(folder), local_env)):
+    outs[where] = os.path.join(out, where)
+    result, _ = preprocess_ok(FLAGS[modality] + [
+        '--input', source + suffix, '--output', outs[where]], environment)
+    assert result['status'] == 'published'
+  assert_same_dataset(dataset_facts(outs['remote'], (remote, str(folder))),
+                      dataset_facts(outs['disk']))
 
 
 def assert_same_dataset(got, want):

@@ -571,6 +571,12 @@ def _upstream_proxy():
   return host, int(port or 80)
 
 
+def encoded_name(url: str) -> str:
+  """The object name of gs://BUCKET/NAME as GCS request paths carry it
+  ('/' as %2F), for fault patterns."""
+  return url[len('gs://'):].partition('/')[2].replace('/', '%2F')
+
+
 def without_server(env: dict) -> dict:
   """`env` with no GCS server named."""
   return {k: v for k, v in env.items() if k not in NAMING}

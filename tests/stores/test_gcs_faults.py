@@ -10,27 +10,19 @@ server (tests/gcs_server.py) into real runs on gs://:
 """
 
 import json
-import sys
 
 from engines_lib import FLAGS
 from engines_lib import dataset_facts
 from engines_lib import env as user_env
-from engines_lib import run
-from engines_lib import summary
+from engines_lib import preprocess_ok
 from gcs_server import BUCKET
+from gcs_server import encoded_name
 from gcs_server import without_server
 from transforms.sources import files
 
 
 def _preprocess(gcs, argv):
-  proc = run([sys.executable, '-m', 'pipelines.preprocess'] + argv,
-             environment=gcs.env(without_server(user_env())))
-  assert proc.returncode == 0, proc.stderr[-4000:]
-  return summary(proc), proc.stderr
-
-
-def _encoded(prefix):
-  return prefix[len(f'gs://{BUCKET}/'):].replace('/', '%2F')
+  return preprocess_ok(argv, gcs.env(without_server(user_env())))
 
 
 def test_transient_errors_and_slow_listings_are_retried(gcs, store_samples,
@@ -41,7 +33,7 @@ def test_transient_errors_and_slow_listings_are_retried(gcs, store_samples,
   gcs.upload(str(folder), source)
   clean = _preprocess(gcs, FLAGS['image'] + ['--input', source, '--output',
                                              str(tmp_path / 'clean')])[0]
-  inp, out = _encoded(source), _encoded(output)
+  inp, out = encoded_name(source), encoded_name(output)
   faults = gcs.faults
   # Each fails once: the input's listing, one image's read, Beam's first
   # upload into the output, TensorFlow's first upload and first read,
@@ -74,7 +66,7 @@ def test_an_input_deleted_before_its_read_is_a_dead_letter(gcs,
   gcs.upload(str(folder), source)
   victim = sorted((folder / 'dog').iterdir())[0].name
   victim_url = f'{source}/dog/{victim}'
-  gcs.faults.vanish('GET', rf'/o/{_encoded(victim_url)}\?alt=media')
+  gcs.faults.vanish('GET', rf'/o/{encoded_name(victim_url)}\?alt=media')
   out = tmp_path / 'out'
   result, log = _preprocess(gcs, FLAGS['image'] + ['--input', source,
                                                    '--output', str(out)])

@@ -6,12 +6,9 @@ client libraries by STORAGE_EMULATOR_HOST, the dataset written locally.
 
 import sys
 
-from engines_lib import FLAGS
-from engines_lib import assert_same_dataset
-from engines_lib import dataset_facts
+from engines_lib import assert_remote_input_reads_as_on_disk
 from engines_lib import env as user_env
 from engines_lib import run
-from engines_lib import summary
 from gcs_server import BUCKET
 from gcs_server import without_server
 
@@ -22,19 +19,8 @@ def test_an_input_on_gs_gives_the_local_inputs_dataset(gcs, store_samples,
   remote = f'gs://{BUCKET}/inputs-image'
   assert gcs.upload(str(folder), remote) > 0
   local = without_server(user_env())
-  outs = {}
-  for where, source, env in (('gs', remote, gcs.env(local)),
-                             ('disk', str(folder), local)):
-    outs[where] = str(tmp_path / where)
-    proc = run([sys.executable, '-m', 'pipelines.preprocess'] +
-               FLAGS['image'] + ['--input', source, '--output', outs[where]],
-               environment=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert summary(proc)['status'] == 'published'
-  got = dataset_facts(outs['gs'])
-  got['dead_letters'] = sorted(d.replace(remote, str(folder))
-                               for d in got['dead_letters'])
-  assert_same_dataset(got, dataset_facts(outs['disk']))
+  assert_remote_input_reads_as_on_disk('image', remote, folder, '',
+                                       gcs.env(local), local, str(tmp_path))
 
 
 def test_a_folder_in_a_bucket_is_found(gcs, store_samples):

@@ -29,6 +29,7 @@ from engines_lib import run
 from engines_lib import summary
 from engines_lib import wait_until
 from gcs_server import BUCKET
+from gcs_server import encoded_name
 from gcs_server import without_server
 import repo
 
@@ -85,11 +86,6 @@ def _copy(gcs, source, target):
     blob = bucket.blob(source[len(f'gs://{BUCKET}/'):] + '/' + name)
     bucket.copy_blob(blob, bucket,
                      target[len(f'gs://{BUCKET}/'):] + '/' + name)
-
-
-def _encoded(output, name):
-  """An object's name below `output` as GCS URLs carry it."""
-  return (output[len(f'gs://{BUCKET}/'):] + '/' + name).replace('/', '%2F')
 
 
 def test_runs_racing_for_one_output_one_publishes(gcs, text_input):
@@ -170,8 +166,8 @@ def test_a_run_killed_at_the_commit_leaves_a_whole_dataset_and_a_retry_publishes
   _copy(gcs, template, output)
   method, pattern, at = KILL_POINTS[point]
   gcs.faults.hold(method, pattern.format(
-      manifest=_encoded(output, 'manifest.json'), bucket=BUCKET,
-      dataset_info=_encoded(output, 'dataset_info.json')), at=at)
+      manifest=encoded_name(output + '/manifest.json'), bucket=BUCKET,
+      dataset_info=encoded_name(output + '/dataset_info.json')), at=at)
   env = gcs.env(without_server(user_env()))
   victim = subprocess.Popen(_argv(text_input, output, '--overwrite'),
                             cwd=repo.ROOT, env=env, stdout=subprocess.PIPE,

@@ -15,11 +15,9 @@ import pytest
 
 import s3_server
 from engines_lib import FLAGS
-from engines_lib import assert_same_dataset
-from engines_lib import dataset_facts
+from engines_lib import assert_remote_input_reads_as_on_disk
 from engines_lib import env as user_env
 from engines_lib import run
-from engines_lib import summary
 from gcs_server import without_server
 
 BUCKET = s3_server.BUCKET
@@ -43,21 +41,9 @@ def test_an_input_on_s3_gives_the_local_inputs_dataset(s3, store_samples,
   folder, name = store_samples[modality]
   remote = f's3://{BUCKET}/in-{modality}'
   assert s3.upload(str(folder), remote) > 0
-  suffix = f'/{name}' if name else ''
-  outs = {}
-  for where, source, environment in (('s3', remote, s3.env(_local())),
-                                     ('disk', str(folder), _local())):
-    outs[where] = str(tmp_path / where)
-    proc = run([sys.executable, '-m', 'pipelines.preprocess'] +
-               FLAGS[modality] + ['--input', source + suffix, '--output',
-                                  outs[where]], environment=environment)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    assert summary(proc)['status'] == 'published'
-  got = dataset_facts(outs['s3'])
-  # A dead letter names its input where it was read.
-  got['dead_letters'] = sorted(d.replace(remote, str(folder))
-                               for d in got['dead_letters'])
-  assert_same_dataset(got, dataset_facts(outs['disk']))
+  assert_remote_input_reads_as_on_disk(modality, remote, folder, name,
+                                       s3.env(_local()), _local(),
+                                       str(tmp_path))
 
 
 def test_a_folder_in_a_bucket_is_found(s3, store_samples):
