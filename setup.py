@@ -28,9 +28,6 @@ setuptools.setup(
         'google-crc32c>=1.5',
         # 2.0 for bitwise_count (near-duplicate hash distances).
         'numpy>=2.0',
-        # The perceptual hash (pHash) of near-duplicate pictures
-        # (transforms/core/near_duplicates.py).
-        'imagehash>=4.3,<5',
         # Used directly (they also come with Beam and tf.Transform): Arrow
         # for reading tables and feeding tf.Transform, pandas for ISO-8601
         # timestamps, tfx-bsl's TFXIO tensor representations
@@ -59,8 +56,10 @@ setuptools.setup(
         # Beam's S3 file system). Not torch: PyPI's Linux build of it pulls
         # gigabytes of CUDA libraries. (The GCS server of tests/stores is
         # built from the Go module proxy by scripts/fake_gcs_server.sh.)
+        # imagehash: the pHash near-duplicate pictures are found by is its
+        # pHash, computed with OpenCV's DCT; the tests compare the bits.
         'test': ['pytest>=8', 'tfrecord>=1.14', 'moto[server]>=5.1,<6',
-                 'apache-beam[aws]>=2.77,<2.78'],
+                 'apache-beam[aws]>=2.77,<2.78', 'imagehash>=4.3,<5'],
     },
     entry_points={
         'console_scripts': [

@@ -9,9 +9,12 @@ import random
 import apache_beam as beam
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
+import cv2
+import imagehash
 import numpy as np
-from PIL import Image, ImageEnhance
+from PIL import Image, ImageDraw, ImageEnhance
 import pytest
+import scipy.fftpack
 
 from transforms.core import near_duplicates as nd
 from transforms.modalities.image import processing
@@ -237,6 +240,76 @@ def test_signatures_of_real_copies_are_near_and_of_others_far():
       _png(original), processing.ImageConfig(height=64, width=64))
   assert from_pass == base
   assert not processing.process_image(_png(original), cfg).signature
+
+
+def _drawing(seed: int, size=64) -> Image.Image:
+  """Clip art: flat shapes, some centred (a symmetric picture has DCT
+  coefficients that are exactly equal, the ties a median meets)."""
+  rng = random.Random(seed)
+  img = Image.new('RGB', (size, size), tuple(rng.randrange(256)
+                                             for _ in range(3)))
+  draw = ImageDraw.Draw(img)
+  for k in range(rng.randrange(1, 4)):
+    inset = rng.randrange(2, size // 3)
+    box = ((inset, inset, size - inset, size - inset) if k == 0 else
+           sorted(rng.sample(range(size), 2)) + sorted(rng.sample(
+               range(size), 2)))
+    if k:
+      box = (box[0], box[2], box[1], box[3])
+    fill = tuple(rng.randrange(256) for _ in range(3))
+    (draw.ellipse if rng.random() < 0.5 else draw.rectangle)(box, fill=fill)
+  return img
+
+
+def test_the_phash_is_imagehashs_phash():
+  """The signature's pHash (OpenCV's DCT) has the bits of imagehash's
+  pHash of the same grey picture (photos, their JPEG copies, drawings,
+  flat pictures, ramps, noise), but where a coefficient equals the median
+  within rounding: there imagehash's bit is rounding noise, and equal
+  coefficients are not above the median."""
+  pictures = []
+  for seed in range(60):
+    photo = _photo(seed)
+    pictures += [photo, Image.open(io.BytesIO(_jpeg(photo, 60))),
+                 _drawing(seed)]
+  pictures += [Image.new('RGB', (40, 30), (v, v, v)) for v in (0, 1, 128, 255)]
+  ramp = np.tile(np.arange(0, 256, 4, dtype=np.uint8), (48, 1))
+  pictures += [Image.fromarray(ramp), Image.fromarray(ramp.T.copy())]
+  rng = np.random.default_rng(3)
+  pictures += [Image.fromarray(rng.integers(0, 256, (50, 70, 3), np.uint8))
+               for _ in range(20)]
+  side = processing.SIGNATURE_SIDE
+  ties = 0
+  for img in pictures:
+    arr = np.asarray(img.convert('RGB'))
+    small = cv2.resize(arr, (side, side), interpolation=cv2.INTER_AREA)
+    grey = cv2.cvtColor(small, cv2.COLOR_RGB2GRAY)
+    theirs = imagehash.phash(Image.fromarray(grey), hash_size=8).hash
+    ours = np.unpackbits(np.frombuffer(processing.phash_of_grey(grey),
+                                       np.uint8)).astype(bool)
+    # imagehash's coefficients (its own steps), to find the ties.
+    coeffs = scipy.fftpack.dct(scipy.fftpack.dct(
+        grey.astype(np.float64), axis=0), axis=1)[:8, :8].ravel()
+    tie = np.abs(coeffs - np.median(coeffs)) < 1e-9
+    ties += int(tie.any())
+    assert (ours == theirs.ravel())[~tie].all()
+    # A tie is not above the median.
+    assert not ours[tie].any()
+    # And the signature starts with it.
+    assert processing.signature_of_pixels(arr)[:8] == (
+        processing.phash_of_grey(grey))
+  # Drawings and flat pictures do tie.
+  assert ties >= 5
+
+
+def test_a_grey_picture_has_the_signature_of_its_rgb_copy():
+  for seed in range(10):
+    grey = np.asarray(_photo(seed).convert('L'))
+    rgb = np.repeat(grey[:, :, None], 3, axis=2)
+    assert processing.signature_of_pixels(grey) == (
+        processing.signature_of_pixels(rgb))
+    assert processing.signature_of_pixels(Image.fromarray(grey)) == (
+        processing.signature_of_pixels(rgb))
 
 
 def test_the_beam_transform_groups_across_bundles():
