@@ -370,3 +370,38 @@ def test_a_crowded_bucket_finds_the_pairs_a_full_comparison_finds(tmp_path):
     assert_that(gathered | beam.Map(lambda g: set(g[0])),
                 equal_to([expected]))
   assert list(tmp_path.glob('*.spill'))
+
+
+def test_crowded_buckets_of_one_runner_group_keep_their_own_pairs(
+    tmp_path, monkeypatch):
+  """Eight templates of 60 pictures each, every template's bucket crowded
+  (verified a block at a time): where two crowded buckets share a runner
+  group, each keeps its own pairs (their rows were once mixed up), and
+  the pairs are those comparing every two finds."""
+  monkeypatch.setattr(nd, '_BLOCK', 16)
+  rng = np.random.default_rng(6)
+  bases = [random.Random(10 + t).getrandbits(64) for t in range(8)]
+  thumbs = [rng.integers(0, 256, 48).tolist() for _ in range(6)]
+  entries, sigs = [], []
+  for k in range(480):
+    sig = _sig(_flip(bases[k % 8], [k % 3]), thumbs[k % 6])
+    digest = f'{k:032x}'
+    entries.append([(f'{k:04d}.png', digest, 'cat', 'train', sig)])
+    sigs.append((digest, sig))
+  rules = nd.NearDuplicateRules()
+  # Some table puts two templates' buckets in one runner group.
+  keys = nd.table_keys(np.frombuffer(b''.join(
+      bases[t].to_bytes(8, 'big') for t in range(8)), np.uint8).reshape(8, 8))
+  groups = nd._Pictures.group_of(keys.astype(np.uint64))  # pylint: disable=protected-access
+  assert any(len(set(groups[:, t].tolist())) < 8 for t in range(nd.TABLES))
+  expected = set()
+  for (da, sa), (db, sb) in itertools.combinations(sigs, 2):
+    hd, td = nd.distances(sa, sb)
+    if hd <= rules.hash_distance and td <= rules.thumb_distance:
+      expected.add((min(da, db), max(da, db)))
+  assert len(expected) > 1000
+  with TestPipeline() as p:
+    gathered = (p | beam.Create(entries)
+                | nd.GatherNearDuplicates(rules, str(tmp_path)))
+    assert_that(gathered | beam.Map(lambda g: set(g[0])),
+                equal_to([expected]))

@@ -771,8 +771,11 @@ class _PairsFn(_SpillReadingFn):
                        zip(*(v.tolist() for v in values))))
     for lo, hi in zip(starts[~small].tolist(), ends[~small].tolist()):
       run = measure.prepared(carried[lo:hi])
-      found.append((lo + a, lo + b, v) for a, b, v in _verified(
-          measure, run, hi - lo))
+      # (A list now: a generator would read `lo` when it is consumed,
+      # after the loop, and place every crowded bucket's pairs at the
+      # last one's rows.)
+      found.append([(lo + a, lo + b, v) for a, b, v in _verified(
+          measure, run, hi - lo)])
     for a, b, values in itertools.chain.from_iterable(found):
       da, db = names[a].tobytes().hex(), names[b].tobytes().hex()
       if da == db:
