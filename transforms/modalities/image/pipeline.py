@@ -365,15 +365,24 @@ def _recount_near_drops(summary, drops):
   return {**summary, 'dropped': counts}
 
 
+# Examples per list the release hands on. Decoded lists hold those of one
+# call to a decoding worker (decode.BATCH); after the release nothing else
+# is left to overlap with, so the runner's work per element in each step
+# that follows (splits, counts, the analysis input, serializing, writing)
+# is the run's own time: in lists this long it is done once per 256
+# examples. The records and their order are the same.
+_RELEASED = 256
+
+
 class _ReleaseFn(beam.DoFn):
-  """The name of a hold file -> its lists of examples, each in the split
-  of its near-duplicate group (side input: {content digest: decision});
-  an example the decisions drop goes to the dead letters (its first
-  copy)."""
+  """The name of a hold file -> its examples in lists of up to _RELEASED,
+  each example in the split of its near-duplicate group (side input:
+  {content digest: decision}); an example the decisions drop goes to the
+  dead letters (its first copy)."""
 
   def process(self, name, decisions):
+    kept = []
     for examples in hold_lib.read_held(name):
-      kept = []
       for ex in examples:
         decision = decisions.get(ex['content'])
         if decision is not None:
@@ -388,8 +397,11 @@ class _ReleaseFn(beam.DoFn):
           if split != ex['split']:
             ex = {**ex, 'split': split}
         kept.append(ex)
-      if kept:
+      if len(kept) >= _RELEASED:
         yield kept
+        kept = []
+    if kept:
+      yield kept
 
 
 def _only_first_copies(examples):
