@@ -289,3 +289,49 @@ def test_other_modalities_refuse_near_duplicate_flags_in_one_sentence(
                      r'only: near-duplicate sensor data is not grouped yet\.$'):
     preprocess.run(['--modality', 'sensor', '--input', str(rows), '--output',
                     str(tmp_path / 'out3'), '--near_duplicates', 'group'])
+
+
+def test_the_release_hands_on_long_lists_in_order(tmp_path):
+  """Held lists of 8 come back in lists of up to 256 examples and 4 MiB
+  of pictures, in their order; a moved example is in its group's split, a
+  dropped one is a dead letter (its first copy only)."""
+  # pylint: disable=import-outside-toplevel,protected-access
+  import pickle
+  from apache_beam import pvalue
+  from transforms.modalities.image import pipeline as image_pipeline
+  # pylint: enable=import-outside-toplevel
+
+  def example(k, size):
+    return {'copy': k % 2, 'content': f'c{k}', 'label_text': 'cat',
+            'split': 'train', 'input': f'in/{k}.png', 'image': bytes(size)}
+
+  def release(examples, decisions):
+    name = str(tmp_path / f'{len(examples)}-{len(decisions)}.hold')
+    with open(name, 'wb') as f:
+      for lo in range(0, len(examples), 8):
+        pickle.dump(examples[lo:lo + 8], f)
+    out = list(image_pipeline._ReleaseFn().process(name, decisions))
+    lists = [o for o in out if not isinstance(o, pvalue.TaggedOutput)]
+    dead = [o.value for o in out if isinstance(o, pvalue.TaggedOutput)]
+    return lists, dead
+
+  small = [example(k, 100) for k in range(600)]
+  lists, dead = release(small, {
+      'c3': {'split': 'test', 'drop': None, 'drop_labels': {}},
+      'c4': {'split': 'train', 'drop': 'near-duplicate of x',
+             'drop_labels': {}},
+      'c5': {'split': 'test', 'drop': 'near-duplicate of x',
+             'drop_labels': {}}})
+  assert [len(x) for x in lists] == [256, 256, 86]
+  released = [ex for x in lists for ex in x]
+  assert [ex['content'] for ex in released] == [
+      f'c{k}' for k in range(600) if k not in (4, 5)]
+  assert [ex['split'] for ex in released if ex['content'] == 'c3'] == [
+      'test']
+  # c4 is a first copy (copy 0): one dead letter; c5 (copy 1) none.
+  assert [(d['input'], d['split']) for d in dead] == [('in/4.png', 'train')]
+  raw = [example(k, 224 * 224 * 3) for k in range(60)]
+  lists, _ = release(raw, {})
+  assert [len(x) for x in lists] == [28, 28, 4]
+  assert [ex['content'] for x in lists for ex in x] == [
+      f'c{k}' for k in range(60)]
