@@ -603,6 +603,7 @@ def _values(feature):
 def _encode_both_ways(monkeypatch, columns, n):
   """(batch records, proto records) of the same columns."""
   monkeypatch.setattr(example_encoding, 'BATCH_MIN_EXAMPLES', 0)
+  monkeypatch.setattr(example_encoding, 'LARGE_EXAMPLE_BYTES', 10**12)
   batch = example_encoding.encode(columns, n)
   monkeypatch.setattr(example_encoding, 'BATCH_MIN_EXAMPLES', 10**9)
   protos = example_encoding.encode(columns, n)
@@ -644,6 +645,30 @@ def test_encode_batch_and_protos_give_the_same_bytes(monkeypatch):
       example_encoding.encode(
           {k: (d, v[:few]) for k, (d, v) in columns.items()}, few))
   assert example_encoding.encode(columns, 0) == []
+
+
+def test_large_examples_are_built_as_protos_however_many(monkeypatch):
+  """Pictures (more than LARGE_EXAMPLE_BYTES each on average) skip the
+  byte grid at any batch size, and the bytes are the grid's."""
+  rng = np.random.default_rng(11)
+  n = 3 * example_encoding.BATCH_MIN_EXAMPLES
+  columns = {'image': ('bytes', [rng.bytes(int(rng.integers(6000, 12000)))
+                                 for _ in range(n)]),
+             'label': ('int64', rng.integers(0, 5, n)),
+             'id': ('bytes', [f'cat/{i}.jpg' for i in range(n)])}
+  batch, _ = _encode_both_ways(monkeypatch, columns, n)
+
+  def no_grid(*args):
+    raise AssertionError('laid out in the grid')
+
+  monkeypatch.setattr(example_encoding, '_encode_batch', no_grid)
+  assert example_encoding.encode(columns, n) == batch
+  # Small examples of the same count still take the grid.
+  monkeypatch.undo()
+  small = {k: (d, v[:n]) for k, (d, v) in columns.items() if k != 'image'}
+  monkeypatch.setattr(example_encoding, '_encode_batch', no_grid)
+  with pytest.raises(AssertionError, match='grid'):
+    example_encoding.encode(small, n)
 
 
 def test_encode_batch_bytes_on_odd_names_and_values(monkeypatch):
