@@ -291,10 +291,6 @@ class _Documents:
   def __init__(self, rules: NearDuplicateRules):
     self.rules = rules
 
-  @staticmethod
-  def _values(raw: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(raw).view('<u4').astype(np.uint64)
-
   def keys(self, raw: np.ndarray) -> np.ndarray:
     """uint64 [n, BANDS]: each signature's bucket in each band, a mix of
     the band's ROWS_PER_BAND values (as two 64-bit words)."""
@@ -315,7 +311,8 @@ class _Documents:
 
   def usable(self, raw: np.ndarray) -> np.ndarray:
     """Documents with words (one without has every value empty)."""
-    return ~(self._values(raw) == self._EMPTY).all(axis=1)
+    return ~(np.ascontiguousarray(raw).view('<u4') == np.uint32(
+        self._EMPTY)).all(axis=1)
 
   @staticmethod
   def carried(raw: np.ndarray) -> np.ndarray:
@@ -630,7 +627,7 @@ class _BandFn(beam.DoFn):
     measure = measure_of(self._rules)
     raw = np.concatenate([b.signatures for b in held])
     digests = [d for b in held for d in b.digests]
-    names = np.frombuffer(b''.join(bytes.fromhex(d) for d in digests),
+    names = np.frombuffer(bytes.fromhex(''.join(digests)),
                           np.uint8).reshape(len(digests), -1)
     usable = np.flatnonzero(measure.usable(raw))
     keys = measure.keys(raw[usable])
@@ -745,7 +742,9 @@ class _PairsFn(_SpillReadingFn):
     part_of = np.concatenate([np.full(len(p[1]), k, np.int64)
                               for k, p in enumerate(parts)])
     row_of = np.concatenate([p[2] for p in parts]).astype(np.int64)
-    order = np.argsort(buckets, kind='stable')
+    # (Any order within a bucket finds its pairs; NumPy's quicksort of
+    # 64-bit keys is six times faster than its stable sort.)
+    order = np.argsort(buckets)
     buckets = buckets[order]
     starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
     ends = np.r_[starts[1:], len(buckets)]
