@@ -351,25 +351,31 @@ def test_a_crowded_bucket_finds_the_pairs_a_full_comparison_finds(tmp_path):
   rng = np.random.default_rng(4)
   base = random.Random(5).getrandbits(64)
   thumbs = [rng.integers(0, 256, 48).tolist() for _ in range(40)]
-  entries, sigs = [], []
-  for k in range(600):
-    sig = _sig(_flip(base, [k % 3]), thumbs[k % 40])
-    digest = f'{k:032x}'
-    entries.append([(f'{k:04d}.png', digest, 'cat', 'train', sig)])
-    sigs.append((digest, sig))
+  _assert_gathers_what_comparing_all_finds(
+      [_sig(_flip(base, [k % 3]), thumbs[k % 40]) for k in range(600)],
+      tmp_path)
+  assert list(tmp_path.glob('*.spill'))
+
+
+def _assert_gathers_what_comparing_all_finds(sigs, folder):
+  """GatherNearDuplicates of one picture per signature (digest k for the
+  k-th) finds exactly the pairs comparing every two finds (over 1,000)."""
   rules = nd.NearDuplicateRules()
+  digests = [f'{k:032x}' for k in range(len(sigs))]
   expected = set()
-  for (da, sa), (db, sb) in itertools.combinations(sigs, 2):
+  for (da, sa), (db, sb) in itertools.combinations(zip(digests, sigs), 2):
     hd, td = nd.distances(sa, sb)
     if hd <= rules.hash_distance and td <= rules.thumb_distance:
       expected.add((min(da, db), max(da, db)))
   assert len(expected) > 1000
   with TestPipeline() as p:
-    gathered = (p | beam.Create(entries)
-                | nd.GatherNearDuplicates(rules, str(tmp_path)))
+    gathered = (p | beam.Create([[(f'{k:04d}.png', digest, 'cat', 'train',
+                                   sig)]
+                                 for k, (digest, sig) in enumerate(
+                                     zip(digests, sigs))])
+                | nd.GatherNearDuplicates(rules, str(folder)))
     assert_that(gathered | beam.Map(lambda g: set(g[0])),
                 equal_to([expected]))
-  assert list(tmp_path.glob('*.spill'))
 
 
 def test_crowded_buckets_of_one_runner_group_keep_their_own_pairs(
@@ -382,26 +388,11 @@ def test_crowded_buckets_of_one_runner_group_keep_their_own_pairs(
   rng = np.random.default_rng(6)
   bases = [random.Random(10 + t).getrandbits(64) for t in range(8)]
   thumbs = [rng.integers(0, 256, 48).tolist() for _ in range(6)]
-  entries, sigs = [], []
-  for k in range(480):
-    sig = _sig(_flip(bases[k % 8], [k % 3]), thumbs[k % 6])
-    digest = f'{k:032x}'
-    entries.append([(f'{k:04d}.png', digest, 'cat', 'train', sig)])
-    sigs.append((digest, sig))
-  rules = nd.NearDuplicateRules()
   # Some table puts two templates' buckets in one runner group.
   keys = nd.table_keys(np.frombuffer(b''.join(
       bases[t].to_bytes(8, 'big') for t in range(8)), np.uint8).reshape(8, 8))
   groups = nd._Pictures.group_of(keys.astype(np.uint64))  # pylint: disable=protected-access
   assert any(len(set(groups[:, t].tolist())) < 8 for t in range(nd.TABLES))
-  expected = set()
-  for (da, sa), (db, sb) in itertools.combinations(sigs, 2):
-    hd, td = nd.distances(sa, sb)
-    if hd <= rules.hash_distance and td <= rules.thumb_distance:
-      expected.add((min(da, db), max(da, db)))
-  assert len(expected) > 1000
-  with TestPipeline() as p:
-    gathered = (p | beam.Create(entries)
-                | nd.GatherNearDuplicates(rules, str(tmp_path)))
-    assert_that(gathered | beam.Map(lambda g: set(g[0])),
-                equal_to([expected]))
+  _assert_gathers_what_comparing_all_finds(
+      [_sig(_flip(bases[k % 8], [k % 3]), thumbs[k % 6]) for k in range(480)],
+      tmp_path)
