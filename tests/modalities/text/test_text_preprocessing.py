@@ -3,6 +3,8 @@ content key (what the transform reads of a text: its tokens as `tokenize`
 makes them, checked on odd texts, and keys equal exactly when the stored
 features would be)."""
 
+import hashlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -190,6 +192,46 @@ def test_keys_are_equal_exactly_when_the_records_are():
   [u, v] = tt.content_keys(['Ça va', 'ÇA  VA'], ids)
   assert u == v
 
+
+
+def _odd_documents(seed: int, n: int):
+  """Documents of the oddities the batch digest must get right: runs of
+  every kind of whitespace, punctuation, NUL and 0x1f, control bytes that
+  are not whitespace, accents, long and empty documents."""
+  rng = np.random.default_rng(seed)
+  pieces = ['a', 'Bc', 'DEF', ' ', '  ', '\t', '\n', '\r\n', '\x0b', '\x0c',
+            '\x1c', '\x1e', '.', ', ', "'", '!?', '-', 'caf\u00e9', '\u00a0',
+            'x' * 30, '7']
+  docs = [''.join(rng.choice(pieces, size=int(rng.integers(0, 40))))
+          for _ in range(n)]
+  return docs + ['', ' ', '\t\n', 'one', ' one ', 'w ' * 6, ' '.join('w' * 7),
+                 'a\x00b c', 'a\x1fb c', 'y ' * 300]
+
+
+@pytest.mark.parametrize('output', ['ids', 'bow'])
+@pytest.mark.parametrize('strip', [False, True])
+@pytest.mark.parametrize('lower', [False, True])
+def test_keys_of_a_batch_hash_the_tokens_of_each_document(lower, strip,
+                                                          output):
+  """The whole-batch digest (every ASCII document of a batch at once) is
+  the SHA-256 of each document's own tokens (normalized_tokens, which the
+  test above holds to the transform's) joined by 0x1f: the first
+  max_tokens for ids, sorted for a bag of words; in any batch."""
+  tc = _config(lowercase=lower, strip_punctuation=strip, output=output)
+  docs = _odd_documents(0, 300)
+  ascii_only = [d for d in docs if d.isascii() and '\x00' not in d
+                and '\x1f' not in d]
+
+  def expected(text):
+    tokens = [t.encode('utf-8') for t in tt.normalized_tokens(text, tc)]
+    tokens = tokens[:tc.max_tokens] if output == 'ids' else sorted(tokens)
+    return hashlib.sha256(b'\x1f'.join(tokens)).hexdigest()[:32]
+
+  for batch in (docs, ascii_only, docs[:1], ['a\x00b', 'a b']):
+    assert tt.content_keys(batch, tc) == [expected(d) for d in batch]
+  # For ids, the max_tokens-th (6th) token ends what is hashed.
+  seven, six = tt.content_keys(['a a a a a b c', ' a a a a a\tb '], tc)
+  assert (seven == six) == (output == 'ids')
 
 @pytest.mark.parametrize('texts', [
     ['plain', '', 'été – 数据 🙂', 'a\nb\x00c'],

@@ -148,10 +148,33 @@ def content_keys(texts: Sequence[str], tc: TextConfig) -> List[str]:
   transform reads of the text: its tokens (n-grams), the first max_tokens
   of them for `ids` output, their multiset for `bow` and `tfidf`.
 
-  The digest is a SHA-256 of the tokens' UTF-8 bytes joined by 0x1f. ASCII
-  texts (most) stay bytes throughout, which is several times faster than
-  decoding every token.
+  The digest is a SHA-256 of the tokens' UTF-8 bytes joined by 0x1f.
+  Without n-grams, the ASCII documents of a batch (most) are normalized
+  together and never split into token objects (`_ascii_keys`); the rest
+  take `_keys_one_by_one`. Both give the same digests.
   """
+  if tc.ngrams != (1, 1) or not texts:
+    return _keys_one_by_one(texts, tc)
+  joined = '\x00'.join(texts)
+  if joined.isascii():
+    return _ascii_keys(joined, len(texts), tc) or _keys_one_by_one(texts, tc)
+  keys = [None] * len(texts)
+  ascii_ones = [k for k, text in enumerate(texts) if text.isascii()]
+  found = (_ascii_keys('\x00'.join(texts[k] for k in ascii_ones),
+                       len(ascii_ones), tc) if ascii_ones else [])
+  if found is None:
+    return _keys_one_by_one(texts, tc)
+  for k, key in zip(ascii_ones, found):
+    keys[k] = key
+  rest = [k for k, key in enumerate(keys) if key is None]
+  for k, key in zip(rest, _keys_one_by_one([texts[k] for k in rest], tc)):
+    keys[k] = key
+  return keys
+
+
+def _keys_one_by_one(texts: Sequence[str], tc: TextConfig) -> List[str]:
+  """content_keys, a document at a time. ASCII texts stay bytes
+  throughout, which is several times faster than decoding every token."""
   keys = []
   lo, hi = tc.ngrams
   sha256 = hashlib.sha256
@@ -169,6 +192,77 @@ def content_keys(texts: Sequence[str], tc: TextConfig) -> List[str]:
       grams.sort()
     keys.append(sha256(b'\x1f'.join(grams)).hexdigest()[:32])
   return keys
+
+
+def _joining_table(lowercase: bool, strip_punctuation: bool) -> bytes:
+  """bytes.translate table of `_ascii_keys`: what `_ascii_tokens` does to
+  a byte (lower case, punctuation a space), with every whitespace byte
+  (bytes.split's) made the digest's separator 0x1f."""
+  table = bytearray(range(256))
+  for c in range(128):
+    byte = bytes([c])
+    if lowercase:
+      byte = byte.lower()
+    if strip_punctuation:
+      byte = byte.translate(_ASCII_PUNCTUATION)
+    table[c] = 0x1f if byte.isspace() else byte[0]
+  return bytes(table)
+
+
+_JOINING = {(lower, strip): _joining_table(lower, strip)
+            for lower in (False, True) for strip in (False, True)}
+
+
+def _ascii_keys(joined: str, n: int, tc: TextConfig) -> Optional[List[str]]:
+  """content_keys (without n-grams) of n ASCII documents joined by 0:
+  what `_keys_one_by_one` hashes, each document's tokens joined by 0x1f,
+  found for the whole batch at once with no object per token. The batch
+  is lower-cased and its punctuation and whitespace made 0x1f by one
+  translate; the tokens (runs of other bytes) are found in NumPy; the
+  bytes kept are the tokens' and, after each token but the last of its
+  document, one 0x1f. None when a document holds a 0 or 0x1f character
+  (which this joining would confuse with its own)."""
+  raw = joined.encode('ascii')
+  b = np.frombuffer(raw, np.uint8)
+  bounds = np.flatnonzero(b == 0)
+  if len(bounds) != n - 1 or raw.find(b'\x1f') >= 0:
+    return None
+  data = raw.translate(_JOINING[tc.lowercase, tc.strip_punctuation])
+  b = np.frombuffer(data, np.uint8)
+  token = b != 0x1f
+  token &= b != 0
+  edges = np.diff(np.r_[False, token, False].view(np.int8))
+  starts = np.flatnonzero(edges == 1)
+  ends = np.flatnonzero(edges == -1)
+  # Tokens per document, and the index of each document's first.
+  first = np.searchsorted(starts, np.r_[0, bounds])
+  count = np.diff(np.r_[first, len(starts)])
+  inner = np.ones(len(starts), bool)
+  inner[(first + count - 1)[count > 0]] = False  # its document's last
+  keep = token
+  keep[ends[inner]] = True
+  view = memoryview(b[keep])
+  # A document's kept bytes: its tokens' and a 0x1f between two.
+  sizes = np.zeros(len(starts) + 1, np.int64)
+  np.cumsum(ends - starts, out=sizes[1:])
+  length = sizes[first + count] - sizes[first] + np.maximum(count - 1, 0)
+  begin = np.zeros(n, np.int64)
+  np.cumsum(length[:-1], out=begin[1:])
+  stop = begin + length
+  sha256 = hashlib.sha256
+  if tc.output != 'ids':
+    out = []
+    for a, e in zip(begin.tolist(), stop.tolist()):
+      tokens = sorted(view[a:e].tobytes().split(b'\x1f')) if e > a else []
+      out.append(sha256(b'\x1f'.join(tokens)).hexdigest()[:32])
+    return out
+  # Documents of more tokens than max_tokens end at the last one kept.
+  limit = tc.max_tokens
+  long = np.flatnonzero(count > limit)
+  stop[long] = (begin[long] + sizes[first[long] + limit]
+                - sizes[first[long]] + limit - 1)
+  return [sha256(view[a:e]).hexdigest()[:32]
+          for a, e in zip(begin.tolist(), stop.tolist())]
 
 
 def feature_spec(tc: TextConfig, with_weight: bool) -> Dict[str, dict]:

@@ -146,33 +146,44 @@ def _normalized(texts: Sequence[str]) -> bytes:
   return data.translate(_TABLE, _DELETED)
 
 
+# Each byte's term of the word hash, (byte + 1), and 0 for the bytes
+# between words (the space and the document separator 0).
+_TERMS = np.arange(1, 257, dtype=np.uint64)
+_TERMS[[0, ord(' ')]] = 0
+
+
 def _word_hashes(texts: Sequence[str]):
-  """(uint64 hash of each word, the index of its document), in order:
-  the words of `words`, found and hashed over the whole batch at once."""
+  """(uint64 hash of each word, the number of words of each document):
+  the words of `words`, in order, found and hashed over the whole batch
+  at once."""
   b = np.frombuffer(_normalized(texts), np.uint8)
   in_word = (b != ord(' ')) & (b != 0)
   edges = np.diff(np.r_[False, in_word, False].view(np.int8))
   starts = np.flatnonzero(edges == 1)
-  ends = np.flatnonzero(edges == -1)
+  counts = np.diff(np.searchsorted(
+      starts, np.r_[0, np.flatnonzero(b == 0), len(b)]))
+  if not len(starts):
+    return np.zeros(0, np.uint64), counts
   power, inverse = _powers(len(b))
-  terms = b.astype(np.uint64)
-  terms += np.uint64(1)
+  terms = _TERMS[b]
   terms *= power
-  prefix = np.zeros(len(b) + 1, np.uint64)
-  np.cumsum(terms, dtype=np.uint64, out=prefix[1:])
-  hashes = mix.fmix64((prefix[ends] - prefix[starts]) * inverse[starts])
-  doc = np.searchsorted(np.flatnonzero(b == 0), starts)
-  return hashes, doc
+  # A word's sum runs to the next word's first byte: the bytes between
+  # them add nothing.
+  sums = np.add.reduceat(terms, starts)
+  sums *= inverse[starts]
+  return mix.fmix64(sums), counts
 
 
 def signatures(texts: Sequence[str]) -> np.ndarray:
   """uint32 [len(texts), BINS]: each document's signature."""
   n = len(texts)
-  h, doc = _word_hashes(texts)
+  if not n:
+    return np.zeros((0, BINS), np.uint32)
+  h, counts = _word_hashes(texts)
+  doc = np.repeat(np.arange(n), counts)
   same = doc[1:] == doc[:-1]
   pairs = mix.fmix64(h[:-1][same] * np.uint64(0x9E3779B97F4A7C15)
                      ^ h[1:][same])
-  counts = np.bincount(doc, minlength=n)
   single = np.flatnonzero(counts == 1)
   first = np.r_[0, np.cumsum(counts)[:-1]]
   alone = mix.fmix64(h[first[single]] ^ np.uint64(0xD6E8FEB86659FD93))
@@ -185,6 +196,11 @@ def signatures(texts: Sequence[str]) -> np.ndarray:
   return _densified(sig.reshape(n, BINS))
 
 
+# PROBES as steps: the cell an empty bin looks at in its k-th probe is
+# its own plus _STEPS[k][its bin] (the same document's row).
+_STEPS = np.ascontiguousarray((PROBES - np.arange(BINS)[:, None]).T)
+
+
 def _densified(sig: np.ndarray) -> np.ndarray:
   """Empty bins filled along their probe sequences (module docstring)."""
   flat = sig.ravel()
@@ -193,13 +209,12 @@ def _densified(sig: np.ndarray) -> np.ndarray:
     return sig
   filled = flat.copy()
   column = cells % BINS
-  base = cells - column  # the first cell of the cell's document
-  for k in range(_PROBES):
-    values = flat[base + PROBES[column, k]]
+  for steps in _STEPS:
+    values = flat[cells + steps[column]]
     found = values != EMPTY
     filled[cells[found]] = values[found]
     keep = ~found
-    cells, base, column = cells[keep], base[keep], column[keep]
+    cells, column = cells[keep], column[keep]
     if not len(cells):
       return filled.reshape(sig.shape)
   # Documents of very few shingles: the first non-empty bin's value (none
