@@ -1,6 +1,8 @@
 """Document signatures for near-duplicates (text/signatures.py) and the
 banding and verification of documents (core/near_duplicates.py)."""
 
+import hashlib
+
 import numpy as np
 import pytest
 
@@ -45,8 +47,7 @@ def test_the_batch_finds_the_words_plain_python_finds():
   texts = ['', '   ', '!!!', 'one', 'A, b; C. d!', 'tab\there\nnew line',
            'nul\x00inside the text', 'caf\u00e9 na\u00efve \u2014 r\u00e9sum\u00e9',
            'x' * 300] + [_doc(rng, int(n)) for n in rng.integers(1, 40, 50)]
-  hashes, doc = sg._word_hashes(texts)  # pylint: disable=protected-access
-  counts = np.bincount(doc, minlength=len(texts))
+  hashes, counts = sg._word_hashes(texts)  # pylint: disable=protected-access
   assert counts.tolist() == [len(sg.words(t)) for t in texts]
   assert sg.words('nul\x00inside') == [b'nul', b'inside']
   # Equal words hash equally, wherever they are; different ones do not.
@@ -59,12 +60,28 @@ def test_the_batch_finds_the_words_plain_python_finds():
 
 def test_a_signature_does_not_depend_on_its_batch():
   rng = np.random.default_rng(1)
-  texts = [_doc(rng, int(n)) for n in rng.integers(1, 80, 200)]
-  together = sg.signatures(texts)
-  for k in (0, 7, 199):
+  texts = [_doc(rng, int(n)) for n in rng.integers(1, 80, 2500)]
+  together = sg.signatures(texts)  # signed in chunks of 1,000
+  for k in (0, 7, 999, 1000, 2499):
     assert (sg.signatures([texts[k]])[0] == together[k]).all()
-  assert (sg.signatures(texts[50:120]) == together[50:120]).all()
+  assert (sg.signatures(texts[50:1120]) == together[50:1120]).all()
 
+
+
+def test_signatures_are_the_recorded_ones():
+  """The signature is a fixed function: these documents' signatures were
+  recorded (their SHA-256) when it was defined, and faster ways of
+  computing it must give the same bytes, or groups found before would
+  change."""
+  rng = np.random.default_rng(7)
+  words = ['the', 'Hope', "don't", 'caf\u00e9', 'x' * 25, '\u6570\u636e', 'a.b',
+           '']
+  seps = [' ', '  ', ', ', '\n', '\u00a0', '!', '\t']
+  texts = [''.join(str(rng.choice(words)) + str(rng.choice(seps))
+                   for _ in range(int(n))) for n in rng.integers(0, 90, 200)]
+  texts += ['', 'one', 'nul\x00inside', '...']
+  assert hashlib.sha256(sg.signatures(texts).tobytes()).hexdigest() == (
+      'c81cd15eec6f39455e81f5a70af60d47820513b02464a8082f8754301aba71d8')
 
 def test_documents_without_words_are_never_candidates():
   sigs = sg.signatures(['', '...', 'a b'])

