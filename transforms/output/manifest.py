@@ -71,6 +71,9 @@ SHUFFLE_TEMP = 'shuffle_tmp'
 # Examples waiting for the near-duplicate groups (core/hold.py), inside the
 # run's folder; removed once the shards are written.
 HOLD_TEMP = 'hold_tmp'
+# The text reader's kept content digests and splits (text/ranges.py), in a
+# local run's folder; removed once the shards are written.
+KEYS_TEMP = 'keys_tmp'
 TFDS_FOLDER = 'tfds'
 VALIDATION_REPORT = 'validation_report.json'
 _VERSIONED = ('apache-beam', 'tensorflow', 'tensorflow-transform', 'tfx-bsl',
@@ -554,6 +557,8 @@ class FinalizeDataset(beam.PTransform):
       rules = getattr(cfg, 'contents', None)
       if rules is not None and rules.near:
         remove_tree(join(staging, HOLD_TEMP))
+      if '://' not in staging:
+        remove_tree(join(staging, KEYS_TEMP))
       # The manifest names the folder the files were written into.
       manifest = build_manifest(
           cfg, dict(run, data_dir=posixpath.basename(staging.rstrip('/'))),

@@ -18,6 +18,7 @@ an empty text, a missing label, invalid UTF-8, empty lines.
 
 import csv
 import io
+import os
 import random
 
 import pytest
@@ -26,6 +27,7 @@ import range_runs
 import readback
 from transforms.core import processes
 from transforms.modalities.text import inputs as text_io
+from transforms.modalities.text import preprocessing as tt
 from transforms.modalities.text import ranges as text_ranges
 from transforms.sources import tables as tabular
 
@@ -202,6 +204,8 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
         ('docs.csv:292', text_io.MISSING_LABEL)]
   if kind == 'quoted' and extra == ['--drop_duplicates']:
     assert any('duplicate' in r for _, r, _ in ranged[2]), ranged[2]
+  # The digests kept between passes went with the publish.
+  assert not list((tmp_path / 'out_2').glob('**/keys_tmp'))
   if extra != ['--split_key', 'id']:
     # (Keyed by id, the fixture's repeated texts land in several splits,
     # which the validator rightly calls a leak, with or without ranges.)
@@ -237,3 +241,73 @@ def test_an_odd_count_of_quotes_does_not_make_one_range_of_the_rest(
   assert ranges.spans[-1][1] == path.stat().st_size
   assert all(a[1] == b[0] for a, b in zip(ranges.spans, ranges.spans[1:]))
   assert _ranged(str(path), ranges) == _whole(str(path))
+
+
+def _rule(by_content=True, max_tokens=64):
+  settings = tt.TextConfig(
+      text_column='text', label_column='label', lowercase=True,
+      strip_punctuation=False, max_tokens=max_tokens, vocab_size=0,
+      min_frequency=1, oov_buckets=1, ngrams=(1, 1), output='ids',
+      keep_text=False, invalid_utf8='replace')
+  return text_ranges.KeyRule(settings, by_content,
+                             (('train', 0.8), ('test', 0.2)),
+                             ('train', 'test'))
+
+
+def _same_keys(a, b):
+  assert len(a) == len(b)
+  for (split_a, digests_a, _), (split_b, digests_b, _) in zip(a, b):
+    assert digests_a == digests_b
+    assert (split_a is None) == (split_b is None)
+    if split_a is not None:
+      assert split_a.tolist() == split_b.tolist()
+
+
+def test_a_ranges_keys_are_kept_for_the_later_passes(tmp_path, monkeypatch):
+  """The first pass keeps a range's digests and splits; a later pass reads
+  them back (nothing is computed: computing fails here) and gets the same.
+  Another key rule, a changed file or a damaged kept file is computed
+  again; a pass that signs documents always computes."""
+  src = tmp_path / 'docs.csv'
+  src.write_bytes(_quoted_csv())
+  path, folder = str(src), str(tmp_path / 'keys')
+  ranges = tabular.csv_ranges(path, 'csv', RANGE, quotes=True)
+  start, end = ranges.spans[1]
+  columns = text_io.TextColumns('text', 'label')
+
+  def read(rule, digests_needed=True, signatures_needed=False):
+    return text_ranges.read_range(path, 'csv', columns, 'replace',
+                                  ranges.header, start, end, rule,
+                                  digests_needed, signatures_needed, folder)
+
+  found, first = read(_rule())
+  assert sum(len(d) for d in first[0][1]) and len(os.listdir(folder)) == 1
+  _, by_id = read(_rule(by_content=False))
+  assert by_id[0][0] is None and len(os.listdir(folder)) == 2
+  computed = text_ranges.batch_keys
+
+  def no_computing(*unused_args, **unused_kwargs):
+    raise AssertionError('computed again')
+
+  monkeypatch.setattr(text_ranges, 'batch_keys', no_computing)
+  again_found, again = read(_rule())
+  assert again_found.records == found.records
+  _same_keys(again, first)
+  _same_keys(read(_rule(), digests_needed=False)[1], first)
+  _same_keys(read(_rule(by_content=False))[1], by_id)
+  for other in (lambda: read(_rule(max_tokens=3)),
+                lambda: read(_rule(), signatures_needed=True)):
+    with pytest.raises(AssertionError, match='computed again'):
+      other()
+  monkeypatch.setattr(text_ranges, 'batch_keys', computed)
+  # A damaged kept file, then a changed input file: computed again.
+  for name in os.listdir(folder):
+    with open(os.path.join(folder, name), 'r+b') as f:
+      f.truncate(20)
+  _same_keys(read(_rule())[1], first)
+  monkeypatch.setattr(text_ranges, 'batch_keys', no_computing)
+  _same_keys(read(_rule())[1], first)  # kept again, whole
+  stat = os.stat(path)
+  os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+  with pytest.raises(AssertionError, match='computed again'):
+    read(_rule())

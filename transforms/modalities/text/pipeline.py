@@ -52,6 +52,7 @@ from transforms.sources import tables as tabular
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import preprocessing as tt
 from transforms.modalities.text import ranges as text_ranges
+from transforms.output import manifest as manifest_lib
 from transforms.core.dead_letters import dead_letter
 
 DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS, NEAR, NEAR_DROPS = (
@@ -138,9 +139,10 @@ class _ReadDocumentsFn(beam.DoFn):
   (every pass). The keys, (split per document, content digests or None),
   come with the batches the worker processes read (see `_keys`)."""
 
-  def __init__(self, cfg, plan: TextInput):
+  def __init__(self, cfg, plan: TextInput, keys_folder=None):
     super().__init__()
     self._cfg, self._plan = cfg, plan
+    self._keys_folder = keys_folder
     self._rule = text_ranges.key_rule(cfg)
     workers = cfg.local_processes
     self._workers = processes.MaybeAhead(
@@ -198,7 +200,7 @@ class _ReadDocumentsFn(beam.DoFn):
         yield from ahead.submit(
             (start, end), text_ranges.read_range, path, fmt, plan.columns,
             self._cfg.settings.invalid_utf8, ranges.header, start, end,
-            self._rule, digests_needed, signatures_needed)
+            self._rule, digests_needed, signatures_needed, self._keys_folder)
       yield from ahead.drain()
 
     def ids(rows):  # a range's row numbers -> the file's ids (-1: unknown)
@@ -315,8 +317,8 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
   elements per batch (core/contents.batched), and (with near-duplicate
   decisions) (kind, n) of the documents they drop."""
 
-  def __init__(self, cfg, plan: TextInput):
-    super().__init__(cfg, plan)
+  def __init__(self, cfg, plan: TextInput, keys_folder=None):
+    super().__init__(cfg, plan, keys_folder)
     self._parsed = metrics.counter('text', 'parsed')
     self._documents = progress.counter('text', 'documents')
 
@@ -523,6 +525,7 @@ class ReadDocuments(skeleton.ReadInputs):
   def expand(self, pbegin):
     cfg, plan = self._cfg, self._plan
     elements = pbegin | 'InputFiles' >> beam.Create(_elements(plan))
+    keys = _keys_folder(self.staging)
     dead, side = [], {}
     rules = cfg.contents
     if _contents_pass(cfg):
@@ -531,7 +534,7 @@ class ReadDocuments(skeleton.ReadInputs):
       found = (elements
                | 'SpreadInputsC' >> beam.Reshuffle()
                | 'ReadContents' >> beam.ParDo(
-                   DocumentContentsFn(cfg, plan)).with_outputs(
+                   DocumentContentsFn(cfg, plan, keys)).with_outputs(
                        NEAR, main='contents'))
       drops, summary = found.contents | 'ContentGroups' >> (
           contents_lib.ContentGroups(rules, batched_input=True))
@@ -546,7 +549,8 @@ class ReadDocuments(skeleton.ReadInputs):
     stats_out = (elements
                  | 'SpreadInputsA' >> beam.Reshuffle()
                  | 'ParseForStatistics' >> beam.ParDo(
-                     DocumentStatisticsFn(cfg, plan), **side).with_outputs(
+                     DocumentStatisticsFn(cfg, plan, keys),
+                     **side).with_outputs(
                          DEAD, COUNTS, LABELS, ANALYSIS, CLASSES, CONTENTS,
                          NEAR_DROPS))
     if not _contents_pass(cfg):
@@ -590,6 +594,15 @@ class ReadDocuments(skeleton.ReadInputs):
     }
 
 
+def _keys_folder(staging: str) -> Optional[str]:
+  """Where the reader's worker processes keep each range's content
+  digests and splits for the later passes (text/ranges.py): inside a run
+  folder on the local file system; None for one on an object store."""
+  if '://' in staging:
+    return None
+  return manifest_lib.join(staging, manifest_lib.KEYS_TEMP)
+
+
 def _side_inputs(cfg, drops, decisions) -> dict:
   """The side inputs of the statistics and example passes: 'dropped' (id
   -> dead letter) when the exact content rules drop, 'near' (digest ->
@@ -619,7 +632,8 @@ class BuildTextRecords(skeleton.BuildRecords):
     docs = (read['elements']
             | 'SpreadInputsB' >> beam.Reshuffle()
             | 'ParseForExamples' >> beam.ParDo(
-                DocumentBatchesFn(cfg, self._plan), **_side_inputs(
+                DocumentBatchesFn(cfg, self._plan, _keys_folder(self._staging)),
+                **_side_inputs(
                     cfg, read['drops'], read['near'])))
     transformed = docs | 'Transform' >> beam.ParDo(
         batch_examples.ApplyTransform(self._staging, _transform_inputs,

@@ -7,8 +7,21 @@ thread.
 
 `batch_keys` is the one definition of a batch's digests and splits; the
 reader calls it in-line for documents it reads itself.
+
+A run reads its input two or three times (text/pipeline.py), and the
+digests and splits of a range are the same each time. With a `keys_folder`
+(inside a local run folder), the first pass that finds them keeps them
+there, 17 bytes a document, in one file per range named by a hash of
+everything they depend on (the file's path, size and modification time,
+the range, the columns and the key rule); the later passes read them
+back instead of computing them again. A missing or unreadable file is
+computed again; the run removes the folder when its shards are written.
 """
 
+import hashlib
+import os
+import tempfile
+import zipfile
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -59,16 +72,85 @@ def batch_keys(texts: Sequence[str], ids: Sequence[str], rule: KeyRule,
 def read_range(path: str, fmt: str, columns: text_io.TextColumns,
                invalid_utf8: str, header: bytes, start: int, end: int,
                rule: KeyRule, digests_needed: bool,
-               signatures_needed: bool = False
+               signatures_needed: bool = False,
+               keys_folder: Optional[str] = None
                ) -> Tuple[Optional[text_io.TextRange], list]:
   """A range's documents (inputs.parse_csv_range; None when the range did
   not end between records) and, per batch, batch_keys of its good
-  documents."""
+  documents (kept in and read back from `keys_folder`, see the module
+  docstring)."""
   found = text_io.parse_csv_range(path, fmt, columns, invalid_utf8, header,
                                   start, end)
   if found is None:
     return None, []
-  return found, [batch_keys(docs.text, None, rule, digests_needed,
-                            signatures_needed)
-                 if len(docs.text) else (None, None, None)
-                 for docs, _ in found.batches]
+  sizes = [len(docs.text) for docs, _ in found.batches]
+  name = keys_folder and _kept_name(keys_folder, path, fmt, columns,
+                                    invalid_utf8, header, start, end, rule)
+  if name and not signatures_needed:
+    kept = _read_kept(name, sizes)
+    if kept is not None:
+      return found, kept
+  keys = [batch_keys(docs.text, None, rule, digests_needed,
+                     signatures_needed)
+          if len(docs.text) else (None, None, None)
+          for docs, _ in found.batches]
+  if name and any(d is not None for _, d, _ in keys):
+    _keep(name, keys, sizes)
+  return found, keys
+
+
+def _kept_name(folder, path, fmt, columns, invalid_utf8, header, start, end,
+               rule) -> Optional[str]:
+  """The file a range's keys are kept in: a hash of what they depend on."""
+  try:
+    stat = os.stat(path)
+  except OSError:
+    return None
+  what = repr((os.path.abspath(path), stat.st_size, stat.st_mtime_ns, fmt,
+               columns, invalid_utf8, header, start, end, rule))
+  return os.path.join(folder, hashlib.sha256(
+      what.encode('utf-8', 'surrogatepass')).hexdigest()[:40] + '.npz')
+
+
+def _keep(name: str, keys: list, sizes: List[int]) -> None:
+  """Writes the keys of a range's batches (splits, when found here, and
+  digests) to `name`, whole or not at all; a failure only costs the later
+  passes the work."""
+  with_split = all(s is not None for (s, _, _), n in zip(keys, sizes) if n)
+  split = (np.concatenate([s for (s, _, _), n in zip(keys, sizes) if n])
+           .astype(np.int8) if with_split else np.zeros(0, np.int8))
+  digests = np.frombuffer(bytes.fromhex(''.join(
+      ''.join(d) for (_, d, _), n in zip(keys, sizes) if n)), np.uint8)
+  try:
+    os.makedirs(os.path.dirname(name), exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=os.path.dirname(name), suffix='.tmp')
+    with os.fdopen(fd, 'wb') as f:
+      np.savez(f, sizes=np.asarray(sizes, np.int64), split=split,
+               digests=digests, with_split=np.asarray(with_split))
+    os.replace(temp, name)
+  except OSError:
+    pass
+
+
+def _read_kept(name: str, sizes: List[int]) -> Optional[list]:
+  """The kept keys of a range whose batches have `sizes` documents: per
+  batch (split or None, digests, None), as batch_keys gave them (kept only
+  when it found digests); None when there are none."""
+  try:
+    with np.load(name, allow_pickle=False) as kept:
+      if kept['sizes'].tolist() != sizes:
+        return None
+      split = kept['split'] if bool(kept['with_split']) else None
+      digests = kept['digests'].tobytes().hex()
+  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+    return None
+  total = sum(sizes)
+  if len(digests) != 32 * total or (split is not None and len(split) != total):
+    return None
+  out, at = [], 0
+  for n in sizes:
+    out.append((None if split is None else split[at:at + n],
+                [digests[k:k + 32] for k in range(32 * at, 32 * (at + n), 32)],
+                None) if n else (None, None, None))
+    at += n
+  return out
