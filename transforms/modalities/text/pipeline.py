@@ -598,7 +598,7 @@ def _keys_folder(staging: str) -> Optional[str]:
   """Where the reader's worker processes keep each range's content
   digests and splits for the later passes (text/ranges.py): inside a run
   folder on the local file system; None for one on an object store."""
-  if '://' in staging:
+  if not files_lib.is_local(staging):
     return None
   return manifest_lib.join(staging, manifest_lib.KEYS_TEMP)
 
