@@ -266,6 +266,11 @@ def test_a_head_start_stops_at_its_budget_or_when_a_dofn_claims_the_pool(
                                    depth=2, budget=1 << 30,
                                    weigh=lambda out: 1)
     assert processes.head_start() is stopped  # it replaced the first
+    # Its thread may not have run yet on a busy machine (it would then
+    # stop before its first call): claim the pool once it has started.
+    deadline = time.monotonic() + 30
+    while stopped.submitted == 0 and time.monotonic() < deadline:
+      time.sleep(0.005)
     processes.Ahead(2, preload, depth=2)
     _finished(stopped)
     assert 0 < stopped.submitted < 40
