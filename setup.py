@@ -28,6 +28,9 @@ setuptools.setup(
         'google-crc32c>=1.5',
         # 2.0 for bitwise_count (near-duplicate hash distances).
         'numpy>=2.0',
+        # The compiled loops of text near-duplicate signatures
+        # (transforms/modalities/text/signature_kernels.py).
+        'numba>=0.68',
         # Used directly (they also come with Beam and tf.Transform): Arrow
         # for reading tables and feeding tf.Transform, pandas for ISO-8601
         # timestamps, tfx-bsl's TFXIO tensor representations

@@ -1,7 +1,6 @@
 """MurmurHash3's 64-bit finalizer on NumPy arrays: the mix of the
-near-duplicate band keys (core/near_duplicates.py) and of the word hashes
-of text signatures (text/signatures.py). Without Beam, so that the text
-reader's worker processes can import it cheaply."""
+near-duplicate band keys (core/near_duplicates.py). Text signatures' word
+hashes use the same finalizer, compiled (text/signature_kernels.py)."""
 
 import numpy as np
 

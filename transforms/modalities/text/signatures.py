@@ -20,14 +20,16 @@ cost of one hash per shingle rather than BINS. (Measured here on the text
 benchmark's documents, a k-permutation MinHash, the kind datasketch
 computes one document at a time, took 0.5 to 0.9 s of one core per
 100,000 documents for 32 values even batched in NumPy; this takes 0.05 to
-0.1 s for 64, and 0.4 s with the words found and hashed.)
+0.1 s for 64 in NumPy, and about 0.3 s with the words found and hashed in
+compiled loops, where NumPy array steps took 0.6 s.)
 
 A word's hash is the polynomial sum of its UTF-8 bytes (plus one) in
 powers of a fixed odd base, modulo 2^64, mixed by MurmurHash3's 64-bit
-finalizer; a pair's is the mix of its words' hashes. The words of a whole
-batch are found and hashed at once in NumPy, with no Python object per
-word. Fixed functions: signatures are equal on every machine and in every
-process.
+finalizer; a pair's is the mix of its words' hashes. A batch's text is
+normalized in a few str and bytes calls, then its words are found and
+hashed and its signatures made by compiled loops
+(text/signature_kernels.py), with no Python object per word. Fixed
+functions: signatures are equal on every machine and in every process.
 """
 
 import hashlib
@@ -36,19 +38,13 @@ from typing import List, Sequence
 
 import numpy as np
 
-from transforms.core import mix
-
 
 BINS = 64
 # A bin no shingle reached (before densification), and every bin of a
 # document without words (which is never a near-duplicate).
 EMPTY = np.uint32(0xFFFFFFFF)
-_BIN_SHIFT = np.uint64(64 - 6)  # log2(BINS) top bits pick the bin
-_VALUE_SHIFT = np.uint64(64 - 6 - 32)
-_MASK32 = np.uint64(0xFFFFFFFF)
-# Documents signed at once: the batch's arrays (8 bytes a character)
-# stay in the processor's cache. Measured on the text benchmark's
-# documents, batches of 1,000 took 0.73 of the time of batches of 10,000.
+# Documents signed at once, which bounds the working arrays (the word
+# hashes take up to 4 bytes a character) whatever the batch.
 _CHUNK = 1000
 # Probes per bin before the rest of the empty bins (documents of one or
 # two shingles) take the first non-empty bin's value.
@@ -118,23 +114,6 @@ _DELETED = b"'"
 # ASCII whitespace (and the separators str.isspace counts) made spaces.
 _SPACES = ' \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f'
 _TABLE = _byte_table()
-# The word hash: sum of (byte + 1) * BASE^position, modulo 2^64.
-_BASE = np.uint64(0x100000001B3)
-_BASE_INVERSE = np.uint64(pow(0x100000001B3, -1, 1 << 64))
-_POWERS = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
-
-
-def _powers(n: int):
-  """(BASE^k, BASE^-k) for k < n, modulo 2^64 (kept and grown)."""
-  if len(_POWERS[0]) < n:
-    size = max(n, 2 * len(_POWERS[0]))
-    for k, base in enumerate((_BASE, _BASE_INVERSE)):
-      steps = np.full(size, base, np.uint64)
-      steps[0] = 1
-      _POWERS[k] = np.cumprod(steps, dtype=np.uint64)
-  return _POWERS[0][:n], _POWERS[1][:n]
-
-
 def _normalized(texts: Sequence[str]) -> bytes:
   """The documents' text, lower-cased, punctuation and whitespace made
   spaces, as UTF-8, joined by a 0 byte (a document's own 0 characters made
@@ -150,24 +129,20 @@ def _normalized(texts: Sequence[str]) -> bytes:
   return data.translate(_TABLE, _DELETED)
 
 
+def _kernels():
+  """text/signature_kernels.py, imported on first use (Numba and the
+  compiled loops load in a fraction of a second; a launching process that
+  never signs does without them)."""
+  # pylint: disable=import-outside-toplevel
+  from transforms.modalities.text import signature_kernels
+  return signature_kernels
+
+
 def _word_hashes(texts: Sequence[str]):
   """(uint64 hash of each word, the number of words of each document):
-  the words of `words`, in order, found and hashed over the whole batch
-  at once."""
-  b = np.frombuffer(_normalized(texts), np.uint8)
-  in_word = (b != ord(' ')) & (b != 0)
-  edges = np.diff(np.r_[False, in_word, False].view(np.int8))
-  starts = np.flatnonzero(edges == 1)
-  ends = np.flatnonzero(edges == -1)
-  counts = np.diff(np.searchsorted(
-      starts, np.r_[0, np.flatnonzero(b == 0), len(b)]))
-  power, inverse = _powers(len(b))
-  terms = np.add(b, np.uint64(1), dtype=np.uint64)
-  terms *= power
-  prefix = np.empty(len(b) + 1, np.uint64)
-  prefix[0] = 0
-  np.cumsum(terms, out=prefix[1:])
-  return mix.fmix64((prefix[ends] - prefix[starts]) * inverse[starts]), counts
+  the words of `words`, in order, over the whole batch at once."""
+  return _kernels().word_hashes(
+      np.frombuffer(_normalized(texts), np.uint8), len(texts))
 
 
 def signatures(texts: Sequence[str]) -> np.ndarray:
@@ -178,47 +153,5 @@ def signatures(texts: Sequence[str]) -> np.ndarray:
   if n > _CHUNK:
     return np.concatenate([signatures(texts[k:k + _CHUNK])
                            for k in range(0, n, _CHUNK)])
-  h, counts = _word_hashes(texts)
-  doc = np.repeat(np.arange(n), counts)
-  same = doc[1:] == doc[:-1]
-  pairs = mix.fmix64(h[:-1][same] * np.uint64(0x9E3779B97F4A7C15)
-                     ^ h[1:][same])
-  single = np.flatnonzero(counts == 1)
-  first = np.r_[0, np.cumsum(counts)[:-1]]
-  alone = mix.fmix64(h[first[single]] ^ np.uint64(0xD6E8FEB86659FD93))
-  mixed = np.concatenate([pairs, alone])
-  owner = np.concatenate([doc[1:][same], single])
-  cell = owner * BINS + (mixed >> _BIN_SHIFT).astype(np.int64)
-  sig = np.full(n * BINS, EMPTY, np.uint32)
-  np.minimum.at(sig, cell, ((mixed >> _VALUE_SHIFT) & _MASK32).astype(
-      np.uint32))
-  return _densified(sig.reshape(n, BINS))
-
-
-# PROBES as steps: the cell an empty bin looks at in its k-th probe is
-# its own plus _STEPS[k][its bin] (the same document's row).
-_STEPS = np.ascontiguousarray((PROBES - np.arange(BINS)[:, None]).T)
-
-
-def _densified(sig: np.ndarray) -> np.ndarray:
-  """Empty bins filled along their probe sequences (module docstring)."""
-  flat = sig.ravel()
-  cells = np.flatnonzero(flat == EMPTY)
-  if not len(cells):
-    return sig
-  filled = flat.copy()
-  column = cells % BINS
-  for steps in _STEPS:
-    values = flat[cells + steps[column]]
-    found = values != EMPTY
-    filled[cells[found]] = values[found]
-    keep = ~found
-    cells, column = cells[keep], column[keep]
-    if not len(cells):
-      return filled.reshape(sig.shape)
-  # Documents of very few shingles: the first non-empty bin's value (none
-  # for a document without words).
-  rows = cells // BINS
-  first = np.argmax(sig[rows] != EMPTY, axis=1)
-  filled[cells] = sig[rows, first]
-  return filled.reshape(sig.shape)
+  hashes, counts = _word_hashes(texts)
+  return _kernels().signed(hashes, counts, PROBES)
