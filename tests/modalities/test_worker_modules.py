@@ -14,8 +14,9 @@ from transforms.modalities.text import pipeline as text_pipeline
 from transforms.sources import tables
 
 
-def _cfg(processes):
-  return types.SimpleNamespace(local_processes=processes)
+def _cfg(processes, near=False):
+  return types.SimpleNamespace(local_processes=processes,
+                               contents=types.SimpleNamespace(near=near))
 
 
 def _files(tmp_path):
@@ -46,6 +47,14 @@ def test_text_starts_workers_only_for_a_table_read_in_ranges(tmp_path):
   assert text.worker_modules(_cfg(2), plan('table', [small, large])) == (
       text_pipeline.WORKER_MODULES)
   assert text_pipeline.WORKER_MODULES == ('transforms.modalities.text.ranges',)
+  # A run that signs its documents loads the signatures' compiled loops
+  # in its workers as they start (reader_modules: what the reading DoFn
+  # asks its pool for).
+  assert text.worker_modules(_cfg(2, near=True), plan('table', [large])) == (
+      'transforms.modalities.text.ranges',
+      'transforms.modalities.text.signature_kernels') == (
+          text_pipeline.reader_modules(_cfg(2, near=True)))
+  assert text.worker_modules(_cfg(2, near=True), plan('table', [small])) == ()
 
 
 def test_sensor_starts_workers_only_for_a_file_read_in_ranges(tmp_path):

@@ -70,17 +70,27 @@ ANALYSIS_BATCH = 25000
 _FILES_PER_ELEMENT = 500
 
 
-# What the local worker processes that read CSV ranges import.
+# What the local worker processes that read CSV ranges import; and,
+# when they also sign the documents (near-duplicate runs), the compiled
+# loops of the signatures, loaded as the processes start rather than in
+# the middle of the first range.
 WORKER_MODULES = (text_ranges.__name__,)
+SIGNING_MODULES = WORKER_MODULES + (
+    'transforms.modalities.text.signature_kernels',)
+
+
+def reader_modules(cfg):
+  """The modules of the run's reading worker processes."""
+  return SIGNING_MODULES if cfg.contents.near else WORKER_MODULES
 
 
 def worker_modules(cfg, plan: 'TextInput'):
-  """WORKER_MODULES when the run will read a table file in ranges with
-  local worker processes (a large local CSV or TSV file), else ()."""
+  """reader_modules(cfg) when the run will read a table file in ranges
+  with local worker processes (a large local CSV or TSV file), else ()."""
   if cfg.local_processes <= 0 or plan.kind == 'folder':
     return ()
-  return (WORKER_MODULES if any(map(tabular.ranges_possible, plan.files))
-          else ())
+  return (reader_modules(cfg)
+          if any(map(tabular.ranges_possible, plan.files)) else ())
 
 
 class TextInput(NamedTuple):
@@ -146,7 +156,7 @@ class _ReadDocumentsFn(beam.DoFn):
     self._rule = text_ranges.key_rule(cfg)
     workers = cfg.local_processes
     self._workers = processes.MaybeAhead(
-        workers, WORKER_MODULES, 2 * workers, 'read CSV ranges')
+        workers, reader_modules(cfg), 2 * workers, 'read CSV ranges')
     self._bytes_read = progress.counter('text', 'bytes_read')
 
   def _batches(self, element, digests_needed: bool,
