@@ -2,11 +2,15 @@
 banding and verification of documents (core/near_duplicates.py)."""
 
 import hashlib
+import importlib
+import logging
 
+from numba.core import caching as numba_caching
 import numpy as np
 import pytest
 
 from transforms.core import near_duplicates as nd
+from transforms.modalities.text import signature_kernels
 from transforms.modalities.text import signatures as sg
 
 WORDS = [f'w{i}' for i in range(3000)]
@@ -200,3 +204,25 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
         lambda g: g[1].get(f'{7:032x}', {}).get('count')),
                 equal_to([copies]), label='copies')
   assert list(tmp_path.glob('*.spill'))
+
+
+def test_without_a_writable_cache_folder_the_loops_are_compiled_each_time(
+    monkeypatch, caplog):
+  """Numba keeps the compiled loops next to the module or in the user's
+  cache folder; where it may write to neither, it refuses to cache. The
+  loops are then compiled in the process, and sign as before."""
+  texts = ['The quick brown fox', 'the quick, brown fox!', 'one', '',
+           'caf\u00e9 na\u00efve \u2014 r\u00e9sum\u00e9'] * 3
+  cached = sg.signatures(texts)
+  monkeypatch.setattr(numba_caching.CacheImpl, '_locator_classes', [])  # pylint: disable=protected-access
+  try:
+    with caplog.at_level(logging.INFO, signature_kernels.__name__):
+      importlib.reload(signature_kernels)
+    for name in ('word_hashes', 'signed'):
+      kernel = getattr(signature_kernels, name)
+      assert isinstance(kernel._cache, numba_caching.NullCache)  # pylint: disable=protected-access
+    assert 'compiled in each process' in caplog.text
+    assert (sg.signatures(texts) == cached).all()
+  finally:
+    monkeypatch.undo()
+    importlib.reload(signature_kernels)

@@ -6,14 +6,37 @@ holds them to recorded signatures), about 2.5 times as fast, with no
 array per step.
 
 Compiled when this module is imported (for the argument types below), and
-kept in Numba's cache next to it, so a process loads them in a fraction
-of a second after the first. The text reader's worker processes import it
+kept in Numba's cache next to it (or in the user's cache folder, or in
+NUMBA_CACHE_DIR), so a process loads them in a fraction of a second after
+the first; where Numba may write none of these, each process compiles
+them (about 2 s). The text reader's worker processes import it
 when they start (text/pipeline.py worker_modules), the launching process
 only when it signs (text/signatures.py).
 """
 
+import logging
+
 import numba
 import numpy as np
+
+
+def _compiled(signature):
+  """numba.njit for `signature`, kept in Numba's cache; compiled in each
+  process instead when Numba finds no folder it may write its cache to
+  (a read-only installation and home folder: NUMBA_CACHE_DIR names one)."""
+  def compile_(fn):
+    try:
+      return numba.njit(signature, cache=True, nogil=True)(fn)
+    except RuntimeError as e:
+      if 'no locator available' not in str(e):
+        raise
+      logging.getLogger(__name__).info(
+          'Numba has no folder to keep %s compiled in; it is compiled in '
+          'each process (NUMBA_CACHE_DIR names a writable one)',
+          fn.__name__)
+      return numba.njit(signature, nogil=True)(fn)
+  return compile_
+
 
 # The polynomial base of a word's hash (text/signatures.py).
 _BASE = np.uint64(0x100000001B3)
@@ -34,7 +57,7 @@ _SPACE = np.uint8(32)
 _END = np.uint8(0)
 
 
-@numba.njit('uint64(uint64)', cache=True, nogil=True)
+@_compiled('uint64(uint64)')
 def _fmix64(x):
   x ^= x >> _33
   x *= _C1
@@ -47,8 +70,8 @@ def _fmix64(x):
 _BYTES = numba.types.Array(numba.uint8, 1, 'C', readonly=True)
 
 
-@numba.njit(numba.types.Tuple((numba.uint64[::1], numba.int64[::1]))(
-    _BYTES, numba.int64), cache=True, nogil=True)
+@_compiled(numba.types.Tuple((numba.uint64[::1], numba.int64[::1]))(
+    _BYTES, numba.int64))
 def word_hashes(data, documents):
   """(each word's hash, each document's number of words) of `documents`
   documents' normalized bytes (words split by spaces, documents by 0)."""
@@ -79,7 +102,7 @@ def word_hashes(data, documents):
   return hashes[:words], counts
 
 
-@numba.njit('void(uint32[:, ::1], int64[:, ::1])', cache=True, nogil=True)
+@_compiled('void(uint32[:, ::1], int64[:, ::1])')
 def _densify(sig, probes):
   """Each row's empty bins take the value of the first non-empty bin
   along their probe sequence, else of the row's first non-empty bin (a
@@ -110,8 +133,7 @@ def _densify(sig, probes):
       sig[row, j] = value
 
 
-@numba.njit('uint32[:, ::1](uint64[::1], int64[::1], int64[:, ::1])',
-            cache=True, nogil=True)
+@_compiled('uint32[:, ::1](uint64[::1], int64[::1], int64[:, ::1])')
 def signed(hashes, counts, probes):
   """uint32 [documents, bins] signatures of the documents whose words
   hash to `hashes` (`counts` of them each, in order); `probes` [bins,
