@@ -48,7 +48,8 @@ _C1 = np.uint64(0xFF51AFD7ED558CCD)
 _C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _33 = np.uint64(33)
 _ONE = np.uint64(1)
-# A shingle's top 6 bits pick its bin, the next 32 are its value.
+# A shingle's top 6 bits pick its bin (of text/signatures.BINS, 64), the
+# next 32 are its value.
 _BIN_SHIFT = np.uint64(64 - 6)
 _VALUE_SHIFT = np.uint64(64 - 6 - 32)
 _MASK32 = np.uint64(0xFFFFFFFF)

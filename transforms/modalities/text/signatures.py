@@ -19,9 +19,9 @@ of their shingle sets, as with BINS independent permutations, for the
 cost of one hash per shingle rather than BINS. (Measured here on the text
 benchmark's documents, a k-permutation MinHash, the kind datasketch
 computes one document at a time, took 0.5 to 0.9 s of one core per
-100,000 documents for 32 values even batched in NumPy; this takes 0.05 to
-0.1 s for 64 in NumPy, and about 0.3 s with the words found and hashed in
-compiled loops, where NumPy array steps took 0.6 s.)
+100,000 documents for 32 values even batched in NumPy; this takes about
+0.3 s for 64, the words found and hashed included, in compiled loops
+(NumPy array steps took 0.6 s).)
 
 A word's hash is the polynomial sum of its UTF-8 bytes (plus one) in
 powers of a fixed odd base, modulo 2^64, mixed by MurmurHash3's 64-bit
@@ -39,12 +39,12 @@ from typing import List, Sequence
 import numpy as np
 
 
-BINS = 64
+BINS = 64  # (signature_kernels picks a bin by a hash's top 6 bits)
 # A bin no shingle reached (before densification), and every bin of a
 # document without words (which is never a near-duplicate).
 EMPTY = np.uint32(0xFFFFFFFF)
 # Documents signed at once, which bounds the working arrays (the word
-# hashes take up to 4 bytes a character) whatever the batch.
+# hashes take up to 4 bytes a byte of text) whatever the batch.
 _CHUNK = 1000
 # Probes per bin before the rest of the empty bins (documents of one or
 # two shingles) take the first non-empty bin's value.
