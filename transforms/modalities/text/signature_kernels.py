@@ -58,7 +58,7 @@ _SPACE = np.uint8(32)
 _END = np.uint8(0)
 
 
-@_compiled('uint64(uint64)')
+@numba.njit(inline='always')
 def _fmix64(x):
   x ^= x >> _33
   x *= _C1
@@ -103,7 +103,7 @@ def word_hashes(data, documents):
   return hashes[:words], counts
 
 
-@_compiled('void(uint32[:, ::1], int64[:, ::1])')
+@numba.njit
 def _densify(sig, probes):
   """Each row's empty bins take the value of the first non-empty bin
   along their probe sequence, else of the row's first non-empty bin (a
