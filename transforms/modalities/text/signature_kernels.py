@@ -19,6 +19,9 @@ import logging
 import numba
 import numpy as np
 
+from transforms.core import mix
+from transforms.modalities.text import signatures
+
 
 def _compiled(signature):
   """numba.njit for `signature`, kept in Numba's cache; compiled in each
@@ -43,28 +46,20 @@ _BASE = np.uint64(0x100000001B3)
 # A pair's hash: mix(first * _PAIR ^ second); a lone word's: mix(w ^ _ALONE).
 _PAIR = np.uint64(0x9E3779B97F4A7C15)
 _ALONE = np.uint64(0xD6E8FEB86659FD93)
-# MurmurHash3's 64-bit finalizer (core/mix.py).
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
-_33 = np.uint64(33)
 _ONE = np.uint64(1)
-# A shingle's top 6 bits pick its bin (of text/signatures.BINS, 64), the
-# next 32 are its value.
-_BIN_SHIFT = np.uint64(64 - 6)
-_VALUE_SHIFT = np.uint64(64 - 6 - 32)
+# A shingle's top log2(BINS) bits pick its bin, the next 32 are its value.
+_BIN_BITS = signatures.BINS.bit_length() - 1
+assert 1 << _BIN_BITS == signatures.BINS
+_BIN_SHIFT = np.uint64(64 - _BIN_BITS)
+_VALUE_SHIFT = np.uint64(64 - _BIN_BITS - 32)
 _MASK32 = np.uint64(0xFFFFFFFF)
-_EMPTY = np.uint32(0xFFFFFFFF)
+_EMPTY = signatures.EMPTY
 _SPACE = np.uint8(32)
 _END = np.uint8(0)
-
-
-@numba.njit(inline='always')
-def _fmix64(x):
-  x ^= x >> _33
-  x *= _C1
-  x ^= x >> _33
-  x *= _C2
-  return x ^ (x >> _33)
+# MurmurHash3's 64-bit finalizer: core/mix.py's, compiled for one value
+# and inlined where it is called. (Numba's cache is keyed by this file
+# only; the finalizer is fixed, as the recorded signatures test holds.)
+_fmix64 = numba.njit(inline='always')(mix.fmix64)
 
 
 # The normalized bytes, as np.frombuffer gives them (read-only).

@@ -39,7 +39,7 @@ from typing import List, Sequence
 import numpy as np
 
 
-BINS = 64  # (signature_kernels picks a bin by a hash's top 6 bits)
+BINS = 64  # a power of two (a hash's top bits pick a bin)
 # A bin no shingle reached (before densification), and every bin of a
 # document without words (which is never a near-duplicate).
 EMPTY = np.uint32(0xFFFFFFFF)
