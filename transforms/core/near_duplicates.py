@@ -56,8 +56,8 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.utils.windowed_value import WindowedValue
 
+from transforms.core import bands as bands_lib
 from transforms.core import hold as hold_lib
-from transforms.core import mix
 from transforms.core import splits as split_lib
 
 MODES = ('group', 'drop', 'off')
@@ -72,8 +72,8 @@ BITS_PER_TABLE = 10
 # Documents: the default estimated Jaccard similarity of near-duplicates
 # (benchmarks/text_near_duplicate_thresholds.py), and the bands.
 SIMILARITY = 0.5
-BANDS = 16
-ROWS_PER_BAND = 4
+BANDS = bands_lib.BANDS
+ROWS_PER_BAND = bands_lib.ROWS_PER_BAND
 # Runner groups per table: a group holds the candidates of 1/8 of one
 # table's buckets (at most 256: group numbers are sorted as bytes). Each
 # group costs a call that reads its parts; with 64 a table, those calls
@@ -291,18 +291,11 @@ class _Documents:
   def __init__(self, rules: NearDuplicateRules):
     self.rules = rules
 
-  def keys(self, raw: np.ndarray) -> np.ndarray:
+  @staticmethod
+  def keys(raw: np.ndarray) -> np.ndarray:
     """uint64 [n, BANDS]: each signature's bucket in each band, a mix of
-    the band's ROWS_PER_BAND values (as two 64-bit words)."""
-    words = np.ascontiguousarray(raw).view('<u8')  # two values a word
-    per_band = ROWS_PER_BAND // 2
-    out = np.empty((len(raw), BANDS), np.uint64)
-    for b in range(BANDS):
-      first = words[:, b * per_band]
-      second = words[:, b * per_band + 1]
-      out[:, b] = mix.fmix64((first * np.uint64(0x9E3779B97F4A7C15)
-                              + np.uint64(b)) ^ mix.fmix64(second))
-    return out
+    the band's ROWS_PER_BAND values (core/bands.py)."""
+    return bands_lib.keys(raw)
 
   @staticmethod
   def group_of(keys: np.ndarray) -> np.ndarray:
