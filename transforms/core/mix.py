@@ -1,6 +1,7 @@
 """MurmurHash3's 64-bit finalizer on NumPy arrays: the mix of the
-near-duplicate band keys (core/near_duplicates.py), and, compiled for one
-value by Numba, of text signatures' word hashes (text/signature_kernels.py).
+near-duplicate band keys (core/bands.py), and, compiled for one value by
+Numba, of text signatures' word hashes and band keys
+(text/signature_kernels.py).
 """
 
 import numpy as np

@@ -555,6 +555,10 @@ class NearBatch(NamedTuple):
   labels: list
   splits: List[str]
   signatures: np.ndarray  # uint8 [n, signature bytes]
+  # uint64 [n, tables]: each row's bucket in each table, when they were
+  # found where the signatures were made (documents: text/signatures.py
+  # band_keys); else the banding finds them.
+  keys: Optional[np.ndarray] = None
 
 
 def _as_batch(entries) -> NearBatch:
@@ -623,7 +627,10 @@ class _BandFn(beam.DoFn):
     names = np.frombuffer(bytes.fromhex(''.join(digests)),
                           np.uint8).reshape(len(digests), -1)
     usable = np.flatnonzero(measure.usable(raw))
-    keys = measure.keys(raw[usable])
+    if all(b.keys is not None for b in held):
+      keys = np.concatenate([b.keys for b in held])[usable]
+    else:
+      keys = measure.keys(raw[usable])
     spill = hold_lib.Spill(self._folder) if self._folder else None
     # What the verification reads of a row, once per row: its carried
     # signature and its digest.

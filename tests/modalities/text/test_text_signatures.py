@@ -130,6 +130,29 @@ def test_bands_meet_as_often_as_the_formula_says(similarity):
   assert abs(met - expected) < 4 * np.sqrt(expected * (1 - expected) / n) + 0.005
 
 
+def test_the_readers_band_keys_are_the_bandings():
+  """The buckets the reading workers find in compiled loops
+  (signatures.band_keys) are core/bands.keys, which the banding uses for
+  signatures without them; both are those recorded when the bands were
+  defined (random values, documents without words, zeros)."""
+  rng = np.random.default_rng(11)
+  sigs = rng.integers(0, 2**32, size=(300, sg.BINS),
+                      dtype=np.uint64).astype(np.uint32)
+  sigs[::9] = sg.EMPTY
+  sigs[5] = 0
+  compiled = sg.band_keys(sigs)
+  plain = nd.measure_of(nd.document_rules()).keys(
+      np.ascontiguousarray(sigs).view(np.uint8))
+  assert compiled.shape == (300, nd.BANDS)
+  assert np.array_equal(compiled, plain)
+  assert hashlib.sha256(compiled.astype('<u8').tobytes()).hexdigest() == (
+      '836c5fa76a7a7a1f6446ba1e83109895929400b03a110a0a0ed8933e94f33770')
+  texts = [_doc(rng, int(n)) for n in rng.integers(1, 90, size=200)]
+  real = sg.signatures(texts)
+  assert np.array_equal(sg.band_keys(real), nd.measure_of(
+      nd.document_rules()).keys(np.ascontiguousarray(real).view(np.uint8)))
+
+
 def test_verification_keeps_pairs_at_the_similarity_and_no_others():
   rng = np.random.default_rng(4)
   base = _doc(rng, 40).split()
@@ -149,13 +172,15 @@ def test_verification_keeps_pairs_at_the_similarity_and_no_others():
   assert {(i, j) for i, j, _ in strict} <= {(0, 2)}
 
 
+@pytest.mark.parametrize('with_keys', ['none', 'all', 'some'])
 def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
-    tmp_path, monkeypatch):
+    tmp_path, monkeypatch, with_keys):
   """400 documents, most of them variants of four boilerplate texts (so the
   bands' buckets are crowded), some exact copies of one content, banded in
   flushes of 32 entries through files in a folder: the gathered pairs are
   those comparing every two finds, and each content's Info counts all of
-  its copies."""
+  its copies. Batches come with their band keys (as the text reader's
+  make them), without, or some with."""
   # pylint: disable=import-outside-toplevel
   import itertools
   import apache_beam as beam
@@ -173,6 +198,8 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
       words[int(rng.integers(len(words)))] = str(rng.choice(WORDS))
     if k % 50 == 7:
       words = plates[0]  # an exact copy of the first plate, again and again
+    if k % 97 == 3:
+      words = ['...', '!' * k]  # no words: never a candidate
     texts.append(' '.join(words))
     digests.append(f'{hash(" ".join(words)) & (2**128 - 1):032x}'
                    if k % 50 != 7 else f'{7:032x}')
@@ -181,14 +208,20 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
   batches = [nd.NearBatch([f'd{k:03d}' for k in range(lo, lo + 20)],
                           digests[lo:lo + 20], ['x'] * 20, ['train'] * 20,
                           np.ascontiguousarray(sigs[lo:lo + 20]).view(
-                              np.uint8))
+                              np.uint8),
+                          sg.band_keys(sigs[lo:lo + 20])
+                          if with_keys == 'all' or (
+                              with_keys == 'some' and lo % 40) else None)
              for lo in range(0, 400, 20)]
   measure = nd.measure_of(rules)
   carried = measure.carried(np.ascontiguousarray(sigs).view(np.uint8))
   keys = measure.keys(np.ascontiguousarray(sigs).view(np.uint8))
   expected = set()
+  usable = measure.usable(np.ascontiguousarray(sigs).view(np.uint8))
+  assert (~usable).sum() == 5
   for a, b in itertools.combinations(range(400), 2):
-    if digests[a] == digests[b] or not (keys[a] == keys[b]).any():
+    if (digests[a] == digests[b] or not (keys[a] == keys[b]).any() or
+        not usable[a] or not usable[b]):
       continue
     _, _, values = measure.check(carried, np.array([a]), np.array([b]))
     if len(values[0]):

@@ -240,8 +240,8 @@ class _ReadDocumentsFn(beam.DoFn):
 
   def _keys(self, docs, digests_needed: bool = True, known=None,
             signatures_needed: bool = False):
-    """(split index per document, content digests or None, signatures or
-    None): `known` (what a worker found for the batch), with the splits
+    """(split index per document, content digests or None, (signatures,
+    band keys) or None): `known` (what a worker found for the batch), with the splits
     found here from the ids when they are keyed by id; else
     text_ranges.batch_keys here."""
     if known is None:
@@ -309,13 +309,14 @@ class DocumentContentsFn(_ReadDocumentsFn):
     names = self._cfg.split_names
     for docs, _, known in self._batches(element, True, near):
       if len(docs.ids):
-        split, digests, sigs = self._keys(docs, True, known, near)
+        split, digests, signed = self._keys(docs, True, known, near)
         yield from self._content_groups(docs, split, digests)
         if near:
+          sigs, keys = signed
           yield beam.pvalue.TaggedOutput(NEAR, near_lib.NearBatch(
               list(docs.ids), digests, list(docs.label),
               np.asarray(names, object)[split].tolist(),
-              np.ascontiguousarray(sigs).view(np.uint8)))
+              np.ascontiguousarray(sigs).view(np.uint8), keys))
 
 
 class DocumentStatisticsFn(_ReadDocumentsFn):

@@ -50,15 +50,18 @@ def key_rule(cfg) -> KeyRule:
 def batch_keys(texts: Sequence[str], ids: Sequence[str], rule: KeyRule,
                digests_needed: bool, signatures_needed: bool = False
                ) -> Tuple[Optional[np.ndarray], Optional[List[str]],
-                          Optional[np.ndarray]]:
-  """(split index per document, content digests or None, near-duplicate
-  signatures (text/signatures.py) or None). The splits are None when they
-  are keyed by id and `ids` is None (a worker does not know the ids of its
-  range's rows)."""
+                          Optional[Tuple[np.ndarray, np.ndarray]]]:
+  """(split index per document, content digests or None, (near-duplicate
+  signatures (text/signatures.py), their buckets in the bands
+  (core/bands.py)) or None). The splits are None when they are keyed by
+  id and `ids` is None (a worker does not know the ids of its range's
+  rows)."""
   digests = (tt.content_keys(texts, rule.settings)
              if rule.by_content or digests_needed else None)
-  signatures = (text_signatures.signatures(texts) if signatures_needed
-                else None)
+  signatures = None
+  if signatures_needed:
+    values = text_signatures.signatures(texts)
+    signatures = (values, text_signatures.band_keys(values))
   if rule.by_content:
     keys = [split_lib.content_split_key(d) for d in digests]
   elif ids is None:

@@ -1,8 +1,10 @@
 """The loops of text/signatures.py, compiled (Numba): a batch's word
-hashes, and its MinHash signatures from them. The definitions are those
-of text/signatures.py's docstring; these give the same bytes as the NumPy
-array steps they replace (tests/modalities/text/test_text_signatures.py
-holds them to recorded signatures), about 2.5 times as fast, with no
+hashes, its MinHash signatures from them, and their buckets in the
+near-duplicate bands (core/bands.py). The definitions are those of
+text/signatures.py's docstring and core/bands.py; these give the same
+bytes as the NumPy array steps they replace
+(tests/modalities/text/test_text_signatures.py holds them to recorded
+signatures and to core/bands.keys), about 2.5 times as fast, with no
 array per step.
 
 Compiled when this module is imported (for the argument types below), and
@@ -19,6 +21,7 @@ import logging
 import numba
 import numpy as np
 
+from transforms.core import bands
 from transforms.core import mix
 from transforms.modalities.text import signatures
 
@@ -151,3 +154,23 @@ def signed(hashes, counts, probes):
     at += n
   _densify(sig, probes)
   return sig
+
+
+# The band layout (core/bands.py), as constants of the compiled loop.
+_BANDS = bands.BANDS
+_WORDS_PER_BAND = bands.WORDS_PER_BAND
+_BAND_PAIR = bands.PAIR
+
+
+@_compiled('uint64[:, ::1](uint64[:, ::1])')
+def band_keys(words):
+  """uint64 [n, BANDS]: core/bands.keys of the signatures whose 64-bit
+  words (core/bands.words) are `words`."""
+  out = np.empty((words.shape[0], _BANDS), np.uint64)
+  for row in range(words.shape[0]):
+    for b in range(_BANDS):
+      first = words[row, b * _WORDS_PER_BAND]
+      second = words[row, b * _WORDS_PER_BAND + 1]
+      out[row, b] = _fmix64((first * _BAND_PAIR + np.uint64(b)) ^
+                            _fmix64(second))
+  return out

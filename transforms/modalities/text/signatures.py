@@ -38,6 +38,7 @@ from typing import List, Sequence
 
 import numpy as np
 
+from transforms.core import bands
 
 BINS = 64  # a power of two (a hash's top bits pick a bin)
 # A bin no shingle reached (before densification), and every bin of a
@@ -155,3 +156,10 @@ def signatures(texts: Sequence[str]) -> np.ndarray:
                            for k in range(0, n, _CHUNK)])
   hashes, counts = _word_hashes(texts)
   return _kernels().signed(hashes, counts, PROBES)
+
+
+def band_keys(sigs: np.ndarray) -> np.ndarray:
+  """uint64 [n, BANDS]: core/bands.keys of `sigs` (what `signatures`
+  returned), in a compiled loop."""
+  return _kernels().band_keys(bands.words(
+      np.ascontiguousarray(sigs).view(np.uint8)))
