@@ -101,58 +101,49 @@ def word_hashes(data, documents):
   return hashes[:words], counts
 
 
-@numba.njit
-def _densify(sig, probes):
-  """Each row's empty bins take the value of the first non-empty bin
-  along their probe sequence, else of the row's first non-empty bin (a
-  row without any stays empty)."""
-  bins = probes.shape[0]
-  own = np.empty(bins, np.uint32)
-  for row in range(sig.shape[0]):
-    empty = 0
-    for j in range(bins):
-      own[j] = sig[row, j]
-      if own[j] == _EMPTY:
-        empty += 1
-    if empty == 0 or empty == bins:
-      continue
-    first = _EMPTY
-    for j in range(bins):
-      if own[j] != _EMPTY:
-        first = own[j]
-        break
-    for j in range(bins):
-      if own[j] != _EMPTY:
-        continue
-      value = first
-      for k in range(probes.shape[1]):
-        if own[probes[j, k]] != _EMPTY:
-          value = own[probes[j, k]]
-          break
-      sig[row, j] = value
-
-
 @_compiled('uint32[:, ::1](uint64[::1], int64[::1], int64[:, ::1])')
 def signed(hashes, counts, probes):
   """uint32 [documents, bins] signatures of the documents whose words
   hash to `hashes` (`counts` of them each, in order); `probes` [bins,
-  probes] is each bin's probe sequence (text/signatures.PROBES)."""
+  probes] is each bin's probe sequence (text/signatures.PROBES). A
+  document's bins are made in a row of their own, then densified: each
+  empty bin takes the value of the first non-empty bin along its probe
+  sequence, else of the row's first non-empty bin (a document without
+  words stays empty)."""
   bins = probes.shape[0]
-  sig = np.full((counts.shape[0], bins), _EMPTY, np.uint32)
+  sig = np.empty((counts.shape[0], bins), np.uint32)
+  own = np.empty(bins, np.uint32)
   at = 0
   for row in range(counts.shape[0]):
+    for j in range(bins):
+      own[j] = _EMPTY
     n = counts[row]
-    for k in range(max(n - 1, 1) if n else 0):  # a lone word: one shingle
-      if n == 1:
-        mixed = _fmix64(hashes[at] ^ _ALONE)
-      else:
-        mixed = _fmix64((hashes[at + k] * _PAIR) ^ hashes[at + k + 1])
+    if n == 1:  # a lone word: one shingle
+      mixed = _fmix64(hashes[at] ^ _ALONE)
+      own[np.int64(mixed >> _BIN_SHIFT)] = np.uint32(
+          (mixed >> _VALUE_SHIFT) & _MASK32)
+    for k in range(n - 1):
+      mixed = _fmix64((hashes[at + k] * _PAIR) ^ hashes[at + k + 1])
       b = np.int64(mixed >> _BIN_SHIFT)
-      value = np.uint32((mixed >> _VALUE_SHIFT) & _MASK32)
-      if value < sig[row, b]:
-        sig[row, b] = value
+      own[b] = min(own[b], np.uint32((mixed >> _VALUE_SHIFT) & _MASK32))
     at += n
-  _densify(sig, probes)
+    empty = 0
+    first = _EMPTY
+    for j in range(bins):
+      if own[j] == _EMPTY:
+        empty += 1
+      elif first == _EMPTY:
+        first = own[j]
+    for j in range(bins):
+      value = own[j]
+      if value == _EMPTY and empty != bins:
+        value = first
+        for k in range(probes.shape[1]):
+          seen = own[probes[j, k]]
+          if seen != _EMPTY:
+            value = seen
+            break
+      sig[row, j] = value
   return sig
 
 
