@@ -241,8 +241,8 @@ class _ReadDocumentsFn(beam.DoFn):
   def _keys(self, docs, digests_needed: bool = True, known=None,
             signatures_needed: bool = False):
     """(split index per document, content digests or None, (signatures,
-    band keys) or None): `known` (what a worker found for the batch), with the splits
-    found here from the ids when they are keyed by id; else
+    band keys) or None): `known` (what a worker found for the batch), with
+    the splits found here from the ids when they are keyed by id; else
     text_ranges.batch_keys here."""
     if known is None:
       return text_ranges.batch_keys(docs.text, docs.ids, self._rule,
