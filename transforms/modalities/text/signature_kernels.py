@@ -147,7 +147,10 @@ def signed(hashes, counts, probes):
   return sig
 
 
-# The band layout (core/bands.py), as constants of the compiled loop.
+# The band layout (core/bands.py), as constants of the compiled loop,
+# which reads every value of a signature and no more (Numba does not
+# check its indices).
+assert bands.BANDS * bands.ROWS_PER_BAND == signatures.BINS
 _BANDS = bands.BANDS
 _WORDS_PER_BAND = bands.WORDS_PER_BAND
 _BAND_PAIR = bands.PAIR
