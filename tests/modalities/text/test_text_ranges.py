@@ -21,6 +21,7 @@ import io
 import os
 import random
 
+import numpy as np
 import pytest
 
 import range_runs
@@ -316,3 +317,37 @@ def test_a_ranges_keys_are_kept_for_the_later_passes(tmp_path, monkeypatch):
   os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
   with pytest.raises(AssertionError, match='computed again'):
     read(_rule())
+
+
+def test_a_range_read_for_its_keys_only_comes_without_its_texts(tmp_path):
+  """The contents pass needs a range's keys, ids and labels, not its
+  texts: read so, the documents come without texts and with everything
+  else as a full read gives it (rows, labels, bad rows, keys, signatures),
+  whether the keys are computed or read back from a kept file."""
+  src = tmp_path / 'docs.csv'
+  src.write_bytes(_quoted_csv())
+  path, folder = str(src), str(tmp_path / 'keys')
+  ranges = tabular.csv_ranges(path, 'csv', RANGE, quotes=True)
+  columns = text_io.TextColumns('text', 'label')
+  for start, end in ranges.spans[:3]:
+
+    def read(texts_needed, signatures_needed, start=start, end=end):
+      return text_ranges.read_range(
+          path, 'csv', columns, 'replace', ranges.header, start, end,
+          _rule(), True, signatures_needed, folder, texts_needed)
+
+    for signatures_needed in (True, False):
+      full, full_keys = read(True, signatures_needed)
+      slim, slim_keys = read(False, signatures_needed)
+      assert slim.records == full.records
+      assert any(len(d.ids) for d, _ in full.batches)
+      for (a, bad_a), (b, bad_b) in zip(full.batches, slim.batches,
+                                        strict=True):
+        assert len(a.text) == len(a.ids) and b.text is None
+        assert (b.ids, b.label, bad_b) == (a.ids, a.label, bad_a)
+      _same_keys(slim_keys, full_keys)
+      for (_, _, signed_a), (_, _, signed_b) in zip(full_keys, slim_keys):
+        assert (signed_a is None) == (signed_b is None)
+        if signed_a is not None:
+          assert np.array_equal(signed_a[0], signed_b[0])
+          assert np.array_equal(signed_a[1], signed_b[1])

@@ -130,7 +130,8 @@ class TextBatch:
   Attributes:
     ids: Stable ids: '<source>:<row>' for table rows (row: 0-based data-row
       index), the path relative to the root for folder documents.
-    text: The document texts, as written.
+    text: The document texts, as written (None in batches read for their
+      keys only: text/ranges.read_range without texts_needed).
     label: The labels, stripped.
   """
   ids: List[str]

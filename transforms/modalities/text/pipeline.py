@@ -160,13 +160,14 @@ class _ReadDocumentsFn(beam.DoFn):
     self._bytes_read = progress.counter('text', 'bytes_read')
 
   def _batches(self, element, digests_needed: bool,
-               signatures_needed: bool = False):
+               signatures_needed: bool = False, texts_needed: bool = True):
     """The element's batches in file order. A large local CSV or TSV file
     is read in byte ranges by the local worker processes
     (--local_processes), which also find the documents' content digests
     (when `digests_needed` or splits are keyed by content), splits and
     (when `signatures_needed`) near-duplicate signatures, while this
-    thread works on the documents before."""
+    thread works on the documents before. Without `texts_needed`, the
+    batches the workers read come without their texts (text None)."""
     kind, payload = element
     ranges = ahead = None
     if kind != 'folder' and self._cfg.local_processes > 0:
@@ -176,7 +177,7 @@ class _ReadDocumentsFn(beam.DoFn):
       ahead = self._workers.start()
     if ahead is not None:
       yield from self._range_batches(payload, ranges, ahead, digests_needed,
-                                     signatures_needed)
+                                     signatures_needed, texts_needed)
       return
     reads = files_lib.ReadCount()
     for docs, bad in self._read(element, reads):
@@ -196,7 +197,7 @@ class _ReadDocumentsFn(beam.DoFn):
         reads=reads, start=start)
 
   def _range_batches(self, path, ranges, ahead, digests_needed,
-                     signatures_needed):
+                     signatures_needed, texts_needed):
     """The file's ranges, read by worker processes, results in order; from
     the first range that did not end between records (or failed) on, the
     rest of the file in one piece, here (tables.csv_ranges)."""
@@ -210,7 +211,8 @@ class _ReadDocumentsFn(beam.DoFn):
         yield from ahead.submit(
             (start, end), text_ranges.read_range, path, fmt, plan.columns,
             self._cfg.settings.invalid_utf8, ranges.header, start, end,
-            self._rule, digests_needed, signatures_needed, self._keys_folder)
+            self._rule, digests_needed, signatures_needed, self._keys_folder,
+            texts_needed)
       yield from ahead.drain()
 
     def ids(rows):  # a range's row numbers -> the file's ids (-1: unknown)
@@ -307,7 +309,9 @@ class DocumentContentsFn(_ReadDocumentsFn):
   def process(self, element):
     near = self._cfg.contents.near
     names = self._cfg.split_names
-    for docs, _, known in self._batches(element, True, near):
+    # (Only the documents' keys and labels are used here: the workers do
+    # not send their texts.)
+    for docs, _, known in self._batches(element, True, near, False):
       if len(docs.ids):
         split, digests, signed = self._keys(docs, True, known, near)
         yield from self._content_groups(docs, split, digests)

@@ -76,12 +76,15 @@ def read_range(path: str, fmt: str, columns: text_io.TextColumns,
                invalid_utf8: str, header: bytes, start: int, end: int,
                rule: KeyRule, digests_needed: bool,
                signatures_needed: bool = False,
-               keys_folder: Optional[str] = None
+               keys_folder: Optional[str] = None,
+               texts_needed: bool = True
                ) -> Tuple[Optional[text_io.TextRange], list]:
   """A range's documents (inputs.parse_csv_range; None when the range did
   not end between records) and, per batch, batch_keys of its good
   documents (kept in and read back from `keys_folder`, see the module
-  docstring)."""
+  docstring). Without `texts_needed` the documents come back without
+  their texts (TextBatch.text None): a pass that needs only their keys
+  does not have them sent to it."""
   found = text_io.parse_csv_range(path, fmt, columns, invalid_utf8, header,
                                   start, end)
   if found is None:
@@ -89,16 +92,19 @@ def read_range(path: str, fmt: str, columns: text_io.TextColumns,
   sizes = [len(docs.text) for docs, _ in found.batches]
   name = keys_folder and _kept_name(keys_folder, path, fmt, columns,
                                     invalid_utf8, header, start, end, rule)
-  if name and not signatures_needed:
-    kept = _read_kept(name, sizes)
-    if kept is not None:
-      return found, kept
-  keys = [batch_keys(docs.text, None, rule, digests_needed,
-                     signatures_needed)
-          if len(docs.text) else (None, None, None)
-          for docs, _ in found.batches]
-  if name and any(d is not None for _, d, _ in keys):
-    _keep(name, keys, sizes)
+  keys = (_read_kept(name, sizes) if name and not signatures_needed
+          else None)
+  if keys is None:
+    keys = [batch_keys(docs.text, None, rule, digests_needed,
+                       signatures_needed)
+            if len(docs.text) else (None, None, None)
+            for docs, _ in found.batches]
+    if name and any(d is not None for _, d, _ in keys):
+      _keep(name, keys, sizes)
+  if not texts_needed:
+    found = found._replace(batches=[
+        (text_io.TextBatch(docs.ids, None, docs.label), bad)
+        for docs, bad in found.batches])
   return found, keys
 
 
