@@ -622,20 +622,22 @@ class _BandFn(beam.DoFn):
     if not held:
       return []
     measure = measure_of(self._rules)
-    raw = np.concatenate([b.signatures for b in held])
     digests = [d for b in held for d in b.digests]
     names = np.frombuffer(bytes.fromhex(''.join(digests)),
                           np.uint8).reshape(len(digests), -1)
-    usable = np.flatnonzero(measure.usable(raw))
+    # (Batch by batch: the signatures, 256 bytes a document, are not
+    # copied into one array when the batches carry their buckets.)
+    usable = np.flatnonzero(np.concatenate(
+        [measure.usable(b.signatures) for b in held]))
     if all(b.keys is not None for b in held):
       keys = np.concatenate([b.keys for b in held])[usable]
     else:
-      keys = measure.keys(raw[usable])
+      keys = measure.keys(np.concatenate([b.signatures for b in held])[usable])
     spill = hold_lib.Spill(self._folder) if self._folder else None
     # What the verification reads of a row, once per row: its carried
     # signature and its digest.
-    block = np.concatenate([measure.carried(raw[usable]), names[usable]],
-                           axis=1)
+    carried = np.concatenate([measure.carried(b.signatures) for b in held])
+    block = np.concatenate([carried[usable], names[usable]], axis=1)
     block = spill.put_rows(block) if spill else block
     rows = np.arange(len(usable), dtype=np.uint32)
     out = []
