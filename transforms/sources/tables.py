@@ -82,7 +82,6 @@ from typing import (TYPE_CHECKING, Dict, Iterator, List, NamedTuple,
                     Optional, Sequence, Tuple)
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
@@ -603,6 +602,7 @@ def _integer_text_to_ns(texts: pa.Array, factor: int) -> Tuple[np.ndarray,
 def _iso_to_ns(texts: np.ndarray) -> Tuple[np.ndarray, np.ndarray,
                                            np.ndarray]:
   """ISO-8601 strings to int64 ns: (ns, unparseable, out of range)."""
+  pd = _pandas()
   try:
     parsed = pd.DatetimeIndex(pd.to_datetime(texts, format='ISO8601',
                                              utc=True, errors='coerce'))
@@ -644,7 +644,15 @@ def _iso_by_arrow(texts: pa.Array) -> Optional[np.ndarray]:
   return None
 
 
+def _pandas():
+  """pandas, imported when a timestamp column needs it (a fifth of a
+  second, which the text reader's worker processes do without)."""
+  import pandas  # pylint: disable=import-outside-toplevel
+  return pandas
+
+
 def _parse_one_iso(text):
+  pd = _pandas()
   try:
     return pd.to_datetime(text, format='ISO8601', utc=True)
   except (ValueError, TypeError, OverflowError):
