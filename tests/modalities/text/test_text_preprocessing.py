@@ -208,30 +208,42 @@ def _odd_documents(seed: int, n: int):
                  'a\x00b c', 'a\x1fb c', 'y ' * 300]
 
 
+@pytest.mark.parametrize('compiled', [False, True],
+                         ids=['numpy', 'compiled'])
 @pytest.mark.parametrize('output', ['ids', 'bow'])
 @pytest.mark.parametrize('strip', [False, True])
 @pytest.mark.parametrize('lower', [False, True])
 def test_keys_of_a_batch_hash_the_tokens_of_each_document(lower, strip,
-                                                          output):
+                                                          output, compiled):
   """The whole-batch digest (every ASCII document of a batch at once) is
   the SHA-256 of each document's own tokens (normalized_tokens, which the
   test above holds to the transform's) joined by 0x1f: the first
-  max_tokens for ids, sorted for a bag of words; in any batch."""
+  max_tokens for ids, sorted for a bag of words; in any batch; with the
+  tokens found in NumPy steps or in the compiled loop."""
   tc = _config(lowercase=lower, strip_punctuation=strip, output=output)
   docs = _odd_documents(0, 300)
   ascii_only = [d for d in docs if d.isascii() and '\x00' not in d
                 and '\x1f' not in d]
 
-  def expected(text):
+  def expected(text, tc=tc):
     tokens = [t.encode('utf-8') for t in tt.normalized_tokens(text, tc)]
     tokens = tokens[:tc.max_tokens] if output == 'ids' else sorted(tokens)
     return hashlib.sha256(b'\x1f'.join(tokens)).hexdigest()[:32]
 
   for batch in (docs, ascii_only, docs[:1], ['a\x00b', 'a b']):
-    assert tt.content_keys(batch, tc) == [expected(d) for d in batch]
+    assert tt.content_keys(batch, tc, compiled) == [
+        expected(d) for d in batch]
   # For ids, the max_tokens-th (6th) token ends what is hashed.
-  seven, six = tt.content_keys(['a a a a a b c', ' a a a a a\tb '], tc)
+  seven, six = tt.content_keys(['a a a a a b c', ' a a a a a\tb '], tc,
+                               compiled)
   assert (seven == six) == (output == 'ids')
+  # At most one token, or more than any document has.
+  for most in (1, 1000):
+    other = _config(lowercase=lower, strip_punctuation=strip, output=output,
+                    max_tokens=most)
+    assert tt.content_keys(ascii_only, other, compiled) == [
+        expected(d, other) for d in ascii_only]
+
 
 @pytest.mark.parametrize('texts', [
     ['plain', '', 'été – 数据 🙂', 'a\nb\x00c'],

@@ -142,7 +142,8 @@ def _ngrams(tokens: list, lo: int, hi: int) -> list:
   return out
 
 
-def content_keys(texts: Sequence[str], tc: TextConfig) -> List[str]:
+def content_keys(texts: Sequence[str], tc: TextConfig,
+                 compiled: bool = False) -> List[str]:
   """The content digest of each document (core/contents.py): equal for
   documents whose stored features are equal, because the key is what the
   transform reads of the text: its tokens (n-grams), the first max_tokens
@@ -152,16 +153,24 @@ def content_keys(texts: Sequence[str], tc: TextConfig) -> List[str]:
   Without n-grams, the ASCII documents of a batch (most) are normalized
   together and never split into token objects (`_ascii_keys`); the rest
   take `_keys_one_by_one`. Both give the same digests.
+
+  With `compiled`, `_ascii_keys` finds the tokens in a compiled loop
+  (text/signature_kernels.token_runs) instead of NumPy array steps, for
+  the processes that have Numba's loops loaded anyway: those that sign
+  documents for the near-duplicate search. The same digests, in 2.2 µs a
+  document of the text benchmark instead of 3.3 (one core, SHA-256
+  included).
   """
   if tc.ngrams != (1, 1) or not texts:
     return _keys_one_by_one(texts, tc)
   joined = '\x00'.join(texts)
   if joined.isascii():
-    return _ascii_keys(joined, len(texts), tc) or _keys_one_by_one(texts, tc)
+    return (_ascii_keys(joined, len(texts), tc, compiled) or
+            _keys_one_by_one(texts, tc))
   keys = [None] * len(texts)
   ascii_ones = [k for k, text in enumerate(texts) if text.isascii()]
   found = (_ascii_keys('\x00'.join(texts[k] for k in ascii_ones),
-                       len(ascii_ones), tc) if ascii_ones else [])
+                       len(ascii_ones), tc, compiled) if ascii_ones else [])
   if found is None:
     return _keys_one_by_one(texts, tc)
   for k, key in zip(ascii_ones, found):
@@ -213,21 +222,30 @@ _JOINING = {(lower, strip): _joining_table(lower, strip)
             for lower in (False, True) for strip in (False, True)}
 
 
-def _ascii_keys(joined: str, n: int, tc: TextConfig) -> Optional[List[str]]:
+def _ascii_keys(joined: str, n: int, tc: TextConfig, compiled: bool = False
+                ) -> Optional[List[str]]:
   """content_keys (without n-grams) of n ASCII documents joined by 0:
   what `_keys_one_by_one` hashes, each document's tokens joined by 0x1f,
   found for the whole batch at once with no object per token. The batch
   is lower-cased and its punctuation and whitespace made 0x1f by one
-  translate; the tokens (runs of other bytes) are found in NumPy; the
-  bytes kept are the tokens' and, after each token but the last of its
-  document, one 0x1f. None when a document holds a 0 or 0x1f character
-  (which this joining would confuse with its own)."""
+  translate; the tokens (runs of other bytes) are found in NumPy (or, with
+  `compiled`, in a compiled loop); the bytes kept are the tokens' and,
+  after each token but the last of its document, one 0x1f. None when a
+  document holds a 0 or 0x1f character (which this joining would confuse
+  with its own)."""
   raw = joined.encode('ascii')
-  b = np.frombuffer(raw, np.uint8)
-  bounds = np.flatnonzero(b == 0)
-  if len(bounds) != n - 1 or raw.find(b'\x1f') >= 0:
+  if raw.count(0) != n - 1 or raw.find(b'\x1f') >= 0:
     return None
   data = raw.translate(_JOINING[tc.lowercase, tc.strip_punctuation])
+  if compiled:
+    # pylint: disable=import-outside-toplevel
+    from transforms.modalities.text import signature_kernels
+    kept, begin, stop = signature_kernels.token_runs(
+        np.frombuffer(data, np.uint8), n,
+        tc.max_tokens if tc.output == 'ids' else len(data) + 1)
+    return _hashed(memoryview(kept), begin, stop, tc.output == 'ids')
+  b = np.frombuffer(raw, np.uint8)
+  bounds = np.flatnonzero(b == 0)
   b = np.frombuffer(data, np.uint8)
   token = b != 0x1f
   token &= b != 0
@@ -249,18 +267,27 @@ def _ascii_keys(joined: str, n: int, tc: TextConfig) -> Optional[List[str]]:
   begin = np.zeros(n, np.int64)
   np.cumsum(length[:-1], out=begin[1:])
   stop = begin + length
+  if tc.output == 'ids':
+    # Documents of more tokens than max_tokens end at the last one kept.
+    limit = tc.max_tokens
+    long = np.flatnonzero(count > limit)
+    stop[long] = (begin[long] + sizes[first[long] + limit]
+                  - sizes[first[long]] + limit - 1)
+  return _hashed(view, begin, stop, tc.output == 'ids')
+
+
+def _hashed(view: memoryview, begin: np.ndarray, stop: np.ndarray,
+            in_order: bool) -> List[str]:
+  """The digest of each document's kept bytes view[begin:stop] (tokens
+  joined by 0x1f): of the tokens in order (`in_order`, ids output), else
+  sorted."""
   sha256 = hashlib.sha256
-  if tc.output != 'ids':
+  if not in_order:
     out = []
     for a, e in zip(begin.tolist(), stop.tolist()):
       tokens = sorted(view[a:e].tobytes().split(b'\x1f')) if e > a else []
       out.append(sha256(b'\x1f'.join(tokens)).hexdigest()[:32])
     return out
-  # Documents of more tokens than max_tokens end at the last one kept.
-  limit = tc.max_tokens
-  long = np.flatnonzero(count > limit)
-  stop[long] = (begin[long] + sizes[first[long] + limit]
-                - sizes[first[long]] + limit - 1)
   return [sha256(view[a:e]).hexdigest()[:32]
           for a, e in zip(begin.tolist(), stop.tolist())]
 

@@ -55,8 +55,9 @@ def batch_keys(texts: Sequence[str], ids: Sequence[str], rule: KeyRule,
   signatures (text/signatures.py), their buckets in the bands
   (core/bands.py)) or None). The splits are None when they are keyed by
   id and `ids` is None (a worker does not know the ids of its range's
-  rows)."""
-  digests = (tt.content_keys(texts, rule.settings)
+  rows). Signing loads the compiled loops of text/signature_kernels.py,
+  so the digests of documents being signed are found with them too."""
+  digests = (tt.content_keys(texts, rule.settings, signatures_needed)
              if rule.by_content or digests_needed else None)
   signatures = None
   if signatures_needed:
