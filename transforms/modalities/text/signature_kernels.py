@@ -186,8 +186,10 @@ def token_runs(data, documents, limit):
   (`data`: their bytes, documents split by 0, tokens by runs of 0x1f),
   each document's first `limit` tokens joined by one 0x1f in
   kept[begin[d]:stop[d]]; what text/preprocessing._ascii_keys hashes.
-  Branch-free per byte but at a document's end: whether a byte is kept,
-  and a separator before it, is added to the write position."""
+  Whether a byte is kept, and a separator written before it, is added to
+  the write position rather than branched on (where a token begins is
+  not predictable); only a document's end and its (limit + 1)-th token
+  branch."""
   kept = np.empty(data.shape[0] + 1, np.uint8)
   begin = np.zeros(documents, np.int64)
   stop = np.zeros(documents, np.int64)
