@@ -115,6 +115,8 @@ _DELETED = b"'"
 # ASCII whitespace (and the separators str.isspace counts) made spaces.
 _SPACES = ' \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f'
 _TABLE = _byte_table()
+
+
 def _normalized(texts: Sequence[str]) -> bytes:
   """The documents' text, lower-cased, punctuation and whitespace made
   spaces, as UTF-8, joined by a 0 byte (a document's own 0 characters made
