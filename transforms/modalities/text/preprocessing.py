@@ -234,19 +234,25 @@ def _ascii_keys(joined: str, n: int, tc: TextConfig, compiled: bool = False
   document holds a 0 or 0x1f character (which this joining would confuse
   with its own)."""
   raw = joined.encode('ascii')
-  if raw.count(0) != n - 1 or raw.find(b'\x1f') >= 0:
+  if raw.find(b'\x1f') >= 0:
     return None
-  data = raw.translate(_JOINING[tc.lowercase, tc.strip_punctuation])
+  table = _JOINING[tc.lowercase, tc.strip_punctuation]
   if compiled:
     # pylint: disable=import-outside-toplevel
     from transforms.modalities.text import signature_kernels
+    if raw.count(0) != n - 1:
+      return None
+    data = raw.translate(table)
     kept, begin, stop = signature_kernels.token_runs(
         np.frombuffer(data, np.uint8), n,
         tc.max_tokens if tc.output == 'ids' else len(data) + 1)
     return _hashed(memoryview(kept), begin, stop, tc.output == 'ids')
-  b = np.frombuffer(raw, np.uint8)
-  bounds = np.flatnonzero(b == 0)
-  b = np.frombuffer(data, np.uint8)
+  # (The documents' bounds, which the array steps need, are found once,
+  # and tell whether a document holds a 0.)
+  bounds = np.flatnonzero(np.frombuffer(raw, np.uint8) == 0)
+  if len(bounds) != n - 1:
+    return None
+  b = np.frombuffer(raw.translate(table), np.uint8)
   token = b != 0x1f
   token &= b != 0
   edges = np.diff(np.r_[False, token, False].view(np.int8))

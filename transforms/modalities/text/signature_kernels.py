@@ -173,8 +173,8 @@ def band_keys(words):
   return out
 
 
-# The separator of a content digest's tokens, and of documents
-# (text/preprocessing._ascii_keys).
+# The separator of a content digest's tokens (text/preprocessing
+# ._ascii_keys); documents end at _END.
 _TOKEN_END = np.uint8(0x1F)
 
 
