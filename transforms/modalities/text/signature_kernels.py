@@ -76,32 +76,42 @@ _BYTES = numba.types.Array(numba.uint8, 1, 'C', readonly=True)
     _BYTES, numba.int64))
 def word_hashes(data, documents):
   """(each word's hash, each document's number of words) of `documents`
-  documents' normalized bytes (words split by spaces, documents by 0)."""
-  hashes = np.empty(data.shape[0] // 2 + 1, np.uint64)
+  documents' normalized bytes (words split by spaces, documents by 0).
+
+  A word's polynomial sum is carried byte by byte and zeroed, and its
+  power reset to 1, by multiplying with whether the byte is a word's
+  (0 or 1) rather than by a branch (words end where a branch cannot
+  predict); the sum so far is written at the next word's place at every
+  byte, and that place moves on after a word's last byte. Only a
+  document's end branches. The sums are mixed in a loop of their own."""
+  hashes = np.empty(data.shape[0] // 2 + 2, np.uint64)
   counts = np.zeros(documents, np.int64)
-  words = 0
+  words = 0  # words so far, all documents
+  before = 0  # words of the documents before this one
   row = 0
   h = np.uint64(0)
-  power = np.uint64(1)
-  in_word = False
-  for i in range(data.shape[0] + 1):
-    c = data[i] if i < data.shape[0] else _END
-    if c != _SPACE and c != _END:
-      if not in_word:
-        in_word = True
-        h = np.uint64(0)
-        power = _ONE
-      h += (np.uint64(c) + _ONE) * power
-      power *= _BASE
-      continue
-    if in_word:
-      in_word = False
-      hashes[words] = _fmix64(h)
-      words += 1
-      counts[row] += 1
+  power = _ONE
+  inside = 0  # whether the byte before was a word's
+  for i in range(data.shape[0]):
+    c = data[i]
+    word = np.int64((c != _SPACE) & (c != _END))
+    hashes[words] = h
+    words += inside & (1 - word)
+    kept = np.uint64(word)
+    h = (h + (np.uint64(c) + _ONE) * power) * kept
+    power = power * _BASE * kept + (_ONE - kept)
+    inside = word
     if c == _END:
+      counts[row] = words - before
+      before = words
       row += 1
-  return hashes[:words], counts
+  hashes[words] = h
+  words += inside
+  counts[row] = words - before
+  out = hashes[:words]
+  for k in range(words):
+    out[k] = _fmix64(out[k])
+  return out, counts
 
 
 @_compiled('uint32[:, ::1](uint64[::1], int64[::1], int64[:, ::1])')
