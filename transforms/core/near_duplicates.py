@@ -284,7 +284,6 @@ class _Documents:
   noun = 'documents'
   fields = ('similarity',)
   tables = BANDS
-  _EMPTY = 0xFFFFFFFF
   # A chance agreement of two bytes of different values.
   _CHANCE = 1.0 / 256
 
@@ -302,14 +301,14 @@ class _Documents:
     return (keys >> np.uint64(64 - int(math.log2(_GROUPS_PER_TABLE)))
             ).astype(np.int64)
 
-  def usable(self, raw: np.ndarray) -> np.ndarray:
+  @staticmethod
+  def usable(raw: np.ndarray) -> np.ndarray:
     """Documents with words (one without has every value empty)."""
-    return ~(np.ascontiguousarray(raw).view('<u4') == np.uint32(
-        self._EMPTY)).all(axis=1)
+    return bands_lib.usable(raw)
 
   @staticmethod
   def carried(raw: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(raw).view('<u4').astype(np.uint8)
+    return bands_lib.carried(raw)
 
   @staticmethod
   def prepared(carried: np.ndarray):
@@ -554,11 +553,17 @@ class NearBatch(NamedTuple):
   digests: List[str]
   labels: list
   splits: List[str]
-  signatures: np.ndarray  # uint8 [n, signature bytes]
+  # uint8 [n, signature bytes]; with `usable`, only what the verification
+  # reads of each (the measure's `carried`).
+  signatures: np.ndarray
   # uint64 [n, tables]: each row's bucket in each table, when they were
   # found where the signatures were made (documents: text/signatures.py
   # band_keys); else the banding finds them.
   keys: Optional[np.ndarray] = None
+  # bool [n]: the measure's `usable` of each row, found with `keys` where
+  # the signatures were made, which then sends only their carried part
+  # (documents: text/ranges.batch_keys); else the banding finds it.
+  usable: Optional[np.ndarray] = None
 
 
 def _as_batch(entries) -> NearBatch:
@@ -626,17 +631,22 @@ class _BandFn(beam.DoFn):
     names = np.frombuffer(bytes.fromhex(''.join(digests)),
                           np.uint8).reshape(len(digests), -1)
     # (Batch by batch: the signatures, 256 bytes a document, are not
-    # copied into one array when the batches carry their buckets.)
+    # copied into one array.)
+    compact = [b.usable is not None for b in held]
+    if any(c and b.keys is None for c, b in zip(compact, held)):
+      raise ValueError('a NearBatch with `usable` (its signatures carried '
+                       'only) needs its `keys`')
     usable = np.flatnonzero(np.concatenate(
-        [measure.usable(b.signatures) for b in held]))
-    if all(b.keys is not None for b in held):
-      keys = np.concatenate([b.keys for b in held])[usable]
-    else:
-      keys = measure.keys(np.concatenate([b.signatures for b in held])[usable])
+        [b.usable if c else measure.usable(b.signatures)
+         for c, b in zip(compact, held)]))
+    keys = np.concatenate([measure.keys(b.signatures) if b.keys is None
+                           else b.keys for b in held])[usable]
     spill = hold_lib.Spill(self._folder) if self._folder else None
     # What the verification reads of a row, once per row: its carried
     # signature and its digest.
-    carried = np.concatenate([measure.carried(b.signatures) for b in held])
+    carried = np.concatenate([b.signatures if c else
+                              measure.carried(b.signatures)
+                              for c, b in zip(compact, held)])
     block = np.concatenate([carried[usable], names[usable]], axis=1)
     block = spill.put_rows(block) if spill else block
     rows = np.arange(len(usable), dtype=np.uint32)

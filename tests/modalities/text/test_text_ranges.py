@@ -26,11 +26,13 @@ import pytest
 
 import range_runs
 import readback
+from transforms.core import bands
 from transforms.core import processes
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import preprocessing as tt
 from transforms.modalities.text import ranges as text_ranges
 from transforms.modalities.text import signature_kernels
+from transforms.modalities.text import signatures
 from transforms.sources import tables as tabular
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
@@ -346,8 +348,19 @@ def test_a_range_read_for_its_keys_only_comes_without_its_texts(tmp_path):
         assert len(a.text) == len(a.ids) and b.text is None
         assert (b.ids, b.label, bad_b) == (a.ids, a.label, bad_a)
       _same_keys(slim_keys, full_keys)
-      for (_, _, signed_a), (_, _, signed_b) in zip(full_keys, slim_keys):
+      for (docs, _), (_, _, signed_a), (_, _, signed_b) in zip(
+          full.batches, full_keys, slim_keys, strict=True):
         assert (signed_a is None) == (signed_b is None)
         if signed_a is not None:
-          assert np.array_equal(signed_a[0], signed_b[0])
-          assert np.array_equal(signed_a[1], signed_b[1])
+          assert len(signed_a) == len(signed_b) == 3
+          for part_a, part_b in zip(signed_a, signed_b):
+            assert np.array_equal(part_a, part_b)
+          # What the search needs of the batch's signatures: the byte of
+          # each value the verification reads, whether the document has
+          # words, its buckets.
+          values = signatures.signatures(docs.text)
+          assert np.array_equal(signed_a[0], values.astype(np.uint8))
+          assert signed_a[1].tolist() == [
+              bool(signatures.words(t)) for t in docs.text]
+          assert np.array_equal(signed_a[2], bands.keys(values.view(
+              np.uint8)))

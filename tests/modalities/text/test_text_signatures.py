@@ -9,6 +9,7 @@ from numba.core import caching as numba_caching
 import numpy as np
 import pytest
 
+from transforms.core import bands
 from transforms.core import near_duplicates as nd
 from transforms.modalities.text import signature_kernels
 from transforms.modalities.text import signatures as sg
@@ -172,15 +173,32 @@ def test_verification_keeps_pairs_at_the_similarity_and_no_others():
   assert {(i, j) for i, j, _ in strict} <= {(0, 2)}
 
 
-@pytest.mark.parametrize('with_keys', ['none', 'all', 'some'])
+def test_a_batch_of_carried_bytes_without_its_band_keys_is_refused():
+  """The carried bytes of a signature cannot be banded again: a batch that
+  sends only them must send its band keys too."""
+  sigs = sg.signatures(['one two three', 'four five six'])
+  raw = np.ascontiguousarray(sigs).view(np.uint8)
+  batch = nd.NearBatch(['a', 'b'], [f'{1:032x}', f'{2:032x}'], ['x', 'x'],
+                       ['train', 'train'], bands.carried(raw), None,
+                       bands.usable(raw))
+  fn = nd._BandFn(nd.document_rules())  # pylint: disable=protected-access
+  fn.start_bundle()
+  list(fn.process(batch))
+  with pytest.raises(ValueError, match='needs its `keys`'):
+    list(fn.finish_bundle())
+
+
+@pytest.mark.parametrize('with_keys', ['none', 'all', 'some', 'compact'])
 def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
     tmp_path, monkeypatch, with_keys):
   """400 documents, most of them variants of four boilerplate texts (so the
   bands' buckets are crowded), some exact copies of one content, banded in
   flushes of 32 entries through files in a folder: the gathered pairs are
   those comparing every two finds, and each content's Info counts all of
-  its copies. Batches come with their band keys (as the text reader's
-  make them), without, or some with."""
+  its copies. Batches come with their band keys, without, or some with;
+  or some as the text reader's workers send them (the carried bytes,
+  usable rows and band keys, not the signatures) among others without
+  keys."""
   # pylint: disable=import-outside-toplevel
   import itertools
   import apache_beam as beam
@@ -213,6 +231,12 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
                           if with_keys == 'all' or (
                               with_keys == 'some' and lo % 40) else None)
              for lo in range(0, 400, 20)]
+  if with_keys == 'compact':
+    batches = [b._replace(signatures=bands.carried(b.signatures),
+                          keys=sg.band_keys(sigs[lo:lo + 20]),
+                          usable=bands.usable(b.signatures))
+               if lo % 40 else b
+               for lo, b in zip(range(0, 400, 20), batches)]
   measure = nd.measure_of(rules)
   carried = measure.carried(np.ascontiguousarray(sigs).view(np.uint8))
   keys = measure.keys(np.ascontiguousarray(sigs).view(np.uint8))

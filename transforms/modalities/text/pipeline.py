@@ -242,8 +242,9 @@ class _ReadDocumentsFn(beam.DoFn):
 
   def _keys(self, docs, digests_needed: bool = True, known=None,
             signatures_needed: bool = False):
-    """(split index per document, content digests or None, (signatures,
-    band keys) or None): `known` (what a worker found for the batch), with
+    """(split index per document, content digests or None, what the
+    near-duplicate search needs of the signatures (text_ranges.batch_keys)
+    or None): `known` (what a worker found for the batch), with
     the splits found here from the ids when they are keyed by id; else
     text_ranges.batch_keys here."""
     if known is None:
@@ -316,11 +317,11 @@ class DocumentContentsFn(_ReadDocumentsFn):
         split, digests, signed = self._keys(docs, True, known, near)
         yield from self._content_groups(docs, split, digests)
         if near:
-          sigs, keys = signed
+          carried, usable, keys = signed
           yield beam.pvalue.TaggedOutput(NEAR, near_lib.NearBatch(
               list(docs.ids), digests, list(docs.label),
-              np.asarray(names, object)[split].tolist(),
-              np.ascontiguousarray(sigs).view(np.uint8), keys))
+              np.asarray(names, object)[split].tolist(), carried, keys,
+              usable))
 
 
 class DocumentStatisticsFn(_ReadDocumentsFn):

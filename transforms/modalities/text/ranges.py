@@ -26,6 +26,7 @@ from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
+from transforms.core import bands
 from transforms.core import splits as split_lib
 from transforms.modalities.text import inputs as text_io
 from transforms.modalities.text import preprocessing as tt
@@ -50,19 +51,28 @@ def key_rule(cfg) -> KeyRule:
 def batch_keys(texts: Sequence[str], ids: Sequence[str], rule: KeyRule,
                digests_needed: bool, signatures_needed: bool = False
                ) -> Tuple[Optional[np.ndarray], Optional[List[str]],
-                          Optional[Tuple[np.ndarray, np.ndarray]]]:
-  """(split index per document, content digests or None, (near-duplicate
-  signatures (text/signatures.py), their buckets in the bands
-  (core/bands.py)) or None). The splits are None when they are keyed by
-  id and `ids` is None (a worker does not know the ids of its range's
-  rows). Signing loads the compiled loops of text/signature_kernels.py,
-  so the digests of documents being signed are found with them too."""
+                          Optional[Tuple[np.ndarray, np.ndarray,
+                                         np.ndarray]]]:
+  """(split index per document, content digests or None, what the
+  near-duplicate search needs of their signatures or None). The splits
+  are None when they are keyed by id and `ids` is None (a worker does not
+  know the ids of its range's rows). Signing loads the compiled loops of
+  text/signature_kernels.py, so the digests of documents being signed are
+  found with them too.
+
+  What the search needs of the signatures (text/signatures.py) is, per
+  document: the byte of each value its verification reads
+  (core/bands.carried, uint8 [n, BINS]), whether it has words
+  (core/bands.usable) and its buckets in the bands (core/bands.py). A
+  worker process sends these, not the signatures, whose other 192 bytes
+  a document the runner would not read."""
   digests = (tt.content_keys(texts, rule.settings, signatures_needed)
              if rule.by_content or digests_needed else None)
   signatures = None
   if signatures_needed:
     values = text_signatures.signatures(texts)
-    signatures = (values, text_signatures.band_keys(values))
+    signatures = (bands.carried(values), bands.usable(values),
+                  text_signatures.band_keys(values))
   if rule.by_content:
     keys = [split_lib.content_split_key(d) for d in digests]
   elif ids is None:
