@@ -126,6 +126,7 @@ def signed(hashes, counts, probes):
   bins = probes.shape[0]
   sig = np.empty((counts.shape[0], bins), np.uint32)
   own = np.empty(bins, np.uint32)
+  gaps = np.empty(bins, np.int64)  # the row's empty bins
   at = 0
   for row in range(counts.shape[0]):
     for j in range(bins):
@@ -140,22 +141,27 @@ def signed(hashes, counts, probes):
       b = np.int64(mixed >> _BIN_SHIFT)
       own[b] = min(own[b], np.uint32((mixed >> _VALUE_SHIFT) & _MASK32))
     at += n
+    # The empty bins are listed (their count added, not branched on: a
+    # bin is empty at random), then only they probe.
     empty = 0
-    first = _EMPTY
     for j in range(bins):
-      if own[j] == _EMPTY:
-        empty += 1
-      elif first == _EMPTY:
-        first = own[j]
+      gaps[empty] = j
+      empty += np.int64(own[j] == _EMPTY)
     for j in range(bins):
-      value = own[j]
-      if value == _EMPTY and empty != bins:
-        value = first
-        for k in range(probes.shape[1]):
-          seen = own[probes[j, k]]
-          if seen != _EMPTY:
-            value = seen
-            break
+      sig[row, j] = own[j]
+    if empty == 0 or empty == bins:
+      continue
+    first = 0
+    while own[first] == _EMPTY:
+      first += 1
+    for e in range(empty):
+      j = gaps[e]
+      value = own[first]
+      for k in range(probes.shape[1]):
+        seen = own[probes[j, k]]
+        if seen != _EMPTY:
+          value = seen
+          break
       sig[row, j] = value
   return sig
 
