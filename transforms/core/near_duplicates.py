@@ -636,32 +636,36 @@ class _BandFn(beam.DoFn):
     if any(c and b.keys is None for c, b in zip(compact, held)):
       raise ValueError('a NearBatch with `usable` (its signatures carried '
                        'only) needs its `keys`')
-    usable = np.flatnonzero(np.concatenate(
-        [b.usable if c else measure.usable(b.signatures)
-         for c, b in zip(compact, held)]))
+    usable = np.concatenate([b.usable if c else measure.usable(b.signatures)
+                             for c, b in zip(compact, held)])
     keys = np.concatenate([measure.keys(b.signatures) if b.keys is None
-                           else b.keys for b in held])[usable]
-    spill = hold_lib.Spill(self._folder) if self._folder else None
+                           else b.keys for b in held])
     # What the verification reads of a row, once per row: its carried
     # signature and its digest.
     carried = np.concatenate([b.signatures if c else
                               measure.carried(b.signatures)
                               for c, b in zip(compact, held)])
-    block = np.concatenate([carried[usable], names[usable]], axis=1)
+    block = np.concatenate([carried, names], axis=1)
+    if not usable.all():  # (almost every row is usable: no copy then)
+      keys, block = keys[usable], block[usable]
+    # A table's buckets, in a row of their own (not a column strided across
+    # all the rows), and their runner groups.
+    keys = np.ascontiguousarray(keys.T)
+    groups = measure.group_of(keys).astype(np.uint8)
+    spill = hold_lib.Spill(self._folder) if self._folder else None
     block = spill.put_rows(block) if spill else block
-    rows = np.arange(len(usable), dtype=np.uint32)
+    rows = np.arange(keys.shape[1], dtype=np.uint32)
     out = []
     for t in range(measure.tables):
-      buckets = keys[:, t]
-      groups = measure.group_of(buckets)
+      buckets, group = keys[t], groups[t]
       # (A stable sort of small numbers is a radix sort.)
-      order = np.argsort(groups.astype(np.uint8), kind='stable')
-      starts = np.flatnonzero(np.r_[True, np.diff(groups[order]) != 0])
+      order = np.argsort(group, kind='stable')
+      starts = np.flatnonzero(np.r_[True, np.diff(group[order]) != 0])
       ends = np.r_[starts[1:], len(order)]
       for lo, hi in zip(starts.tolist(), ends.tolist()):
         idx = order[lo:hi]
         part = (block, buckets[idx], rows[idx])
-        out.append(((t, int(groups[idx[0]])),
+        out.append(((t, int(group[idx[0]])),
                     spill.put(part) if spill else part))
     group_of = (names[:, :4].copy().view('>u4').ravel()
                 % _INFO_GROUPS).astype(np.int64)
