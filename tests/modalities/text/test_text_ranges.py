@@ -20,6 +20,7 @@ import csv
 import io
 import os
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -271,6 +272,16 @@ def _same_keys(a, b):
       assert split_a.tolist() == split_b.tolist()
 
 
+def _same_splits(without_digests, keys):
+  """The splits of `keys`, without their digests."""
+  assert len(without_digests) == len(keys)
+  for (split_a, digests_a, _), (split_b, _, _) in zip(without_digests, keys):
+    assert digests_a is None
+    assert (split_a is None) == (split_b is None)
+    if split_a is not None:
+      assert split_a.tolist() == split_b.tolist()
+
+
 def test_a_ranges_keys_are_kept_for_the_later_passes(tmp_path, monkeypatch):
   """The first pass keeps a range's digests and splits; a later pass reads
   them back (nothing is computed: computing fails here) and gets the same.
@@ -288,6 +299,12 @@ def test_a_ranges_keys_are_kept_for_the_later_passes(tmp_path, monkeypatch):
                                   ranges.header, start, end, rule,
                                   digests_needed, signatures_needed, folder)
 
+  # Splits keyed by content need the digests, found but not sent when
+  # the pass does not need them.
+  _same_splits(text_ranges.read_range(
+      path, 'csv', columns, 'replace', ranges.header, start, end, _rule(),
+      False)[1], read(_rule())[1])
+  shutil.rmtree(folder)
   found, first = read(_rule())
   assert sum(len(d) for d in first[0][1]) and len(os.listdir(folder)) == 1
   _, by_id = read(_rule(by_content=False))
@@ -301,7 +318,9 @@ def test_a_ranges_keys_are_kept_for_the_later_passes(tmp_path, monkeypatch):
   again_found, again = read(_rule())
   assert again_found.records == found.records
   _same_keys(again, first)
-  _same_keys(read(_rule(), digests_needed=False)[1], first)
+  # A pass that does not need the digests gets the same splits, and no
+  # digests.
+  _same_splits(read(_rule(), digests_needed=False)[1], first)
   _same_keys(read(_rule(by_content=False))[1], by_id)
   for other in (lambda: read(_rule(max_tokens=3)),
                 lambda: read(_rule(), signatures_needed=True)):

@@ -341,8 +341,10 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
   def process(self, element, dropped=None, near=None):
     pending = ([], [])  # training documents not yet sent to the analysis
     contents_here = not _contents_pass(self._cfg)
-    for docs, bad, known in self._batches(element,
-                                          contents_here or near is not None):
+    # (The digests are needed for the near-duplicate decisions only when
+    # there are some.)
+    for docs, bad, known in self._batches(element, contents_here or
+                                          bool(near)):
       self._documents.inc(len(docs.ids) + len(bad))
       yield from self._dead(bad)
       if len(docs.ids):
@@ -384,8 +386,7 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
 
   def _summaries(self, docs, pending, dropped, near, known, contents_here):
     names = self._cfg.split_names
-    split, digests, _ = self._keys(docs, contents_here or near is not None,
-                                   known)
+    split, digests, _ = self._keys(docs, contents_here or bool(near), known)
     yield beam.pvalue.TaggedOutput(LABELS, sorted(set(docs.label)))
     if contents_here:
       for group in self._content_groups(docs, split, digests):
@@ -431,10 +432,10 @@ class DocumentBatchesFn(_ReadDocumentsFn):
 
   def process(self, element, dropped=None, near=None):
     names = self._cfg.split_names
-    for docs, _, known in self._batches(element, near is not None):
+    for docs, _, known in self._batches(element, bool(near)):
       if not len(docs.ids):
         continue
-      split, digests, _ = self._keys(docs, near is not None, known)
+      split, digests, _ = self._keys(docs, bool(near), known)
       exact, moved, near_dropped = _decided(docs, split, digests, dropped,
                                             near, names)
       keep = ~exact

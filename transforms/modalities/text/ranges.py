@@ -95,7 +95,8 @@ def read_range(path: str, fmt: str, columns: text_io.TextColumns,
   documents (kept in and read back from `keys_folder`, see the module
   docstring). Without `texts_needed` the documents come back without
   their texts (TextBatch.text None): a pass that needs only their keys
-  does not have them sent to it."""
+  does not have them sent to it. Without `digests_needed` the digests
+  come back None, even where the splits were found from them."""
   found = text_io.parse_csv_range(path, fmt, columns, invalid_utf8, header,
                                   start, end)
   if found is None:
@@ -103,8 +104,8 @@ def read_range(path: str, fmt: str, columns: text_io.TextColumns,
   sizes = [len(docs.text) for docs, _ in found.batches]
   name = keys_folder and _kept_name(keys_folder, path, fmt, columns,
                                     invalid_utf8, header, start, end, rule)
-  keys = (_read_kept(name, sizes) if name and not signatures_needed
-          else None)
+  keys = (_read_kept(name, sizes, digests_needed)
+          if name and not signatures_needed else None)
   if keys is None:
     keys = [batch_keys(docs.text, None, rule, digests_needed,
                        signatures_needed)
@@ -112,6 +113,8 @@ def read_range(path: str, fmt: str, columns: text_io.TextColumns,
             for docs, _ in found.batches]
     if name and any(d is not None for _, d, _ in keys):
       _keep(name, keys, sizes)
+    if not digests_needed:
+      keys = [(split, None, signed) for split, _, signed in keys]
   if not texts_needed:
     found = found._replace(batches=[
         (text_io.TextBatch(docs.ids, None, docs.label), bad)
@@ -152,25 +155,29 @@ def _keep(name: str, keys: list, sizes: List[int]) -> None:
     pass
 
 
-def _read_kept(name: str, sizes: List[int]) -> Optional[list]:
+def _read_kept(name: str, sizes: List[int], digests_needed: bool = True
+               ) -> Optional[list]:
   """The kept keys of a range whose batches have `sizes` documents: per
-  batch (split or None, digests, None), as batch_keys gave them (kept only
-  when it found digests); None when there are none."""
+  batch (split or None, digests (None without `digests_needed`), None),
+  as batch_keys gave them (kept only when it found digests); None when
+  there are none."""
   try:
     with np.load(name, allow_pickle=False) as kept:
       if kept['sizes'].tolist() != sizes:
         return None
       split = kept['split'] if bool(kept['with_split']) else None
-      digests = kept['digests'].tobytes().hex()
+      digests = kept['digests'].tobytes()
   except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
     return None
   total = sum(sizes)
-  if len(digests) != 32 * total or (split is not None and len(split) != total):
+  if len(digests) != 16 * total or (split is not None and len(split) != total):
     return None
+  digests = digests.hex() if digests_needed else None
   out, at = [], 0
   for n in sizes:
     out.append((None if split is None else split[at:at + n],
-                [digests[k:k + 32] for k in range(32 * at, 32 * (at + n), 32)],
+                [digests[k:k + 32] for k in range(32 * at, 32 * (at + n), 32)]
+                if digests_needed else None,
                 None) if n else (None, None, None))
     at += n
   return out
