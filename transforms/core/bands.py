@@ -22,8 +22,8 @@ ROWS_PER_BAND = 4
 WORDS_PER_BAND = ROWS_PER_BAND // 2
 assert WORDS_PER_BAND == 2
 PAIR = np.uint64(0x9E3779B97F4A7C15)
-# Every value of the signature of a document without words
-# (text/signatures.EMPTY).
+# Every value of the signature of a document without words (defined here
+# for text/signatures.py, which signs such documents so).
 EMPTY = np.uint32(0xFFFFFFFF)
 
 

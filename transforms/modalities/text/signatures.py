@@ -42,8 +42,9 @@ from transforms.core import bands
 
 BINS = 64  # a power of two (a hash's top bits pick a bin)
 # A bin no shingle reached (before densification), and every bin of a
-# document without words (which is never a near-duplicate).
-EMPTY = np.uint32(0xFFFFFFFF)
+# document without words (which is never a near-duplicate): the bands'
+# value, which tells the search such documents apart (core/bands.usable).
+EMPTY = bands.EMPTY
 # Documents signed at once, which bounds the working arrays (the word
 # hashes take up to 4 bytes a byte of text) whatever the batch.
 _CHUNK = 1000
