@@ -109,3 +109,49 @@ def test_a_graph_error_fails_the_run_and_tft_is_restored(tmp_path):
       assert tft_impl._RunMetaGraphDoFn is analysis.GraphAhead  # pylint: disable=protected-access
       raise RuntimeError('building failed')
   assert tft_impl._RunMetaGraphDoFn is original  # pylint: disable=protected-access
+
+
+def test_a_reused_worker_runs_the_graph_of_the_saved_model_it_is_given(
+    tmp_path):
+  """Two attempts of one step in one worker process (a region retried on
+  a reused SDK worker): the DoFn is unpickled twice from the same bytes,
+  so both share one Shared handle, and the retry names the saved model of
+  its own attempt. tf.Transform's own DoFn keeps the first attempt's
+  graph and fails its assertion; TaggedGraph runs the retry's model."""
+  from apache_beam.internal import pickler
+  from apache_beam.utils import shared
+  from tensorflow_transform.beam import impl as tft_impl
+  fn = tt.make_preprocessing_fn(_config())
+  _analyze(tmp_path, 'cats', 0, fn, [(['cat cat cat'], ['a'])])
+  _analyze(tmp_path, 'dogs', 0, fn, [(['dog dog dog'], ['a'])])
+  cats, dogs = (str(tmp_path / name / 'transform_fn')
+                for name in ('cats', 'dogs'))
+  batch = tt.analysis_record_batch(['cat', 'dog'], ['a', 'a'])
+
+  def attempt(pickled, saved_model_dir):
+    dofn = pickler.loads(pickled)
+    dofn.setup()
+    [out] = list(dofn.process(batch, saved_model_dir))
+    return dofn, out
+
+  def ids(out):
+    return out['token_ids'].numpy().tolist()
+
+  for cls in (tft_impl._RunMetaGraphDoFn, analysis.TaggedGraph):  # pylint: disable=protected-access
+    pickled = pickler.dumps(cls(None, shared.Shared(), set(), False,
+                                tt.analysis_adapter_config()))
+    first, on_cats = attempt(pickled, cats)
+    if cls is analysis.TaggedGraph:
+      retry, on_dogs = attempt(pickled, dogs)
+      # The same graph a worker that never ran the first attempt loads.
+      fresh = pickler.dumps(cls(None, shared.Shared(), set(), False,
+                                tt.analysis_adapter_config()))
+      assert ids(on_dogs) == ids(attempt(fresh, dogs)[1])
+      assert ids(on_dogs) != ids(on_cats)
+      # And the first attempt's instance, still alive, keeps its own.
+      assert ids(list(first.process(batch, cats))[0]) == ids(on_cats)
+      del retry
+    else:
+      with pytest.raises(AssertionError):
+        attempt(pickled, dogs)
+    del first

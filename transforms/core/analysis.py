@@ -18,6 +18,10 @@ which TensorFlow sums (counts, as text's vocabularies are): with two graphs
 running at once, TensorFlow's float reductions came out different in the
 last bits from run to run (the images' channel means, so the normalized
 pixels and the fingerprints changed between two runs of the same input).
+
+Both, and `tagged_graphs()` for tf.Transform's TransformDataset, load the
+graph of the saved model each batch names (`TaggedGraph`): tf.Transform's
+own DoFn keeps whichever graph its worker process holds.
 """
 
 import contextlib
@@ -28,8 +32,36 @@ from tensorflow_transform.beam import impl as tft_impl
 from transforms.core import batches
 
 
-class GraphAhead(tft_impl._RunMetaGraphDoFn):  # pylint: disable=protected-access
-  """tf.Transform's _RunMetaGraphDoFn, one batch ahead (see above)."""
+class TaggedGraph(tft_impl._RunMetaGraphDoFn):  # pylint: disable=protected-access
+  """tf.Transform's _RunMetaGraphDoFn, running the graph of the saved model
+  it is given, always.
+
+  tf.Transform's DoFn takes the graph that `Shared` holds in the worker
+  process, loaded from whichever saved model came first, and asserts that
+  it is the one the batch names. A retried region brings the saved model
+  of its own attempt, while a reused SDK worker (cluster launchers keep
+  them: --environment_cache_millis) still holds the graph of the failed
+  attempt: on Flink every retry failed on that assertion, and so did the
+  job. Tagged with its directory, the graph is loaded again when the
+  directory differs (Beam's Shared.acquire(tag=...)), and still loaded
+  once per worker process otherwise.
+  """
+
+  def _graph_of(self, saved_model_dir):
+    state = getattr(self, '_graph_state', None)
+    if state is None or state.saved_model_dir != saved_model_dir:
+      self._graph_state = self._shared_graph_state_handle.acquire(
+          lambda: self._make_graph_state(saved_model_dir),
+          tag=saved_model_dir)
+    assert self._graph_state.saved_model_dir == saved_model_dir
+
+  def process(self, batch, saved_model_dir):
+    self._graph_of(saved_model_dir)
+    yield self._handle_batch(batch)
+
+
+class GraphAhead(TaggedGraph):
+  """TaggedGraph, one batch ahead (see above)."""
 
   # Batches handed to the graph threads and not yet handed on, and the
   # threads that run the graph.
@@ -45,10 +77,7 @@ class GraphAhead(tft_impl._RunMetaGraphDoFn):  # pylint: disable=protected-acces
     self._ahead.start_bundle()
 
   def process(self, batch, saved_model_dir):
-    if not hasattr(self, '_graph_state'):
-      self._graph_state = self._shared_graph_state_handle.acquire(
-          lambda: self._make_graph_state(saved_model_dir))
-    assert self._graph_state.saved_model_dir == saved_model_dir
+    self._graph_of(saved_model_dir)
     for result, _ in self._ahead.submit(self._handle_batch, batch):
       yield result
 
@@ -71,13 +100,14 @@ class TwoGraphsAhead(GraphAhead):
   THREADS = 2
 
 
-_BY_THREADS = {1: GraphAhead, 2: TwoGraphsAhead}
+_BY_THREADS = {0: TaggedGraph, 1: GraphAhead, 2: TwoGraphsAhead}
 
 
 @contextlib.contextmanager
 def graph_ahead(threads: int = 1):
   """While building AnalyzeDataset: its analysis graph runs in GraphAhead,
-  or with threads=2 in TwoGraphsAhead."""
+  or with threads=2 in TwoGraphsAhead (threads=0: TaggedGraph, on the
+  runner's thread)."""
   dofn = _BY_THREADS[threads]
   original = tft_impl._RunMetaGraphDoFn  # pylint: disable=protected-access
   tft_impl._RunMetaGraphDoFn = dofn  # pylint: disable=protected-access
@@ -85,3 +115,8 @@ def graph_ahead(threads: int = 1):
     yield
   finally:
     tft_impl._RunMetaGraphDoFn = original  # pylint: disable=protected-access
+
+
+def tagged_graphs():
+  """While building tf.Transform's TransformDataset: it runs TaggedGraph."""
+  return graph_ahead(0)

@@ -145,8 +145,9 @@ class PreprocessDataset(beam.PTransform):
       transform_done = transform_fn | 'WriteTransformFn' >> (
           tft_beam.WriteTransformFn(staging))
       transform = Transform(transform_fn, transform_done, label_ids)
-      built = read | 'BuildRecords' >> modality.build_records(
-          cfg, plan, staging, transform)
+      with analysis.tagged_graphs():
+        built = read | 'BuildRecords' >> modality.build_records(
+            cfg, plan, staging, transform)
       _require(built, RECORD_KEYS + tuple(map(records_key, cfg.split_names)),
                modality.name, 'BuildRecords')
     dead = read['dead']
