@@ -1,13 +1,31 @@
 """Session fixtures the test folders share: the project's sample inputs,
 with the oddities real collections have, and a real GCS server on
-loopback (tests/gcs_server.py)."""
+loopback (tests/gcs_server.py).
 
+./run_tests.sh runs the suite in two pytest-xdist workers. The engine and
+object-store tests (tests/engines, tests/stores) are one xdist group: they
+run one after another on one worker, which starts the Flink and Spark
+clusters and the GCS server once, while the other worker takes the rest.
+"""
+
+import os
 import sys
 
 import pytest
 
 import gcs_server
 from engines_lib import run
+
+# The folders whose tests share a cluster or a server, run in one group.
+SERIAL = ('engines', 'stores')
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_collection_modifyitems(items):
+  for item in items:
+    folder = os.path.relpath(str(item.path), _TESTS).split(os.sep)[0]
+    if folder in SERIAL:
+      item.add_marker(pytest.mark.xdist_group('serial'))
 
 
 @pytest.fixture(scope='session')
