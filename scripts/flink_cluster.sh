@@ -297,9 +297,15 @@ taskmanager.network.sort-shuffle.min-buffers: 64
 # than the one in the jars each job ships. This cluster runs Beam jobs only.
 classloader.resolve-order: parent-first
 
-# Survive a lost TaskManager or SDK worker. A lost TaskManager is noticed
-# within heartbeat.timeout (10 s; a killed JVM is usually noticed at once,
-# when its RPC connection fails); its supervisor starts a new one meanwhile.
+# Survive a lost TaskManager or SDK worker. A killed TaskManager is noticed
+# within seconds: its heartbeat requests (every 2 s) fail to connect, and
+# heartbeat.rpc-failure-threshold such failures in a row mark it lost. One
+# that is alive but does not answer (a JVM starved of CPU on a loaded
+# machine, a long GC pause) is declared lost only after heartbeat.timeout,
+# Flink's default 50 s: 10 s was tripped by a busy 2-core machine, and the
+# job failed over for nothing. The price: a TaskManager that hangs for good
+# holds its tasks up to 50 s before they are restarted elsewhere. Its
+# supervisor starts a new one meanwhile.
 # Region failover restarts only the regions that failed, plus the producers
 # of the blocking results that were stored on the lost TaskManager, not the
 # whole job; a restarted region waits for free slots (up to
@@ -314,7 +320,8 @@ classloader.resolve-order: parent-first
 # fails. A short delay: the failed tasks of one fault all wait it out at
 # once, and it only postpones recovery.
 heartbeat.interval: 2000
-heartbeat.timeout: 10000
+heartbeat.timeout: 50000
+heartbeat.rpc-failure-threshold: 2
 jobmanager.execution.failover-strategy: region
 restart-strategy.type: fixed-delay
 restart-strategy.fixed-delay.attempts: 100
