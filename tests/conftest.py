@@ -21,11 +21,28 @@ SERIAL = ('engines', 'stores')
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
+# First: xdist's own hook reads the group marks to name the groups.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
   for item in items:
     folder = os.path.relpath(str(item.path), _TESTS).split(os.sep)[0]
     if folder in SERIAL:
       item.add_marker(pytest.mark.xdist_group('serial'))
+
+
+def pytest_collection_finish(session):
+  """In an xdist worker of `--dist loadgroup`, every test of the group
+  carries its name (xdist's mark), or the clusters' tests would run in
+  both workers at once."""
+  if not getattr(session.config.option, 'loadgroup', False):
+    return
+  lost = [item.nodeid for item in session.items
+          if item.get_closest_marker('xdist_group') and
+          not item.nodeid.endswith('@serial')]
+  if lost:
+    raise pytest.UsageError(
+        f'pytest-xdist did not group {len(lost)} tests (e.g. {lost[0]}): '
+        'this pytest renames tests in a way xdist does not follow.')
 
 
 @pytest.fixture(scope='session')
