@@ -3,6 +3,7 @@ flags, running a command as a user would, and the facts of a dataset that
 must be equal whatever the runner (fixtures: tests/engines/conftest.py)."""
 
 import glob
+import hashlib
 import json
 import os
 import subprocess
@@ -203,3 +204,18 @@ def flink_taskmanager_pid(tm_id):
   port = int(tm_id.rsplit('-', 1)[0].rsplit(':', 1)[1])
   jvms = pids_where(lambda cmd, _: 'TaskManagerRunner' in cmd)
   return pid_listening_on(port, jvms)
+
+
+def snapshot(folder):
+  """{relative path: sha256} of every file in a dataset folder, but the
+  output's lease (a run takes and gives it back; it is no dataset file)."""
+  files = {}
+  for parent, _, names in os.walk(folder):
+    for name in names:
+      if name.startswith('.lease.json'):
+        continue
+      path = os.path.join(parent, name)
+      with open(path, 'rb') as f:
+        files[os.path.relpath(path, folder)] = hashlib.sha256(
+            f.read()).hexdigest()
+  return files

@@ -22,7 +22,6 @@ shared with other test sessions: a test disturbs it only while its own job
 is the only one running, and ends with both TaskManagers back.
 """
 
-import hashlib
 import json
 import os
 import signal
@@ -48,6 +47,7 @@ from engines_lib import get_json
 from engines_lib import pids_where
 from engines_lib import preprocess_argv
 from engines_lib import run
+from engines_lib import snapshot
 from engines_lib import wait_until
 from repo import ROOT
 
@@ -326,21 +326,6 @@ def cpu_seconds(pid):
     return 0.0
   fields = stat[stat.rindex(b')') + 2:].split()
   return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
-
-
-def snapshot(folder):
-  """{relative path: sha256} of every file in a dataset folder, but the
-  output's lease (a run takes and gives it back; it is no dataset file)."""
-  files = {}
-  for parent, _, names in os.walk(folder):
-    for name in names:
-      if name.startswith('.lease.json'):
-        continue
-      path = os.path.join(parent, name)
-      with open(path, 'rb') as f:
-        files[os.path.relpath(path, folder)] = hashlib.sha256(
-            f.read()).hexdigest()
-  return files
 
 
 def test_sigterm_cancels_the_flink_job_and_keeps_the_published_dataset(
