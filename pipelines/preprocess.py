@@ -501,8 +501,9 @@ def _cancel(lease, staging: str, progress: dict,
   # The local runner's result has no cancel; its work stops with this
   # process. A job on a remote runner (Dataflow, a portable job service)
   # is cancelled there.
-  if result is not None and not type(result).__module__.endswith(
-      'fn_api_runner.fn_runner'):
+  remote = result is not None and not type(result).__module__.endswith(
+      'fn_api_runner.fn_runner')
+  if remote:
     try:
       result.cancel()
     except Exception as e:  # pylint: disable=broad-except
@@ -515,7 +516,57 @@ def _cancel(lease, staging: str, progress: dict,
   if _published_before_failing(progress):
     progress['published_before_cancel'] = True
     return
-  _remove_tree(staging)
+  if remote:
+    # A worker in the middle of a bundle when the job was cancelled may
+    # still create a file in the run folder (and the folders it needs) a
+    # moment after the launcher removed it.
+    _remove_until_gone(staging)
+  else:
+    _remove_tree(staging)
+
+
+# A cancelled remote job's run folder counts as gone once it has stayed
+# gone this many seconds; the launcher stops trying after LIMIT seconds
+# (a later run removes what is left: --stale_staging_hours).
+GONE_FOR_SECONDS = 3.0
+GONE_LIMIT_SECONDS = 20.0
+
+
+def _remove_until_gone(path: str, gone_for: float = GONE_FOR_SECONDS,
+                       limit: float = GONE_LIMIT_SECONDS,
+                       interval: float = 0.25) -> bool:
+  """Removes the folder `path`, and again each time something appears
+  in it, until nothing has for `gone_for` seconds (True) or `limit`
+  seconds have passed (False, with a warning)."""
+  start = time.monotonic()
+  _remove_tree(path)
+  gone_since = time.monotonic()
+  while time.monotonic() - gone_since < gone_for:
+    if time.monotonic() - start > limit:
+      _LOG.warning('the cancelled job\'s workers were still writing into '
+                   '%s %.0f s after it was cancelled; a later run removes '
+                   'what is left (--stale_staging_hours)', path, limit)
+      return False
+    time.sleep(interval)
+    if _folder_has_anything(path):
+      _LOG.info('a worker of the cancelled job wrote into %s; removing it '
+                'again', path)
+      _remove_tree(path)
+      gone_since = time.monotonic()
+  return True
+
+
+def _folder_has_anything(path: str) -> bool:
+  """Whether the folder `path` exists (local disk) or holds an object
+  (an object store, which has no folders)."""
+  if '://' not in path:
+    return os.path.lexists(path)
+  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+  try:
+    found = FileSystems.match([manifest_lib.join(path, '**')])
+  except Exception:  # pylint: disable=broad-except
+    return False
+  return any(m.metadata_list for m in found)
 
 
 def _runner_name(options: PipelineOptions) -> str:
