@@ -4,8 +4,11 @@ The cluster is scripts/flink_cluster.sh's (see test_flink.py). While the
 image job runs, each test does one thing that happens to real clusters:
 
   - a TaskManager JVM is killed (SIGKILL, as the OOM killer or a lost
-    machine does): Flink restarts the failed regions, the TaskManager's
-    supervisor starts a new TaskManager, and the job finishes;
+    machine does) while the job reads its inputs, again during
+    tf.Transform's analysis, and again while it writes the shards (one job,
+    three kills, each when the REST API shows that part's subtasks on the
+    TaskManager): Flink restarts the failed regions, the TaskManagers'
+    supervisors start new ones, and the job finishes;
   - one SDK worker process (a child of the worker pool) is killed: the
     tasks using it fail and are restarted, and the job finishes;
   - the launcher gets SIGTERM (a scheduler's timeout): the Flink job is
@@ -24,6 +27,7 @@ is the only one running, and ends with both TaskManagers back.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -213,49 +217,97 @@ def finished_job(launch, jid):
   return job
 
 
-def test_a_killed_taskmanager_is_replaced_and_the_job_recovers(
+# The parts of one job in which a TaskManager is killed, in this order:
+# (what, a pattern of the names of the Flink vertices that do that part).
+# The image job's vertices are fused stages named after the Beam transforms
+# in them. A part spans several vertices, some only a second long: any of
+# them counts. (Writing also has steps at the job's start; by the time the
+# analysis has been hit, only the writing itself is left.)
+TASKMANAGER_KILLS = (
+    ('reading the inputs', re.compile(r'PreprocessDataset/\{ReadInputs, ')),
+    ("tf.Transform's analysis", re.compile(
+        r'\{ApplySavedModel\[Phase0\]|InitialPackedCombineGlobally'
+        r'|MergePackedCombinesGlobally|\{AnalyzeTrainSplit, WriteTransformFn')),
+    ('writing the shards', re.compile(r'WriteSplits')),
+)
+
+
+# A subtask in these states has its TaskManager: killing that fails it.
+_PLACED = ('DEPLOYING', 'INITIALIZING', 'RUNNING')
+
+
+def running_vertex_taskmanagers(jid, pattern):
+  """{TaskManager id} to which a subtask of a vertex of the job whose name
+  matches `pattern` is deployed, or on which one runs. (A part of a small
+  job may run for less than a second: a subtask being deployed counts.)"""
+  job = get_json(f'{FLINK_REST}/jobs/{jid}')
+  found = set()
+  for vertex in job['vertices']:
+    if (not pattern.search(vertex['name']) or
+        not any(vertex['tasks'].get(state) for state in _PLACED)):
+      continue
+    placed = get_json(f'{FLINK_REST}/jobs/{jid}/vertices/{vertex["id"]}/'
+                      'taskmanagers')
+    found |= {tm['taskmanager-id'] for tm in placed['taskmanagers']
+              if any(tm['status-counts'].get(state) for state in _PLACED)}
+  return found
+
+
+def test_taskmanagers_killed_while_reading_analysing_and_writing(
     whole_cluster, big_images, big_direct, tmp_path):
+  """One job, a TaskManager killed in each of its parts: Flink restarts
+  the regions it lost (tf.Transform's analysis among them), the
+  supervisors start new TaskManagers, and the job publishes the
+  DirectRunner's dataset."""
   before_tms = flink_taskmanager_ids()
-  name = job_name('taskmanager')
+  name = job_name('taskmanagers')
   out = tmp_path / 'dataset'
   launch = Launch(flink_argv(big_images, out, name), str(tmp_path))
+  kills = []
   try:
     jid = wait_for_our_job(name, launch)
-    # A TaskManager with the job's subtasks running on it right now.
-    busy = wait_until(lambda: running_subtasks_by_taskmanager(jid), 300,
-                      interval=0.5, what='a subtask of our job to run')
-    victim = sorted(busy)[0]
-    pid = flink_taskmanager_pid(victim)
-    assert pid, f'no TaskManager JVM found for {victim}'
-    assert not flink_active_jobs() - {jid}
-    os.kill(pid, signal.SIGKILL)
-    killed_at = time.monotonic()
-
-    # Its supervisor starts another TaskManager; nobody else does. (Flink
-    # lists the killed one until its heartbeat times out.)
-    def replaced_by_another():
-      ids = flink_taskmanager_ids()
-      return ids if (victim not in ids and len(ids) == FLINK_TASKMANAGERS
-                     and all(flink_taskmanager_pid(i) for i in ids)) else None
-    replaced = wait_until(replaced_by_another, 180,
-                          what='a new TaskManager in place of the killed one')
-    replaced_after = time.monotonic() - killed_at
-    assert len(set(replaced) - set(before_tms)) == 1
-
+    started = time.monotonic()
+    for what, pattern in TASKMANAGER_KILLS:
+      def busy():
+        assert launch.proc.poll() is None, (
+            f'the job ended before a TaskManager was killed while {what} '
+            f'(killed before: {kills}):\n' + launch.stderr()[-4000:])
+        # (Flink lists a killed TaskManager's subtasks as running until it
+        # notices the loss: only live JVMs count.)
+        return {tm: pid for tm in running_vertex_taskmanagers(jid, pattern)
+                for pid in [flink_taskmanager_pid(tm)] if pid}
+      # No waiting for the replacements in between: the parts overlap
+      # (records are written while the analysis runs).
+      busy_tms = wait_until(busy, 600, interval=0.1,
+                            what=f'our job {what} on a TaskManager')
+      # Spread the kills: a TaskManager not killed before, when one is busy
+      # (a supervisor gives up on a TaskManager killed more than 5 times in
+      # 10 minutes, as on a crash loop: see scripts/flink_cluster.sh).
+      killed = {k[1] for k in kills}
+      victim = sorted(busy_tms, key=lambda tm: (tm in killed, tm))[0]
+      assert not flink_active_jobs() - {jid}
+      os.kill(busy_tms[victim], signal.SIGKILL)
+      kills.append((what, victim, time.monotonic() - started))
     job = finished_job(launch, jid)
   finally:
     launch.stop()
-  print(f'\nkilled TaskManager {victim} (pid {pid}); a new one was '
-        f'registered after {replaced_after:.1f} s; the job finished '
-        f'{time.monotonic() - killed_at:.1f} s after the kill '
-        f'({job["duration"] / 1000:.1f} s in all); '
+  print('\n' + '; '.join(f'killed {tm} while {what} at {at:.1f} s'
+                         for what, tm, at in kills) +
+        f'; the job took {job["duration"] / 1000:.1f} s in all, '
         f'{len(job_exceptions(jid))} failures in its exception history')
 
-  # Flink saw the failure and restarted what it lost.
-  assert job_exceptions(jid)
+  # Flink saw each failure and restarted what it lost; the supervisors
+  # replaced each killed TaskManager.
+  assert len(job_exceptions(jid)) >= len(TASKMANAGER_KILLS)
+  after = wait_for_taskmanagers()
+  killed = {tm for _, tm, _ in kills}
+  assert not set(after) & killed
+  assert set(before_tms) - killed <= set(after)
   status = run([FLINK_SCRIPT, 'status'], timeout=120)
   assert status.returncode == 0, status.stderr[-3000:]
-  assert 'restarted 1 time(s)' in status.stderr, status.stderr
+  restarts = [int(n) for n in re.findall(r'restarted (\d+) time\(s\)',
+                                         status.stderr)]
+  assert sum(restarts) >= len(TASKMANAGER_KILLS), status.stderr
   assert_same_dataset(dataset_facts(out), big_direct)
 
 
