@@ -1,6 +1,7 @@
 """Reading a published dataset back in the end-to-end tests: its dead
-letters, every record of a split through the reader, and a passing
-validation report."""
+letters, every record of a split through the reader, a passing
+validation report, and whether the near-duplicates validation finds are
+those the run grouped."""
 
 import contextlib
 import io
@@ -8,9 +9,12 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from pipelines import reader
 from pipelines import validate
+from transforms.core import near_duplicates as near_lib
+from transforms.validation import dataset_checks
 
 
 def dead_letters(out):
@@ -129,3 +133,49 @@ def move_records(out, source, target, choose):
   with open(path, 'w', encoding='utf-8') as f:
     json.dump(manifest, f, indent=2)
   return [parse(r) for r in moved]
+
+
+@contextlib.contextmanager
+def near_duplicates_listed_whole():
+  """Meanwhile, runs in this process list every near-duplicate group
+  whole: the manifest's (core/near_duplicates.MAX_LISTED groups of
+  _IDS_PER_GROUP contents) and validation's report
+  (dataset_checks.MAX_NEAR_LISTED groups)."""
+  with pytest.MonkeyPatch.context() as patch:
+    patch.setattr(near_lib, 'MAX_LISTED', 1 << 30)
+    patch.setattr(near_lib, '_IDS_PER_GROUP', 1 << 30)
+    patch.setattr(dataset_checks, 'MAX_NEAR_LISTED', 1 << 30)
+    yield
+
+
+def assert_near_duplicates_grouped(out, report, content_of):
+  """Every near-duplicate pair that validation found (its `report`) in the
+  dataset `out` is inside one near-duplicate group of the manifest, or is
+  one content of the run (copies, which the run keeps together as one
+  content, not as a group); both listed whole (near_duplicates_listed_whole).
+
+  Validation's groups are its pairs joined, so each group is checked: its
+  members as the run's contents (`content_of`: id -> the run's content
+  digest) are one content or all in one of the manifest's groups.
+
+  Returns:
+    (the manifest's groups, validation's), each a list of sets of ids.
+  """
+  near = reader.load_manifest(str(out))['contents']['near_duplicates']
+  found = report['content']['near_duplicates']
+  # Listed whole: every group, every content of a group (one id each).
+  assert len(near['examples']) == near['groups']
+  assert sum(len(g['ids']) for g in near['examples']) == near['contents']
+  assert len(found['listed_groups']) == found['groups']
+  # (Validation lists up to 10 records of a group, one per content and
+  # split.)
+  assert all(len(g['members']) < 10 for g in found['listed_groups'])
+  grouped = [set(g['ids']) for g in near['examples']]
+  validated = [{m['id'] for m in g['members']}
+               for g in found['listed_groups']]
+  contents = [{content_of(i) for i in g} for g in grouped]
+  for members in validated:
+    mine = {content_of(i) for i in members}
+    assert len(mine) == 1 or any(mine <= c for c in contents), (
+        f'validation grouped {sorted(members)}, the run did not')
+  return grouped, validated

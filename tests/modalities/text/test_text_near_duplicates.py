@@ -18,6 +18,7 @@ import pytest
 import readback
 from pipelines import preprocess
 from pipelines import validate
+from transforms.modalities.text import preprocessing as tt
 from transforms.modalities.text import signatures
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
@@ -114,12 +115,24 @@ def _checks(report):
 
 @pytest.fixture(scope='module')
 def grouped(corpus, tmp_path_factory):
+  """A default run (keeping its texts) over the copied corpus, its
+  manifest listing every near-duplicate group whole."""
   out = tmp_path_factory.mktemp('grouped') / 'out'
-  _run(corpus['copied'], out)
+  with readback.near_duplicates_listed_whole():
+    _run(corpus['copied'], out)
   return out
 
 
-def test_every_copy_lands_in_the_split_of_its_original(corpus, grouped):
+@pytest.fixture(scope='module')
+def validated(grouped):
+  """The passing validation report of `grouped`, listing every
+  near-duplicate group whole."""
+  with readback.near_duplicates_listed_whole():
+    return readback.assert_valid(grouped)
+
+
+def test_every_copy_lands_in_the_split_of_its_original(corpus, grouped,
+                                                      validated):
   splits = readback.splits_of(grouped)
   assert len(splits) == 150 + len(corpus['pairs'])
   for original, copy, kind in corpus['pairs']:
@@ -139,8 +152,7 @@ def test_every_copy_lands_in_the_split_of_its_original(corpus, grouped):
   listed = near['examples'][0]
   assert set(listed) >= {'key', 'split', 'ids', 'labels', 'pairs'}
   assert 0.5 <= listed['pairs'][0]['similarity'] <= 1.0
-  report = readback.assert_valid(grouped)
-  checks = _checks(report)
+  checks = _checks(validated)
   leak = checks['no near-duplicate documents in two splits (leakage)']
   assert leak['status'] == 'pass', leak
   # Validation compares the stored texts: a copy in capitals is another
@@ -151,6 +163,27 @@ def test_every_copy_lands_in_the_split_of_its_original(corpus, grouped):
   other_topic = next(p for p in corpus['pairs'] if 'other topic' in p[2])
   assert other_topic[1] in conflict['detail']
   assert not list(grouped.glob('**/hold_tmp'))
+
+
+def test_every_pair_validation_finds_is_grouped_by_the_run(grouped,
+                                                          validated):
+  """Validation signs the stored texts as the run signed the documents it
+  read (the same strings: invalid UTF-8 was replaced before either), so
+  each pair it finds is one the run grouped, or one content (a copy in
+  capitals or other spacing, which the run keeps as one)."""
+  manifest = json.loads((grouped / 'manifest.json').read_text())
+  settings = tt.TextConfig(**{**manifest['config']['text'], 'ngrams': tuple(
+      manifest['config']['text']['ngrams'])})
+  content = {}
+  for split in manifest['splits']:
+    records = readback.read_all(grouped, split)
+    texts = [t.decode('utf-8') for t in records['text']]
+    content.update(zip((i.decode('utf-8') for i in records['id']),
+                       tt.content_keys(texts, settings)))
+  run_groups, found = readback.assert_near_duplicates_grouped(
+      grouped, validated, content.__getitem__)
+  # Copies of one content are pairs to validation, not groups of the run.
+  assert len(found) > len(run_groups) > 0
 
 
 def test_a_corpus_without_copies_has_no_group(corpus, tmp_path):
