@@ -268,8 +268,15 @@ start_worker_pool() {
   # the wrong SDK worker when two executors share one pool. Its workers run
   # the venv's Python; PATH has the venv first for anything that runs
   # `python`. From $RUN: workers must not import from the caller's folder.
+  # --end_task_manager_of_lost_workers: when an SDK worker is killed (the
+  # OOM killer, a crash), the pool ends the executor it served, within
+  # half a second; its worker starts a new one. Without it that executor
+  # fails every task it is given for the rest of the job (it keeps the
+  # dead worker's environment) and Spark aborts the job once a task has
+  # failed spark.task.maxFailures times, all on it (seen: 4 in a second).
   (cd "$RUN" && PATH="$VENV/bin:$PATH" launch worker-pool "$POOL_PORT" \
-      "$VENV/bin/python" -m pipelines.worker_pool --service_port "$POOL_PORT")
+      "$VENV/bin/python" -m pipelines.worker_pool --service_port "$POOL_PORT" \
+      --end_task_manager_of_lost_workers)
   wait_for 60 "worker pool" port_open "$POOL_PORT" \
     || failed worker-pool "$POOL_PORT" "Beam's Python worker pool did not listen on port $POOL_PORT within 60 s (log: $RUN/worker-pool.log)."
   say "Python SDK worker pool up: $HOST:$POOL_PORT"
@@ -290,7 +297,16 @@ start_job_server() {
   #   - 2 GiB executors: with Spark's default, 1 GiB, the 4,000,000-row
   #     sensor benchmark failed: its executors exited with code 52 (out of
   #     memory) in Beam's GroupByKey (GroupNonMergingWindowsFunctions), 4
-  #     times, and Spark aborted the job.
+  #     times, and Spark aborted the job;
+  #   - 32 attempts per task instead of Spark's 4: an executor whose SDK
+  #     worker died keeps the dead worker's environment (Beam caches it,
+  #     --environment_cache_millis) and fails every task it is given at
+  #     once ("CANCELLED: call already cancelled"), about 25 a second here,
+  #     until the worker pool ends it (start_worker_pool). Measured: a task
+  #     failed 10 times in that half second while the other executor was
+  #     still starting (tests/engines/test_spark_faults.py); with 4 Spark
+  #     aborted the job. The cost: a task that fails for good is tried 32
+  #     times before the job fails.
   local cp="$JOB_SERVER_LIB/*"
   launch job-server "$JOB_PORT,$ARTIFACT_PORT,$EXPANSION_PORT" \
       "$SPARK_HOME/bin/spark-submit" \
@@ -303,6 +319,7 @@ start_job_server() {
       --conf "spark.executor.memory=2g" \
       --conf "spark.local.dir=$RUN/local" \
       --conf "spark.ui.port=4040" \
+      --conf "spark.task.maxFailures=32" \
       "$JOB_SERVER_LIB/beam-runners-spark-3-$BEAM_SPARK_VERSION.jar" \
       --spark-master-url "$MASTER_URL" --job-host "$HOST" \
       --job-port "$JOB_PORT" --artifact-port "$ARTIFACT_PORT" \
