@@ -76,3 +76,30 @@ def direct_runs(sample_inputs, tmp_path_factory):
   return facts
 
 
+# The fault tests' image sample: larger than the shared one, so that a job
+# runs long enough to be disturbed at several moments while it runs.
+FAULT_IMAGES = 320
+
+
+@pytest.fixture(scope='session')
+def big_images(tmp_path_factory):
+  """{'image': the --input of the fault tests' larger image sample}."""
+  root = tmp_path_factory.mktemp('fault_inputs') / 'images'
+  proc = run([sys.executable, '-m', 'pipelines.sample_data', '--output',
+              str(root), '--count', str(FAULT_IMAGES), '--oddities'],
+             timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return {'image': str(root)}
+
+
+@pytest.fixture(scope='session')
+def big_direct_output(big_images, tmp_path_factory):
+  """The output of the DirectRunner's run of the larger sample (once
+  per session, for the Flink and the Spark fault tests)."""
+  out = tmp_path_factory.mktemp('fault_direct') / 'dataset'
+  proc = run([sys.executable, '-m', 'pipelines.preprocess'] +
+             preprocess_argv('image', big_images, out), timeout=1200)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return out
+
+

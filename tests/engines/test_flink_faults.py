@@ -19,7 +19,7 @@ After a fault the published dataset must be the DirectRunner's, record
 for record (fingerprints, counts, dead letters) with one publish: nothing
 lost or written twice by the restarted tasks.
 
-The image sample here is larger than the shared one (IMAGES images), so
+The image sample here is larger than the shared one (conftest.py), so
 the job runs long enough to be disturbed while it runs. The cluster is
 shared with other test sessions: a test disturbs it only while its own job
 is the only one running, and ends with both TaskManagers back.
@@ -56,7 +56,6 @@ from engines_lib import wait_until
 from repo import ROOT
 
 RUN_FLINK = os.path.join(ROOT, 'run_flink.sh')
-IMAGES = 320
 # Generous: a shared 2-core machine; the tests assert outcomes, not times.
 JOB_TIMEOUT = 1200
 # Another session's job (test_flink.py) may hold the cluster for minutes.
@@ -65,23 +64,9 @@ WORKER_POOL_PORT = FLINK_WORKER_POOL.rsplit(':', 1)[1]
 
 
 @pytest.fixture(scope='module')
-def big_images(tmp_path_factory):
-  """{'image': the --input of the larger image sample}."""
-  root = tmp_path_factory.mktemp('fault_inputs') / 'images'
-  proc = run([sys.executable, '-m', 'pipelines.sample_data', '--output',
-              str(root), '--count', str(IMAGES), '--oddities'], timeout=600)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return {'image': str(root)}
-
-
-@pytest.fixture(scope='module')
-def big_direct(big_images, tmp_path_factory):
-  """The facts of the DirectRunner's run of the larger sample (once)."""
-  out = tmp_path_factory.mktemp('fault_direct') / 'dataset'
-  proc = run([sys.executable, '-m', 'pipelines.preprocess'] +
-             preprocess_argv('image', big_images, out), timeout=JOB_TIMEOUT)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return dataset_facts(out)
+def big_direct(big_direct_output):
+  """The facts of the DirectRunner's run of the larger sample."""
+  return dataset_facts(big_direct_output)
 
 
 @pytest.fixture
