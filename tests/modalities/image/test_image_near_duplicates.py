@@ -8,6 +8,7 @@ copies straddle splits and validation fails naming them; drop and the
 label-conflict policies dead-letter what they say; a folder without copies
 has no group; the two-pass path and the portable runner agree."""
 
+import dataclasses
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from PIL import Image, ImageEnhance
 import readback
 from pipelines import preprocess
 from pipelines import validate
+from transforms.modalities.image import processing
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
 IMAGE = ['--image_size', '64']
@@ -160,6 +162,29 @@ def test_every_copy_lands_in_the_split_of_its_original(folders, grouped):
   # beside its report; both folders go.
   assert not list(grouped.glob('**/hold_tmp'))
   assert not list(grouped.glob('.validation-*'))
+
+
+def test_jpeg_records_carry_the_signature_the_run_grouped_them_by(
+    folders, grouped):
+  """Each JPEG record holds the run's signature of its picture, made from
+  the resized pixels before encoding (the stored JPEG would give another:
+  validation compares these); the manifest's feature spec lists it."""
+  manifest = json.loads((grouped / 'manifest.json').read_text())
+  assert manifest['feature_spec']['near_duplicate_signature'] == {
+      'dtype': 'string', 'shape': []}
+  cfg = dataclasses.replace(processing.ImageConfig(height=64, width=64),
+                            signature=True)
+  checked = 0
+  for split in manifest['splits']:
+    records = readback.read_all(grouped, split)
+    for ex_id, signature in zip(records['id'],
+                                records['near_duplicate_signature']):
+      path = os.path.join(folders['copied'], ex_id.decode('utf-8'))
+      with open(path, 'rb') as f:
+        assert signature == processing.process_image(
+            f.read(), cfg, path).signature, ex_id
+      checked += 1
+  assert checked == manifest['totals']['records']
 
 
 def test_a_folder_without_copies_has_no_group(folders, tmp_path):

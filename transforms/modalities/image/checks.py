@@ -21,8 +21,9 @@ from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
 from transforms.validation import report as report_lib
 
-# Features whose statistics are kept per channel here, not as a whole.
-_OWN_STATS = frozenset({schema.IMAGE})
+# Features whose statistics are kept per channel here (the picture), or
+# not at all (its near-duplicate signature), not as a whole.
+_OWN_STATS = frozenset({schema.IMAGE, schema.NEAR_SIGNATURE})
 # Sample images in the report are thumbnails at most this wide and high.
 THUMBNAIL = 64
 # Tolerance between the manifest's normalization statistics and the ones
@@ -101,10 +102,19 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
   out['channel_sum_squares'] = squares.tolist()
   out['pixels'] = h * w
   out['image'] = arr
-  # What near-duplicates are found by (core/near_duplicates.py), from the
-  # stored picture as the pipeline computed it from the same pixels.
-  out['signature'] = images.signature_of_pixels(arr[..., 0] if c == 1
-                                                else arr)
+  # What near-duplicates are found by (core/near_duplicates.py): the
+  # signature the run grouped the picture by. A JPEG-stored picture
+  # carries it (features.NEAR_SIGNATURE: JPEG's noise moves a drawing's
+  # pHash); other storages give back the pixels the run signed.
+  recorded = values.get(schema.NEAR_SIGNATURE)
+  if recorded:
+    if len(recorded[0]) != images.SIGNATURE_BYTES:
+      raise ValueError(f'{schema.NEAR_SIGNATURE} has {len(recorded[0])} '
+                       f'bytes, not {images.SIGNATURE_BYTES}')
+    out['signature'] = recorded[0]
+  else:
+    out['signature'] = images.signature_of_pixels(arr[..., 0] if c == 1
+                                                  else arr)
   low, high = channels.min(axis=1), channels.max(axis=1)
   if np.all(low == high) or (
       manifest['image'].get('resize_mode') == 'fit' and

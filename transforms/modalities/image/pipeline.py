@@ -565,6 +565,8 @@ class BuildImageRecords(skeleton.BuildRecords):
     import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
     cfg = self._cfg
     float32 = cfg.settings.storage == 'float32'
+    with_signature = schema.signature_stored(cfg.settings.storage,
+                                             cfg.contents.near)
     out, before_all, after_all = {}, [], []
     for split in cfg.split_names:
       before_all.append(_label_counts(read[f'first[{split}]'], split,
@@ -582,7 +584,8 @@ class BuildImageRecords(skeleton.BuildRecords):
       after_all.append(_label_counts(written, split, 'After'))
       out[records_key(split)] = written | f'Serialize[{split}]' >> beam.Map(
           image_records.to_records,
-          beam.pvalue.AsSingleton(self._transform.label_ids))
+          beam.pvalue.AsSingleton(self._transform.label_ids),
+          with_signature=with_signature)
       # -> [tf.train.Example bytes], one list per list of examples
     out['before'] = tuple(before_all) | 'AllCountsBefore' >> beam.Flatten()
     out['after'] = tuple(after_all) | 'AllCountsAfter' >> beam.Flatten()
@@ -609,5 +612,7 @@ def preprocessing_fn(cfg):
 def feature_spec(cfg) -> dict:
   """The stored features."""
   image = cfg.settings
-  return schema.feature_spec(image.storage, image.height, image.width,
-                             image.channels, cfg.rebalance == 'weight')
+  return schema.feature_spec(
+      image.storage, image.height, image.width, image.channels,
+      cfg.rebalance == 'weight',
+      schema.signature_stored(image.storage, cfg.contents.near))

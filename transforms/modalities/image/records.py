@@ -12,7 +12,8 @@ from transforms.modalities.image import features as schema
 from transforms.output import example_encoding
 
 
-def to_records(examples: Sequence[dict], label_ids: dict) -> List[bytes]:
+def to_records(examples: Sequence[dict], label_ids: dict,
+               with_signature: bool = False) -> List[bytes]:
   """Serializes pipeline examples as tf.train.Examples, in their order.
 
   Args:
@@ -20,6 +21,8 @@ def to_records(examples: Sequence[dict], label_ids: dict) -> List[bytes]:
       one storage: encoded bytes, or float32 pixels; with a weight each or
       none.
     label_ids: {label name: id}.
+    with_signature: Whether to store each example's near-duplicate
+      signature (features.NEAR_SIGNATURE; features.signature_stored).
 
   Returns:
     Deterministically serialized tf.train.Example bytes, one per example.
@@ -45,6 +48,12 @@ def to_records(examples: Sequence[dict], label_ids: dict) -> List[bytes]:
       schema.ORIGINAL_HEIGHT: ('int64', ints(schema.ORIGINAL_HEIGHT)),
       schema.ORIGINAL_WIDTH: ('int64', ints(schema.ORIGINAL_WIDTH)),
   }
+  if with_signature:
+    signatures = [ex['signature'] for ex in examples]
+    if not all(signatures):
+      raise ValueError('an example to be stored with its near-duplicate '
+                       'signature has none')
+    columns[schema.NEAR_SIGNATURE] = ('bytes', signatures)
   if n and schema.WEIGHT in examples[0]:
     columns[schema.WEIGHT] = ('float32', np.array(
         [ex[schema.WEIGHT] for ex in examples], np.float32).reshape(n, 1))
