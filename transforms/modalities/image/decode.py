@@ -101,7 +101,8 @@ def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
       # The digest of its pixels at the stored size (core/contents.py).
       'content': out.content,
       # Its near-duplicate signature, when the run looks for them
-      # (core/near_duplicates.py); not stored in the record.
+      # (core/near_duplicates.py); stored in the record with JPEG storage
+      # only (features.NEAR_SIGNATURE).
       'signature': out.signature,
       schema.IMAGE: out.data,
       schema.ORIGINAL_HEIGHT: out.original_height,
