@@ -141,17 +141,24 @@ def pid_listening_on(port, pids):
   if not inodes:
     return None
   for pid in pids:
+    if any(target in inodes for target in open_targets(pid)):
+      return int(pid)
+  return None
+
+
+def open_targets(pid):
+  """What process pid's open file descriptors point to (paths, or
+  'socket:[INODE]' and the like), one at a time; nothing once it is
+  gone."""
+  try:
+    fds = os.listdir(f'/proc/{pid}/fd')
+  except OSError:
+    return
+  for fd in fds:
     try:
-      fds = os.listdir(f'/proc/{pid}/fd')
+      yield os.readlink(f'/proc/{pid}/fd/{fd}')
     except OSError:
       continue
-    for fd in fds:
-      try:
-        if os.readlink(f'/proc/{pid}/fd/{fd}') in inodes:
-          return int(pid)
-      except OSError:
-        continue
-  return None
 
 
 def listener_pid(url):

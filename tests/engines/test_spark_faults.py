@@ -58,6 +58,7 @@ from engines_lib import run
 from engines_lib import snapshot
 from engines_lib import summary
 from engines_lib import wait_until
+from pipelines.worker_pool import open_targets
 from pipelines.worker_pool import pid_listening_on
 from repo import ROOT
 from test_spark import app_ids
@@ -308,21 +309,10 @@ def writing_workers(workers, out):
   folders = tuple(os.path.dirname(p) + os.sep
                   for p in glob.glob(os.path.join(out, 'run-*',
                                                   TEMP_SHARDS)))
-  busy = []
-  for pid in workers:
-    try:
-      fds = os.listdir(f'/proc/{pid}/fd')
-    except OSError:
-      continue
-    for fd in fds:
-      try:
-        target = os.readlink(f'/proc/{pid}/fd/{fd}')
-      except OSError:
-        continue
-      if folders and target.startswith(folders):
-        busy.append(pid)
-        break
-  return busy
+  if not folders:
+    return []
+  return [pid for pid in workers
+          if any(target.startswith(folders) for target in open_targets(pid))]
 
 
 def executors_per_worker(app_id):
