@@ -6,6 +6,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -195,6 +196,45 @@ def pids_where(predicate):
     if predicate(cmdline, ppid):
       out.append(int(name))
   return out
+
+
+def cmdline(pid):
+  """Process pid's command line (NULs made spaces); '' once it is gone."""
+  try:
+    with open(f'/proc/{pid}/cmdline', 'rb') as f:
+      return f.read().replace(b'\0', b' ').decode(errors='replace')
+  except OSError:
+    return ''
+
+
+def tensorflow_loaded(pid):
+  """Whether process pid has TensorFlow's library loaded."""
+  try:
+    with open(f'/proc/{pid}/maps', encoding='utf-8',
+              errors='replace') as f:
+      return 'libtensorflow_framework' in f.read()
+  except OSError:
+    return False
+
+
+# An SDK worker's command line names the control endpoint of the task
+# manager (Flink TaskManager, Spark executor) it serves
+# (pipelines/worker_pool.py).
+_CONTROL_PORT = re.compile(r"SdkHarness\('[^']*:(\d+)'")
+
+
+def sdk_workers(pool, owners):
+  """{pid: owner pid} of the live SDK workers the worker pool `pool`
+  started that serve one of `owners` (task manager pids): the one that
+  listens on the control endpoint in the worker's command line."""
+  workers = {}
+  for pid in pids_where(lambda cmd, ppid: ppid == pool and
+                        'SdkHarness' in cmd):
+    match = _CONTROL_PORT.search(cmdline(pid))
+    owner = match and pid_listening_on(int(match.group(1)), owners)
+    if owner:
+      workers[pid] = owner
+  return workers
 
 
 def flink_taskmanager_pid(tm_id):

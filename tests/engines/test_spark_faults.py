@@ -49,17 +49,19 @@ import pytest
 from engines_lib import SPARK_MASTER_UI
 from engines_lib import SPARK_WORKER_POOL
 from engines_lib import assert_same_dataset
+from engines_lib import cmdline
 from engines_lib import dataset_facts
 from engines_lib import env
 from engines_lib import get_json
 from engines_lib import pids_where
 from engines_lib import preprocess_argv
 from engines_lib import run
+from engines_lib import sdk_workers
 from engines_lib import snapshot
 from engines_lib import summary
+from engines_lib import tensorflow_loaded
 from engines_lib import wait_until
 from pipelines.worker_pool import open_targets
-from pipelines.worker_pool import pid_listening_on
 from repo import ROOT
 from test_spark import app_ids
 from test_spark import new_finished_apps
@@ -188,24 +190,6 @@ def layout(out):
                  for path in files - shards), shards <= files)
 
 
-def _cmdline(pid):
-  try:
-    with open(f'/proc/{pid}/cmdline', 'rb') as f:
-      return f.read().replace(b'\0', b' ').decode(errors='replace')
-  except OSError:
-    return ''
-
-
-def tensorflow_loaded(pid):
-  """Whether process pid has TensorFlow's library loaded."""
-  try:
-    with open(f'/proc/{pid}/maps', encoding='utf-8',
-              errors='replace') as f:
-      return 'libtensorflow_framework' in f.read()
-  except OSError:
-    return False
-
-
 def spark_pool():
   """The pid of the Spark cluster's SDK worker pool (the Flink cluster
   may run one too), which must end the executor of a worker that is
@@ -217,7 +201,7 @@ def spark_pool():
             f'--service_port {POOL_PORT}' in cmd)
   pools = pids_where(sparks_pool)
   assert len(pools) == 1, pools
-  assert '--end_task_manager_of_lost_workers' in _cmdline(pools[0]), (
+  assert '--end_task_manager_of_lost_workers' in cmdline(pools[0]), (
       'the Spark worker pool runs without --end_task_manager_of_lost_workers'
       ' (started by an older scripts/spark_cluster.sh?): restart the '
       'cluster with scripts/spark_cluster.sh stop, then start')
@@ -246,7 +230,7 @@ class Application:
     for pid in pids_where(
         lambda cmd, _: ('CoarseGrainedExecutorBackend' in cmd and
                         f' --app-id {self.id} ' in cmd)):
-      match = re.search(r' --executor-id (\S+) ', _cmdline(pid))
+      match = re.search(r' --executor-id (\S+) ', cmdline(pid))
       if match:
         found[match.group(1)] = pid
     return found
@@ -266,14 +250,8 @@ class Application:
     pool's children, each connected to the control endpoint of its
     executor (the address in its command line)."""
     executors = {pid: e for e, pid in self.executor_pids().items()}
-    workers = {}
-    for pid in pids_where(
-        lambda cmd, ppid: ppid == self._pool and 'SdkHarness' in cmd):
-      match = re.search(r"SdkHarness\('[^']*:(\d+)'", _cmdline(pid))
-      owner = match and pid_listening_on(int(match.group(1)), executors)
-      if owner:
-        workers[pid] = executors[owner]
-    return workers
+    return {pid: executors[owner]
+            for pid, owner in sdk_workers(self._pool, executors).items()}
 
   def removed(self, executor, failed=0):
     """The driver's entry of an executor it lost, once it has counted at
