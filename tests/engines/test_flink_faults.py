@@ -9,8 +9,9 @@ image job runs, each test does one thing that happens to real clusters:
     three kills, each when the REST API shows that part's subtasks on the
     TaskManager): Flink restarts the failed regions, the TaskManagers'
     supervisors start new ones, and the job finishes;
-  - one SDK worker process (a child of the worker pool) is killed: the
-    tasks using it fail and are restarted, and the job finishes;
+  - the same three moments, but the SDK worker process (a child of the
+    worker pool) serving a busy TaskManager is killed instead: the pool
+    ends that TaskManager, and the job recovers as from a lost one;
   - the launcher gets SIGTERM (a scheduler's timeout): the Flink job is
     cancelled, the run ends "cancelled" with exit code 143, and the dataset
     published before at the same output is left as it was.
@@ -51,7 +52,9 @@ from engines_lib import get_json
 from engines_lib import pids_where
 from engines_lib import preprocess_argv
 from engines_lib import run
+from engines_lib import sdk_workers
 from engines_lib import snapshot
+from engines_lib import tensorflow_loaded
 from engines_lib import wait_until
 from repo import ROOT
 
@@ -238,6 +241,65 @@ def running_vertex_taskmanagers(jid, pattern):
   return found
 
 
+def kill_in_each_part(launch, jid, victim, what_dies):
+  """While the job `jid` runs, SIGKILLs one process in each of its parts
+  (TASKMANAGER_KILLS), once a subtask of that part is placed on a
+  TaskManager: victim(TaskManager id) is the pid to kill for that
+  TaskManager (its JVM, or the SDK worker serving it), or None when there
+  is none yet. Returns [(part, TaskManager id, pid, seconds into the job)]."""
+  kills = []
+  started = time.monotonic()
+  for what, pattern in TASKMANAGER_KILLS:
+    def busy():
+      assert launch.proc.poll() is None, (
+          f'the job ended before {what_dies} was killed while {what} '
+          f'(killed before: {kills}):\n' + launch.stderr()[-4000:])
+      # (Flink lists a killed TaskManager's subtasks as running until it
+      # notices the loss: only live processes count.)
+      return {tm: pid for tm in running_vertex_taskmanagers(jid, pattern)
+              for pid in [victim(tm)] if pid}
+    # No waiting for the replacements in between: the parts overlap
+    # (records are written while the analysis runs).
+    busy_tms = wait_until(busy, 600, interval=0.1,
+                          what=f'our job {what} on a TaskManager')
+    # Spread the kills: a TaskManager not hit before, when one is busy (a
+    # supervisor gives up on a TaskManager ended more than 5 times in 10
+    # minutes, as on a crash loop: see scripts/flink_cluster.sh).
+    hit = {k[1] for k in kills}
+    tm = sorted(busy_tms, key=lambda t: (t in hit, t))[0]
+    assert not flink_active_jobs() - {jid}
+    os.kill(busy_tms[tm], signal.SIGKILL)
+    kills.append((what, tm, busy_tms[tm], time.monotonic() - started))
+  return kills
+
+
+def taskmanager_restarts():
+  """How many times the supervisors have restarted a TaskManager since
+  the cluster started (scripts/flink_cluster.sh status)."""
+  status = run([FLINK_SCRIPT, 'status'], timeout=120)
+  assert status.returncode == 0, status.stderr[-3000:]
+  return sum(int(n) for n in re.findall(r'restarted (\d+) time\(s\)',
+                                        status.stderr))
+
+
+def assert_recovered(jid, job, kills, before_tms, restarts_before,
+                     what_dies):
+  """Flink saw each failure and restarted what it lost; the supervisors
+  replaced each TaskManager that was killed or ended (and none was
+  stopped for good)."""
+  print(f'\nkilled {what_dies} ' +
+        '; '.join(f'{pid} of {tm} while {what} at {at:.1f} s'
+                  for what, tm, pid, at in kills) +
+        f'; the job took {job["duration"] / 1000:.1f} s in all, '
+        f'{len(job_exceptions(jid))} failures in its exception history')
+  assert len(job_exceptions(jid)) >= len(TASKMANAGER_KILLS)
+  after = wait_for_taskmanagers()
+  hit = {tm for _, tm, _, _ in kills}
+  assert not set(after) & hit
+  assert set(before_tms) - hit <= set(after)
+  assert taskmanager_restarts() - restarts_before >= len(kills)
+
+
 def test_taskmanagers_killed_while_reading_analysing_and_writing(
     whole_cluster, big_images, big_direct, tmp_path):
   """One job, a TaskManager killed in each of its parts: Flink restarts
@@ -245,124 +307,72 @@ def test_taskmanagers_killed_while_reading_analysing_and_writing(
   supervisors start new TaskManagers, and the job publishes the
   DirectRunner's dataset."""
   before_tms = flink_taskmanager_ids()
+  restarts_before = taskmanager_restarts()
   name = job_name('taskmanagers')
   out = tmp_path / 'dataset'
   launch = Launch(flink_argv(big_images, out, name), str(tmp_path))
-  kills = []
   try:
     jid = wait_for_our_job(name, launch)
-    started = time.monotonic()
-    for what, pattern in TASKMANAGER_KILLS:
-      def busy():
-        assert launch.proc.poll() is None, (
-            f'the job ended before a TaskManager was killed while {what} '
-            f'(killed before: {kills}):\n' + launch.stderr()[-4000:])
-        # (Flink lists a killed TaskManager's subtasks as running until it
-        # notices the loss: only live JVMs count.)
-        return {tm: pid for tm in running_vertex_taskmanagers(jid, pattern)
-                for pid in [flink_taskmanager_pid(tm)] if pid}
-      # No waiting for the replacements in between: the parts overlap
-      # (records are written while the analysis runs).
-      busy_tms = wait_until(busy, 600, interval=0.1,
-                            what=f'our job {what} on a TaskManager')
-      # Spread the kills: a TaskManager not killed before, when one is busy
-      # (a supervisor gives up on a TaskManager killed more than 5 times in
-      # 10 minutes, as on a crash loop: see scripts/flink_cluster.sh).
-      killed = {k[1] for k in kills}
-      victim = sorted(busy_tms, key=lambda tm: (tm in killed, tm))[0]
-      assert not flink_active_jobs() - {jid}
-      os.kill(busy_tms[victim], signal.SIGKILL)
-      kills.append((what, victim, time.monotonic() - started))
+    kills = kill_in_each_part(launch, jid, flink_taskmanager_pid,
+                              'a TaskManager')
     job = finished_job(launch, jid)
   finally:
     launch.stop()
-  print('\n' + '; '.join(f'killed {tm} while {what} at {at:.1f} s'
-                         for what, tm, at in kills) +
-        f'; the job took {job["duration"] / 1000:.1f} s in all, '
-        f'{len(job_exceptions(jid))} failures in its exception history')
-
-  # Flink saw each failure and restarted what it lost; the supervisors
-  # replaced each killed TaskManager.
-  assert len(job_exceptions(jid)) >= len(TASKMANAGER_KILLS)
-  after = wait_for_taskmanagers()
-  killed = {tm for _, tm, _ in kills}
-  assert not set(after) & killed
-  assert set(before_tms) - killed <= set(after)
-  status = run([FLINK_SCRIPT, 'status'], timeout=120)
-  assert status.returncode == 0, status.stderr[-3000:]
-  restarts = [int(n) for n in re.findall(r'restarted (\d+) time\(s\)',
-                                         status.stderr)]
-  assert sum(restarts) >= len(TASKMANAGER_KILLS), status.stderr
+  assert_recovered(jid, job, kills, before_tms, restarts_before,
+                   'TaskManager')
   assert_same_dataset(dataset_facts(out), big_direct)
 
 
-def test_a_killed_sdk_worker_is_replaced_and_the_job_recovers(
+def flinks_pool(cmd, _):
+  """Whether a process is the Flink cluster's SDK worker pool (a Spark
+  cluster may run one too)."""
+  return (cmd.split()[1:3] == ['-m', 'pipelines.worker_pool'] and
+          f'--service_port {WORKER_POOL_PORT}' in cmd)
+
+
+def working_sdk_worker_of(pool):
+  """victim(TaskManager id): the pid of the SDK worker (a child of the
+  pool) that serves that TaskManager and works on our DoFns, or None. A
+  new worker imports Beam and connects, then loads TensorFlow in its first
+  bundle of the image job's DoFns: loaded means it is in a bundle."""
+  def victim(tm):
+    tm_pid = flink_taskmanager_pid(tm)
+    if not tm_pid:
+      return None
+    return next((worker for worker in sdk_workers(pool, [tm_pid])
+                 if tensorflow_loaded(worker)), None)
+  return victim
+
+
+def test_sdk_workers_killed_while_reading_analysing_and_writing(
     whole_cluster, big_images, big_direct, tmp_path):
-  def flinks_pool(cmd, _):
-    # The Flink cluster's pool (a Spark cluster may run one too).
-    return (cmd.split()[1:3] == ['-m', 'pipelines.worker_pool'] and
-            f'--service_port {WORKER_POOL_PORT}' in cmd)
+  """One job, the SDK worker of a busy TaskManager killed in each of its
+  parts. The pool ends the TaskManager the lost worker served (Beam's
+  Flink runner would wait for the worker for ever: see
+  pipelines/worker_pool.py); Flink restarts the regions it lost, among
+  them tf.Transform's analysis, whose new attempt runs a new saved model on
+  the other TaskManager's surviving worker (the cached graph must be
+  replaced: transforms/core/analysis.py); and the job publishes the
+  DirectRunner's dataset."""
   pools = pids_where(flinks_pool)
   assert len(pools) == 1, pools
-  before_workers = set(pids_where(lambda _, ppid: ppid == pools[0]))
   before_tms = flink_taskmanager_ids()
-  name = job_name('sdk-worker')
+  restarts_before = taskmanager_restarts()
+  name = job_name('sdk-workers')
   out = tmp_path / 'dataset'
   launch = Launch(flink_argv(big_images, out, name), str(tmp_path))
   try:
     jid = wait_for_our_job(name, launch)
-    # A worker started for our job (older ones may still be exiting).
-    workers = wait_until(
-        lambda: sorted(set(pids_where(
-            lambda cmd, ppid: ppid == pools[0] and 'SdkHarness' in cmd)) -
-                       before_workers),
-        300, interval=0.5, what='an SDK worker for our job')
-    # Kill it in the middle of its work: a worker connects to its
-    # TaskManager within its first CPU second (importing Beam), then spends
-    # the next seconds in its first bundle (importing TensorFlow for our
-    # DoFns, then processing); Flink starts new workers for each task, so
-    # one lives 6-9 s. 2 CPU seconds is inside that bundle.
-    wait_until(lambda: running_subtasks_by_taskmanager(jid), 300,
-               interval=0.5, what='a subtask of our job to run')
-    busy = wait_until(
-        lambda: [p for p in workers if cpu_seconds(p) >= WORKING_CPU_SECONDS],
-        300, interval=0.2, what='an SDK worker in the middle of its work')
-    assert not flink_active_jobs() - {jid}
-    workers = busy
-    os.kill(workers[0], signal.SIGKILL)
-    killed_at = time.monotonic()
+    kills = kill_in_each_part(launch, jid, working_sdk_worker_of(pools[0]),
+                              'the SDK worker of a TaskManager')
     job = finished_job(launch, jid)
   finally:
     launch.stop()
-  print(f'\nkilled SDK worker pid {workers[0]} (one of {len(workers)}); '
-        f'the job finished {time.monotonic() - killed_at:.1f} s after the '
-        f'kill ({job["duration"] / 1000:.1f} s in all); '
-        f'{len(job_exceptions(jid))} failures in its exception history')
-
-  assert job_exceptions(jid)
-  assert_same_dataset(dataset_facts(out), big_direct)
-  # The worker pool lives on. Either the TaskManager failed the task by
-  # itself, or it waited for the lost worker (as Beam's Flink runner can
-  # for ever) and the pool ended it: then a new one took its place. Both
-  # ways two live TaskManagers serve the cluster again.
+  assert_recovered(jid, job, kills, before_tms, restarts_before,
+                   'SDK workers')
+  # The worker pool lives on.
   assert pids_where(flinks_pool) == pools
-  after = wait_for_taskmanagers()
-  print(f'TaskManagers replaced: {len(set(after) - set(before_tms))}')
-
-
-WORKING_CPU_SECONDS = 2.0
-
-
-def cpu_seconds(pid):
-  """CPU seconds (user + system) process pid has used; 0 once it is
-  gone."""
-  try:
-    with open(f'/proc/{pid}/stat', 'rb') as f:
-      stat = f.read()
-  except OSError:
-    return 0.0
-  fields = stat[stat.rindex(b')') + 2:].split()
-  return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+  assert_same_dataset(dataset_facts(out), big_direct)
 
 
 def test_sigterm_cancels_the_flink_job_and_keeps_the_published_dataset(
