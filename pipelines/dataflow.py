@@ -36,6 +36,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 
 from pipelines import launch
 from pipelines.options import UsageError
+from transforms import modalities
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETUP_FILE = os.path.join(ROOT, 'setup.py')
@@ -213,7 +214,7 @@ def _naming(cmd: launch.Command, env: Mapping[str, str],
             now: datetime.datetime) -> List[str]:
   """The job name (prefix, partition, UTC time) and labels."""
   out = []
-  modality = cmd.value('--modality') or 'image'
+  modality = cmd.value('--modality') or modalities.DEFAULT
   partition = cmd.value('--partition')
   if not cmd.given('--job_name'):
     prefix = cmd.own.get('--job_name') or (

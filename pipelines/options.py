@@ -101,7 +101,7 @@ class PreprocessOptions(PipelineOptions):
       return parser.add_argument_group(title).add_argument
 
     add = group('input and output')
-    add('--modality', default='image',
+    add('--modality', default=modalities.DEFAULT,
         help='Kind of input: image, text or sensor. Default: image.')
     add('--input', default=None,
         help='Input. Images: a folder of class folders '
@@ -266,12 +266,6 @@ class PreprocessOptions(PipelineOptions):
       modalities.get(name).add_arguments(group(f'{name} options'))
 
 
-# The config JSON of every run holds one section for each of the first
-# three modalities, null but the run's own, as it always has: config hashes
-# of earlier datasets stay comparable. Other modalities add only their own.
-_CONFIG_SECTIONS = ('image', 'sensor', 'text')
-
-
 @dataclasses.dataclass(frozen=True)
 class PreprocessConfig:
   """The checked settings of one preprocessing run."""
@@ -326,7 +320,8 @@ class PreprocessConfig:
     d = {}
     for field in dataclasses.fields(self):
       if field.name == 'settings':
-        d.update({name: None for name in _CONFIG_SECTIONS})
+        d.update({name: None for name in sorted(modalities.names())
+                  if modalities.get(name).config_section_always})
         d[self.modality] = self.settings.to_json()
       elif field.name == 'contents':
         if self.contents is not None:
@@ -588,15 +583,17 @@ def _content_rules(o, modality, from_input):
       ('split_key', o.split_key), ('label_conflicts', o.label_conflicts),
       ('drop_duplicates', o.drop_duplicates or None)) if value is not None]
   for name in near_flags:
-    applies = _NEAR_FLAGS.get(name, ('image', 'text'))
-    if modality.name not in applies and not (
+    if _near_flag_applies(name, modality) or (
         name == '--near_duplicates'
         and str(o.near_duplicates).strip().lower() == 'off'):
-      where = ' and '.join('images' if m == 'image' else m for m in applies)
-      if modality.name in ('image', 'text'):
-        raise UsageError(f'{name} applies to {where} only.')
-      raise UsageError(f'{name} applies to {where} only: near-duplicate '
-                       f'{modality.name} data is not grouped yet.')
+      continue
+    where = ' and '.join(
+        m.data_noun for m in map(modalities.get, modalities.names())
+        if _near_flag_applies(name, m))
+    if modality.groups_near_duplicates:
+      raise UsageError(f'{name} applies to {where} only.')
+    raise UsageError(f'{name} applies to {where} only: near-duplicate '
+                     f'{modality.name} data is not grouped yet.')
   if not modality.content_keyed:
     if given:
       verb = 'apply' if len(given) > 1 else 'applies'
@@ -616,37 +613,18 @@ def _content_rules(o, modality, from_input):
                                    o.label_conflicts or 'keep',
                                    contents_lib.CONFLICT_POLICIES),
       drop_duplicates=bool(o.drop_duplicates),
-      near_duplicates=_near_duplicate_rules(o, modality.name)
-      if modality.name in ('image', 'text') else None)
+      near_duplicates=modality.near_duplicate_rules(
+          flags.choice('near_duplicates', o.near_duplicates or 'group',
+                       near_lib.MODES), o)
+      if modality.groups_near_duplicates else None)
 
 
-# The near-duplicate flags that apply to one modality only.
-_NEAR_FLAGS = {'--near_duplicate_hash_distance': ('image',),
-               '--near_duplicate_thumb_distance': ('image',),
-               '--near_duplicate_similarity': ('text',)}
-
-
-def _near_duplicate_rules(o, modality: str) -> near_lib.NearDuplicateRules:
-  """The NearDuplicateRules from --near_duplicates and its distances (or,
-  for text, its similarity)."""
-  mode = flags.choice('near_duplicates', o.near_duplicates or 'group',
-                      near_lib.MODES)
-  if modality == 'text':
-    similarity = near_lib.SIMILARITY
-    if o.near_duplicate_similarity is not None:
-      similarity = flags.number('near_duplicate_similarity',
-                                o.near_duplicate_similarity, 0.3, 1.0)
-    return near_lib.document_rules(mode, similarity)
-  hash_distance = near_lib.HASH_DISTANCE
-  if o.near_duplicate_hash_distance is not None:
-    hash_distance = flags.whole_number('near_duplicate_hash_distance',
-                                       o.near_duplicate_hash_distance, 0, 16)
-  thumb = near_lib.THUMB_DISTANCE
-  if o.near_duplicate_thumb_distance is not None:
-    thumb = flags.number('near_duplicate_thumb_distance',
-                         o.near_duplicate_thumb_distance, 0.0, 2.0)
-  return near_lib.NearDuplicateRules(mode=mode, hash_distance=hash_distance,
-                                     thumb_distance=thumb)
+def _near_flag_applies(name: str, modality) -> bool:
+  """Whether a near-duplicate flag applies to a modality: --near_duplicates
+  to every modality that groups near-duplicates, a distance flag to the
+  one that reads it."""
+  return modality.groups_near_duplicates and (
+      name == '--near_duplicates' or name in modality.near_duplicate_flags)
 
 
 def tfds_skip_reason(options: PipelineOptions, cfg: PreprocessConfig

@@ -206,14 +206,16 @@ def _table_kind(path: str) -> Optional[str]:
 
 def _table_files(cfg) -> List[str]:
   """The table files the input consists of, as far as that is plain from
-  the path (a glob, a table file, or a folder of table files); [] for
-  inputs that are not tables (image and document folders)."""
+  the path (a glob, a table file, or a folder of table files; a modality
+  may say that its input is one table file, or none: see
+  Modality.input_is_table); [] for inputs that are not tables (image and
+  document folders)."""
   from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
   path = cfg.input
-  if cfg.modality == 'image':
-    from transforms.modalities.image import inputs as image_inputs  # pylint: disable=import-outside-toplevel
+  listed = cfg.plugin.input_is_table(path)
+  if listed is not None:
     from transforms.sources import files  # pylint: disable=import-outside-toplevel
-    if not image_inputs.is_manifest(path):
+    if not listed:
       return []
     # One file, named literally ('[', '*' and '?' in it are not patterns).
     found = [m for m in [files.metadata(path)] if m is not None]

@@ -53,8 +53,7 @@ from pipelines import preflight
 from pipelines import preprocess
 from pipelines import reader
 from transforms.core import near_duplicates as near_lib
-from transforms.modalities.image import checks as image_checks
-from transforms.modalities.sensor import checks as sensor_checks
+from transforms import modalities
 from transforms.validation import html_report
 from transforms.output import manifest as manifest_lib
 from transforms.sources import files
@@ -138,27 +137,6 @@ def _in_several_splits(kv):
     splits[split] = splits.get(split, 0) + records
   if len(splits) > 1:
     yield recording, splits
-
-
-def _has_pictures(manifest: dict) -> bool:
-  """Whether validation decodes the dataset's pictures (images stored
-  encoded or as uint8; float32 ones are normalized, and not compared)."""
-  return (manifest.get('modality') == 'image' and
-          (manifest.get('image') or {}).get('storage') != 'float32')
-
-
-def _has_texts(manifest: dict) -> bool:
-  """Whether the dataset's records keep their text (--keep_text), which
-  validation compares as the pipeline did; token ids alone have lost
-  punctuation, case and unknown words, and are not compared."""
-  return (manifest.get('modality') == 'text' and
-          bool((manifest.get('text') or {}).get('keep_text')))
-
-
-def _has_series(manifest: dict) -> bool:
-  """Whether the dataset's records are time series whose order validation
-  checks per recording (sensor windows and rows, per entity)."""
-  return manifest.get('modality') == 'sensor'
 
 
 def _write_report(results, output, manifest, extra, report_path, content,
@@ -304,7 +282,8 @@ def _validate(options, output, manifest, shards, extra, report_path,
                | 'RepeatedContent' >> beam.FlatMap(_repeated)
                | 'AllRepeated' >> beam.combiners.ToList()
                | 'Findings' >> beam.Map(quality_checks.content_findings))
-    if _has_pictures(manifest) or _has_texts(manifest):
+    plugin = modalities.of_manifest(manifest)
+    if plugin.compares_near_duplicates(manifest):
       # Near-duplicate pictures or documents, found as the pipeline finds
       # them, from the stored pictures or texts (core/near_duplicates.py).
       rules = quality_checks.near_duplicate_rules(manifest)
@@ -312,10 +291,9 @@ def _validate(options, output, manifest, shards, extra, report_path,
               | 'NearDuplicates' >> near_lib.GatherNearDuplicates(
                   rules, scratch)
               | 'NearFindings' >> beam.Map(
-                  quality_checks.near_duplicate_findings, rules))
-      if _has_pictures(manifest):
-        near = near | 'GroupPictures' >> beam.Map(
-            image_checks.near_duplicate_pictures, output, manifest)
+                  quality_checks.near_duplicate_findings, rules)
+              | 'NearReport' >> beam.Map(plugin.near_duplicate_report,
+                                         output, manifest))
       content = content | 'WithNearDuplicates' >> beam.Map(
           lambda c, n: {**c, 'near_duplicates': n},
           beam.pvalue.AsSingleton(near))
@@ -328,18 +306,18 @@ def _validate(options, output, manifest, shards, extra, report_path,
                   | 'RecordingFindings' >> beam.Map(
                       quality_checks.recording_findings))
     series = None
-    if _has_series(manifest):
-      # Each entity's records, from every shard and split, as small tuples
-      # (no values), checked in order; the findings of all entities merged
-      # into counts and a few examples.
+    if plugin.gathers_series(manifest):
+      # Each recording's records (a sensor entity's), from every shard and
+      # split, as small tuples (no values), checked in order; the findings
+      # of all recordings merged into counts and a few examples.
       series = beam.pvalue.AsSingleton(
           checked[_CheckShardFn.SERIES]
-          | 'GroupByEntity' >> beam.GroupByKey()
-          # -> one entity's findings
-          | 'EntitySeries' >> beam.Map(
-              lambda kv, m: sensor_checks.series_findings(*kv, m), manifest)
+          | 'GroupByRecordingInOrder' >> beam.GroupByKey()
+          # -> one recording's findings
+          | 'RecordingSeries' >> beam.Map(
+              lambda kv, m: plugin.series_findings(*kv, m), manifest)
           | 'SeriesFindings' >> beam.CombineGlobally(
-              sensor_checks.merge_series_findings))
+              plugin.merge_series_findings))
     _ = (checked.results
          # -> one result per shard
          | 'AllShards' >> beam.combiners.ToList()

@@ -23,6 +23,11 @@ _REGISTRY = {
 }
 
 
+# --modality when none is given, and the modality of manifests written
+# before the 'modality' key existed.
+DEFAULT = 'image'
+
+
 def names() -> Tuple[str, ...]:
   """The registered modalities, in registration order."""
   return tuple(_REGISTRY)
@@ -40,4 +45,4 @@ def get(name: str) -> Modality:
 def of_manifest(manifest: dict) -> Modality:
   """The plug-in that wrote a published dataset (manifests written before
   the 'modality' key existed are image datasets)."""
-  return get(manifest.get('modality', 'image'))
+  return get(manifest.get('modality', DEFAULT))

@@ -35,6 +35,10 @@ class Modality:
 
   # Its --modality value and the key of its manifest section.
   name: str = ''
+  # Whether every run's config JSON holds its section, null when another
+  # modality runs (the first three modalities, as they always have: config
+  # hashes of earlier datasets stay comparable); others add only their own.
+  config_section_always: bool = False
   # --name when none is given (shards are <name>-<split>.tfrecord-...).
   default_dataset_name: str = ''
   # Completes "--input is required: " when --input is missing.
@@ -132,6 +136,39 @@ class Modality:
   # duplicates are found. Otherwise content_refusal says why not.
   content_keyed: bool = False
   content_refusal: str = ''
+
+  # Whether its near-duplicate examples are found and grouped into one
+  # split (core/near_duplicates.py; needs content_keyed), how messages name
+  # its data ("images", "text"), and the near-duplicate flags only it
+  # reads (pipelines/options.py declares them; other modalities refuse
+  # them).
+  groups_near_duplicates: bool = False
+  data_noun: str = ''
+  near_duplicate_flags: FrozenSet[str] = frozenset()
+
+  def near_duplicate_rules(self, mode: str, options):
+    """The run's near_duplicates.NearDuplicateRules: `mode` is the checked
+    --near_duplicates, `options` the parsed PreprocessOptions (its own
+    near_duplicate_flags are read from them).
+
+    Raises:
+      UsageError: A distance out of range; one sentence.
+    """
+    raise NotImplementedError
+
+  def near_duplicate_rules_of(self, given: dict):
+    """The NearDuplicateRules a published dataset was written with, from
+    the 'near_duplicates' entry of its config ({} for one written before
+    that entry: the defaults)."""
+    raise NotImplementedError
+
+  def input_is_table(self, path: str) -> Optional[bool]:
+    """Whether `path` names one table file listing the inputs (True), no
+    table at all (False), or None when the input is a table, a pattern or
+    a folder of tables, or a folder of other files (any modality whose
+    inputs are table rows)."""
+    del path
+    return None
 
   # Features that say which example a record is, not what it holds (left
   # out of the content hash that finds leaks and duplicates), besides the
@@ -276,6 +313,38 @@ class Modality:
     if content.get('near_duplicates') is not None:
       checks += report.near_duplicate_leakage(content['near_duplicates'])
     return checks
+
+  def compares_near_duplicates(self, manifest: dict) -> bool:
+    """Whether validation finds the dataset's near-duplicates again from
+    its stored records (the checks module's record checks then give each
+    record's 'near' entry): only when the records keep what the run
+    compared (pictures, not normalized floats; texts, not only token
+    ids)."""
+    compares = getattr(self._checks(), 'compares_near_duplicates', None)
+    return bool(compares and compares(manifest))
+
+  def near_duplicate_report(self, near: dict, output: str,
+                            manifest: dict) -> dict:
+    """What the report says of the near-duplicates validation found
+    (dataset_checks.near_duplicate_findings): as found, or as the checks
+    module's near_duplicate_report completes them (image: thumbnails of
+    the listed groups' members for the HTML report)."""
+    report = getattr(self._checks(), 'near_duplicate_report', None)
+    return report(near, output, manifest) if report else near
+
+  def gathers_series(self, manifest: dict) -> bool:
+    """Whether validation gathers each recording's records to check them
+    in order (the checks module has series_findings: sensor)."""
+    del manifest
+    return hasattr(self._checks(), 'series_findings')
+
+  def series_findings(self, recording: str, points, manifest: dict) -> dict:
+    """One recording's findings from its records' out['series'] points."""
+    return self._checks().series_findings(recording, points, manifest)
+
+  def merge_series_findings(self, parts) -> dict:
+    """All recordings' findings merged (a CombineGlobally function)."""
+    return self._checks().merge_series_findings(parts)
 
   def series_checks(self, manifest: dict, series: Optional[dict]
                     ) -> List[dict]:

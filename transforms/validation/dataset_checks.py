@@ -495,18 +495,10 @@ MAX_NEAR_LISTED = 10
 def near_duplicate_rules(manifest: dict):
   """The near-duplicate distances the dataset was written with (its
   config), or the defaults for a dataset whose config has none."""
-  from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
+  from transforms import modalities  # pylint: disable=import-outside-toplevel
   given = ((manifest.get('config') or {}).get('contents') or {}).get(
       'near_duplicates') or {}
-  if manifest.get('modality') == 'text':
-    return near_lib.document_rules(
-        mode=given.get('mode', 'group'),
-        similarity=float(given.get('similarity', near_lib.SIMILARITY)))
-  return near_lib.NearDuplicateRules(
-      mode=given.get('mode', 'group'),
-      hash_distance=int(given.get('hash_distance', near_lib.HASH_DISTANCE)),
-      thumb_distance=float(given.get('thumb_distance',
-                                     near_lib.THUMB_DISTANCE)))
+  return modalities.of_manifest(manifest).near_duplicate_rules_of(given)
 
 
 def near_duplicate_findings(gathered, rules) -> dict:

@@ -291,7 +291,14 @@ def html_sections(report: dict, manifest) -> str:
 GROUPS_SHOWN = 5
 
 
-def near_duplicate_pictures(near: dict, output: str, manifest: dict) -> dict:
+def compares_near_duplicates(manifest: dict) -> bool:
+  """Whether validation decodes the dataset's pictures to find their
+  near-duplicates again (images stored encoded or as uint8; float32 ones
+  are normalized, and not compared)."""
+  return (manifest.get('image') or {}).get('storage') != 'float32'
+
+
+def near_duplicate_report(near: dict, output: str, manifest: dict) -> dict:
   """The near-duplicate findings with a thumbnail ('jpeg_base64') of each
   member of the first GROUPS_SHOWN listed groups, read back from their
   shards (only those records are decoded)."""

@@ -7,11 +7,16 @@ class ImageModality(Modality):
   """Folders of class folders, or a manifest file, of images."""
 
   name = 'image'
+  config_section_always = True
   default_dataset_name = 'images'
   input_help = 'a folder of class folders or a manifest file.'
   normalizations = ('zscore', 'scale', 'none')
   checks_module = 'transforms.modalities.image.checks'
   content_keyed = True
+  groups_near_duplicates = True
+  data_noun = 'images'
+  near_duplicate_flags = frozenset({'--near_duplicate_hash_distance',
+                                   '--near_duplicate_thumb_distance'})
   identity_features = frozenset({'original_height', 'original_width'})
   # What its manifest_section reads (True: one value; False: a list).
   manifest_values = {'channel_stats': True, 'formats': True}
@@ -23,6 +28,18 @@ class ImageModality(Modality):
   def settings(self, options):
     from transforms.modalities.image import options as image_options  # pylint: disable=import-outside-toplevel
     return image_options.settings(options)
+
+  def near_duplicate_rules(self, mode, options):
+    from transforms.modalities.image import options as image_options  # pylint: disable=import-outside-toplevel
+    return image_options.near_duplicate_rules(mode, options)
+
+  def near_duplicate_rules_of(self, given):
+    from transforms.modalities.image import options as image_options  # pylint: disable=import-outside-toplevel
+    return image_options.near_duplicate_rules_of(given)
+
+  def input_is_table(self, path):
+    from transforms.modalities.image import inputs  # pylint: disable=import-outside-toplevel
+    return inputs.is_manifest(path)
 
   def default_compression(self, settings) -> str:
     # Raw pixels compress; JPEG/PNG bytes and normalized floats hardly do.

@@ -78,3 +78,31 @@ def settings(o) -> images.ImageConfig:
       background=parse_background(o.background),
       nested_folders=flags.choice('nested_folders', o.nested_folders,
                                   images.NESTED_FOLDERS))
+
+
+def near_duplicate_rules(mode: str, o):
+  """The NearDuplicateRules of a run: --near_duplicates (`mode`) and the
+  distances --near_duplicate_hash_distance and
+  --near_duplicate_thumb_distance."""
+  from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
+  hash_distance = near_lib.HASH_DISTANCE
+  if o.near_duplicate_hash_distance is not None:
+    hash_distance = flags.whole_number('near_duplicate_hash_distance',
+                                       o.near_duplicate_hash_distance, 0, 16)
+  thumb = near_lib.THUMB_DISTANCE
+  if o.near_duplicate_thumb_distance is not None:
+    thumb = flags.number('near_duplicate_thumb_distance',
+                         o.near_duplicate_thumb_distance, 0.0, 2.0)
+  return near_lib.NearDuplicateRules(mode=mode, hash_distance=hash_distance,
+                                     thumb_distance=thumb)
+
+
+def near_duplicate_rules_of(given: dict):
+  """The NearDuplicateRules a dataset's config names (defaults for what it
+  does not)."""
+  from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
+  return near_lib.NearDuplicateRules(
+      mode=given.get('mode', 'group'),
+      hash_distance=int(given.get('hash_distance', near_lib.HASH_DISTANCE)),
+      thumb_distance=float(given.get('thumb_distance',
+                                     near_lib.THUMB_DISTANCE)))

@@ -9,6 +9,7 @@ class SensorModality(Modality):
   """CSV/TSV/JSONL/Parquet rows: timestamp, entity, channels, label."""
 
   name = 'sensor'
+  config_section_always = True
   default_dataset_name = 'sensor'
   input_help = ('a CSV, TSV, JSONL or Parquet file, or a folder or '
                 'pattern of them.')

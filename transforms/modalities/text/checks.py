@@ -121,6 +121,13 @@ def _add_stats(stats, values: Dict[str, list], manifest: dict) -> None:
 # ------------------------------------------------------------ dataset --
 
 
+def compares_near_duplicates(manifest: dict) -> bool:
+  """Whether the dataset's records keep their text (--keep_text), which
+  validation compares as the pipeline did; token ids alone have lost
+  punctuation, case and unknown words, and are not compared."""
+  return bool((manifest.get('text') or {}).get('keep_text'))
+
+
 def dataset_checks(manifest: dict, by_split: Dict[str, List[dict]]
                    ) -> List[dict]:
   """Every input became an example or a dead letter.

@@ -10,7 +10,11 @@ class TextModality(Modality):
   """CSV/TSV/JSONL tables of documents, or folders of .txt files."""
 
   name = 'text'
+  config_section_always = True
   content_keyed = True
+  groups_near_duplicates = True
+  data_noun = 'text'
+  near_duplicate_flags = frozenset({'--near_duplicate_similarity'})
   default_dataset_name = 'text'
   input_help = ('a CSV, TSV or JSONL file (or a pattern of them), or a '
                 'folder of class folders of .txt files.')
@@ -34,6 +38,14 @@ class TextModality(Modality):
   def settings(self, options):
     from transforms.modalities.text import options as text_options  # pylint: disable=import-outside-toplevel
     return text_options.settings(options)
+
+  def near_duplicate_rules(self, mode, options):
+    from transforms.modalities.text import options as text_options  # pylint: disable=import-outside-toplevel
+    return text_options.near_duplicate_rules(mode, options)
+
+  def near_duplicate_rules_of(self, given):
+    from transforms.modalities.text import options as text_options  # pylint: disable=import-outside-toplevel
+    return text_options.near_duplicate_rules_of(given)
 
   def normalization(self, value: Optional[str]) -> str:
     if value not in (None, 'none'):

@@ -64,3 +64,23 @@ def settings(o) -> text_transform.TextConfig:
       keep_text=bool(o.keep_text),
       invalid_utf8=flags.choice('invalid_utf8', o.invalid_utf8,
                                 ('replace', 'dead_letter')))
+
+
+def near_duplicate_rules(mode: str, o):
+  """The NearDuplicateRules of a run: --near_duplicates (`mode`) and
+  --near_duplicate_similarity."""
+  from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
+  similarity = near_lib.SIMILARITY
+  if o.near_duplicate_similarity is not None:
+    similarity = flags.number('near_duplicate_similarity',
+                              o.near_duplicate_similarity, 0.3, 1.0)
+  return near_lib.document_rules(mode, similarity)
+
+
+def near_duplicate_rules_of(given: dict):
+  """The NearDuplicateRules a dataset's config names (defaults for what it
+  does not)."""
+  from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
+  return near_lib.document_rules(
+      mode=given.get('mode', 'group'),
+      similarity=float(given.get('similarity', near_lib.SIMILARITY)))
