@@ -307,11 +307,11 @@ class Modality:
       The check entries, each {'check', 'status', 'detail'}.
     """
     del manifest, by_split, recordings
-    from transforms.validation import report  # pylint: disable=import-outside-toplevel
-    checks = report.content_leakage(content)
+    from transforms.validation import entries  # pylint: disable=import-outside-toplevel
+    checks = entries.content_leakage(content)
     # Near-duplicates in two splits, when validation compared them.
     if content.get('near_duplicates') is not None:
-      checks += report.near_duplicate_leakage(content['near_duplicates'])
+      checks += entries.near_duplicate_leakage(content['near_duplicates'])
     return checks
 
   def compares_near_duplicates(self, manifest: dict) -> bool:

@@ -19,6 +19,7 @@ from transforms.modalities.image import processing as images
 from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
+from transforms.validation import entries
 from transforms.validation import report as report_lib
 
 # Features whose statistics are kept per channel here (the picture), or
@@ -207,11 +208,11 @@ def _blank_images(by_split: Dict[str, List[dict]]) -> List[dict]:
                for split, rs in sorted(by_split.items())}
   count, ids = report_lib.flagged(results, 'blank')
   if not count:
-    return [report_lib.entry('no blank images', True,
+    return [entries.entry('no blank images', True,
                              f'none of the {records} stored images is one '
                              'colour all over')]
   where = ', '.join(f'{split} {n}' for split, n in per_split.items() if n)
-  return [report_lib.entry(
+  return [entries.entry(
       'no blank images', False,
       f'{count} of the {records} stored images are one colour all over '
       f'({where}), e.g. {", ".join(ids)}', problem='warn')]
@@ -234,7 +235,7 @@ def _statistics_reproduce(manifest: dict, by_split: Dict[str, List[dict]]
   mean, std = images.zscore_from_sums(sums, squares, pixels)
   diff = max(np.max(np.abs(mean - norm['mean'])),
              np.max(np.abs(std - norm['std'])))
-  return [report_lib.entry(
+  return [entries.entry(
       'normalization statistics reproduce', diff <= STATS_TOLERANCE,
       f'mean {np.round(mean, 4).tolist()} std {np.round(std, 4).tolist()} '
       'recomputed from the stored train images; largest difference from '

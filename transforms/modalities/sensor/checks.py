@@ -33,6 +33,7 @@ from transforms.modalities.sensor import windows
 from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import html_report
+from transforms.validation import entries
 from transforms.validation import report as report_lib
 
 # Features whose statistics are kept per channel here, not as a whole.
@@ -166,7 +167,7 @@ def _rows_add_up(manifest: dict) -> dict:
   recorded = all('duplicates_dropped' in s for s in splits)
   conflicting = (_time_section(manifest) or {}).get('total', {}).get(
       'conflicting_rows')
-  return report_lib.entry(
+  return entries.entry(
       'rows read = rows used + dropped + dead letters', ok,
       f'{totals["inputs"]} rows read, {used} used, {dropped} dropped for '
       'missing values, ' + (f'{dups} duplicates dropped' if recorded else
@@ -185,7 +186,7 @@ def _windows_formed(manifest: dict) -> dict:
       f'{what}: {w[key] if key in w else "not recorded"}'
       for key, what in (('lost_to_gaps', 'lost to gaps'),
                         ('too_long', 'too long')))
-  return report_lib.entry(
+  return entries.entry(
       'every window of every entity was formed',
       w['expected'] == w['formed'] and kept == w['formed'] - w[
           'crossing_time_cutoff'],
@@ -232,7 +233,7 @@ def _entity_leakage(recordings: Optional[dict]) -> List[dict]:
       f'{x["recording"]}: ' + ', '.join(f'{split} {n}' for split, n in
                                        x['records'].items())
       for x in recordings['examples'][:5])
-  return [report_lib.entry(
+  return [entries.entry(
       'no recording (entity) in two splits (leakage)', not found,
       f'{found} entities ({recordings["records"]} records) have records in '
       'more than one split, though --split_by entity keeps each entity\'s '
@@ -269,7 +270,7 @@ def _time_leakage(manifest: dict, by_split: Dict[str, List[dict]]) -> dict:
   shown = ', '.join(
       f'{name} {_time(spans[name]["first"][0])} to '
       f'{_time(spans[name]["last"][0])}' for name in names if spans[name])
-  return report_lib.entry(
+  return entries.entry(
       'no time range in two splits (leakage)', not problems,
       '; '.join(problems[:10]) if problems else
       f'the splits\' time ranges follow the cut-offs '
@@ -308,13 +309,13 @@ def _observation_leakage(content: dict) -> dict:
   why = ('--split_by hash splits rows one by one (by row id), so an '
          'entity\'s rows and a time range are in several splits by design: '
          'entity and time alone are not a leakage criterion')
-  return report_lib.entry(
+  return entries.entry(
       'no observation (entity, time and values) in two splits (leakage)',
       not found,
       f'{found} rows ({content["leaked_observation_records"]} records) are '
       'in more than one split with the same values, time and entity: the '
       'input holds the row more than once and its copies were split apart, '
-      f'e.g. {report_lib.listed_ids(content["observation_leaks"])} ({why})'
+      f'e.g. {entries.listed_ids(content["observation_leaks"])} ({why})'
       if found else
       f'{why}; no row (the same values at the same time of the same '
       'entity) is in two splits')
@@ -333,7 +334,7 @@ def _equal_values(manifest: dict, content: dict) -> dict:
                 'occur with equal values in more than one split; records '
                 'of other times or entities are distinct observations (two '
                 'days of weather can have equal values), e.g. '
-                f'{report_lib.listed_ids(content["leaks"])}' if found else
+                f'{entries.listed_ids(content["leaks"])}' if found else
                 f'no {what} with equal values are in two splits'}
 
 
@@ -614,11 +615,11 @@ def _entity_name(entity: str) -> str:
 def _entities_recorded(manifest: dict, series: dict) -> dict:
   """With sensor.time: every entity of the records is in it."""
   if _time_section(manifest) is None:
-    return report_lib.entry(
+    return entries.entry(
         'every entity read back is in the manifest\'s time section', True,
         _NOT_RECORDED)
   found = series['found']['unknown_entity']
-  return report_lib.entry(
+  return entries.entry(
       'every entity read back is in the manifest\'s time section',
       not found,
       f'{found} entities of the records are not in the manifest\'s '
@@ -633,7 +634,7 @@ def _entities_recorded(manifest: dict, series: dict) -> dict:
 def _spans_bounded(manifest: dict, series: dict) -> dict:
   """With sensor.time: no window spans more than span_bound."""
   if _time_section(manifest) is None:
-    return report_lib.entry(
+    return entries.entry(
         'no window spans more time than its samples and one gap allow',
         True, _NOT_RECORDED)
   length = manifest['sensor']['window_length']
@@ -642,7 +643,7 @@ def _spans_bounded(manifest: dict, series: dict) -> dict:
   loose = (f'; {unbounded} entities have no max gap (--max_gap none) or no '
            'sampling interval, and their windows no such bound'
            if unbounded else '')
-  return report_lib.entry(
+  return entries.entry(
       'no window spans more time than its samples and one gap allow',
       not found,
       f'{found} windows span more time than {length} samples at their '
@@ -663,7 +664,7 @@ def _stored_once(manifest: dict, series: dict) -> dict:
   aside = (f' (copies in {", ".join(copies)}, which --rebalance oversample '
            'copied records in, aside)' if copies else '')
   found = series['found']['stored_twice']
-  return report_lib.entry(
+  return entries.entry(
       'no window stored twice', not found,
       f'{found} windows are stored more than once{aside}: ' + _listed(
           series, ('stored_twice',), lambda x: f'{x["id"]} (' + ', '.join(
@@ -683,7 +684,7 @@ def _stride_kept(manifest: dict, series: dict) -> dict:
           f'after a gap once the window before has ended ({length} '
           'observations)')
   found = series['found']['closer_than_stride']
-  return report_lib.entry(
+  return entries.entry(
       'windows of one entity overlap no more than the stride allows',
       not found,
       f'{found} pairs of consecutive windows of one entity start fewer '
@@ -719,7 +720,7 @@ def _starts_increase(manifest: dict, series: dict) -> dict:
   else:
     detail = (f'{earlier + same} windows start no later than the window of '
               f'their entity before them: {listed}')
-  return report_lib.entry(
+  return entries.entry(
       'window start times increase with their first observation',
       not (earlier or same), detail, problem=problem)
 
@@ -751,7 +752,7 @@ def _observations_once(manifest: dict, series: dict) -> dict:
               'more than once, though preprocessing keeps one row per '
               f'entity and time (and dead-letters rows that disagree)'
               f'{aside}: {listed}')
-  return report_lib.entry(
+  return entries.entry(
       'no observation (entity and time) twice in a split', not found,
       detail, problem=problem)
 

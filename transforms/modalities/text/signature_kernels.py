@@ -26,7 +26,6 @@ import numpy as np
 
 from transforms.core import bands
 from transforms.core import mix
-from transforms.modalities.text import signatures
 
 
 def _compiled(signature):
@@ -53,13 +52,16 @@ _BASE = np.uint64(0x100000001B3)
 _PAIR = np.uint64(0x9E3779B97F4A7C15)
 _ALONE = np.uint64(0xD6E8FEB86659FD93)
 _ONE = np.uint64(1)
-# A shingle's top log2(BINS) bits pick its bin, the next 32 are its value.
-_BIN_BITS = signatures.BINS.bit_length() - 1
-assert 1 << _BIN_BITS == signatures.BINS
+# A document's signature has one bin per row of its bands (core/bands.py;
+# text/signatures.BINS, which imports this module on first use). A
+# shingle's top log2(bins) bits pick its bin, the next 32 are its value.
+_BINS = bands.BANDS * bands.ROWS_PER_BAND
+_BIN_BITS = _BINS.bit_length() - 1
+assert 1 << _BIN_BITS == _BINS
 _BIN_SHIFT = np.uint64(64 - _BIN_BITS)
 _VALUE_SHIFT = np.uint64(64 - _BIN_BITS - 32)
 _MASK32 = np.uint64(0xFFFFFFFF)
-_EMPTY = signatures.EMPTY
+_EMPTY = bands.EMPTY
 _SPACE = np.uint8(32)
 _END = np.uint8(0)
 # MurmurHash3's 64-bit finalizer: core/mix.py's, compiled for one value
@@ -169,7 +171,6 @@ def signed(hashes, counts, probes):
 # The band layout (core/bands.py), as constants of the compiled loop,
 # which reads every value of a signature and no more (Numba does not
 # check its indices).
-assert bands.BANDS * bands.ROWS_PER_BAND == signatures.BINS
 _BANDS = bands.BANDS
 _WORDS_PER_BAND = bands.WORDS_PER_BAND
 _BAND_PAIR = bands.PAIR

@@ -41,6 +41,8 @@ import numpy as np
 from transforms.core import bands
 
 BINS = 64  # a power of two (a hash's top bits pick a bin)
+# One bin per row of the bands (text/signature_kernels.py counts on it).
+assert BINS == bands.BANDS * bands.ROWS_PER_BAND
 # A bin no shingle reached (before densification), and every bin of a
 # document without words (which is never a near-duplicate): the bands'
 # value, which tells the search such documents apart (core/bands.usable).
