@@ -52,6 +52,7 @@ from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
 from pipelines import progress as progress_lib
+from pipelines import runner_hooks
 from pipelines import signals
 from pipelines.options import UsageError
 from transforms.output import lease as lease_lib
@@ -508,11 +509,8 @@ def _cancel(lease, staging: str, progress: dict,
       result.cancel()
     except Exception as e:  # pylint: disable=broad-except
       _LOG.warning('could not cancel the job (%s: %s)', type(e).__name__, e)
-    if options is not None and _runner_name(options).lower() in (
-        'flinkrunner', 'flink'):
-      # Beam's Flink job server leaves the Flink job running (see there).
-      from pipelines import flink  # pylint: disable=import-outside-toplevel
-      flink.cancel_on_cluster(result, options)
+    if options is not None:
+      runner_hooks.cancel_on_cluster(options, result)
   if _published_before_failing(progress):
     progress['published_before_cancel'] = True
     return
@@ -567,14 +565,6 @@ def _folder_has_anything(path: str) -> bool:
   except Exception:  # pylint: disable=broad-except
     return False
   return any(m.metadata_list for m in found)
-
-
-def _runner_name(options: PipelineOptions) -> str:
-  """The runner's name as given, without a dotted path (FlinkRunner for
-  `FlinkRunner` or `apache_beam...FlinkRunner`; `flink` as given)."""
-  runner = options.view_as(StandardOptions).runner or ''
-  return runner.split('.')[-1] if isinstance(runner, str) else type(
-      runner).__name__
 
 
 def _configure(argv: List[str]):
@@ -670,8 +660,7 @@ def _translate_only(options, cfg, run_info: dict, plan) -> dict:
   run_info['tft_temp'] = tempfile.mkdtemp(prefix='tfrecord-dry-run-')
   try:
     pipeline = _build(options, cfg, run_info, staging, plan)
-    from pipelines import dataflow  # pylint: disable=import-outside-toplevel
-    return dataflow.describe_dry_run(pipeline.run(), options)
+    return runner_hooks.describe_dry_run(options, pipeline.run())
   finally:
     shutil.rmtree(run_info['tft_temp'], ignore_errors=True)
 
