@@ -1,0 +1,97 @@
+"""No module of pipelines/ or transforms/ imports itself back, through any
+chain of imports, at the top or inside a function: a maintainer can read
+the package from the bottom up. (Plug-ins and launchers found by name,
+importlib.import_module in transforms/modalities/__init__.py and
+pipelines/runner_hooks.py, are not imports of a named module.)"""
+
+import ast
+import os
+
+from repo import ROOT
+
+PACKAGES = ('pipelines', 'transforms')
+
+
+def _modules():
+  """{dotted module name: path} of the packages' modules."""
+  found = {}
+  for package in PACKAGES:
+    for parent, _, files in os.walk(os.path.join(ROOT, package)):
+      for name in files:
+        if name.endswith('.py'):
+          path = os.path.join(parent, name)
+          dotted = os.path.relpath(path, ROOT)[:-3].replace(os.sep, '.')
+          found[dotted[:-len('.__init__')] if dotted.endswith('.__init__')
+                else dotted] = path
+  return found
+
+
+def _imports(path, modules):
+  """The package modules a module imports anywhere in it."""
+  with open(path, encoding='utf-8') as f:
+    tree = ast.parse(f.read(), path)
+  found = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      found |= {a.name for a in node.names if a.name in modules}
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      if node.module in modules:
+        found.add(node.module)
+      found |= {f'{node.module}.{a.name}' for a in node.names
+                if f'{node.module}.{a.name}' in modules}
+  return found
+
+
+def cycles(graph):
+  """The strongly connected groups of more than one module (Tarjan's
+  algorithm, iterative), each sorted."""
+  index, low, on_stack, stack, found = {}, {}, set(), [], []
+  counter = 0
+  for root in sorted(graph):
+    if root in index:
+      continue
+    work = [(root, iter(sorted(graph[root])))]
+    index[root] = low[root] = counter
+    counter += 1
+    stack.append(root)
+    on_stack.add(root)
+    while work:
+      node, children = work[-1]
+      child = next(children, None)
+      if child is not None:
+        if child not in index:
+          index[child] = low[child] = counter
+          counter += 1
+          stack.append(child)
+          on_stack.add(child)
+          work.append((child, iter(sorted(graph[child]))))
+        elif child in on_stack:
+          low[node] = min(low[node], index[child])
+        continue
+      work.pop()
+      if work:
+        low[work[-1][0]] = min(low[work[-1][0]], low[node])
+      if low[node] == index[node]:
+        group = []
+        while True:
+          member = stack.pop()
+          on_stack.discard(member)
+          group.append(member)
+          if member == node:
+            break
+        if len(group) > 1:
+          found.append(sorted(group))
+  return found
+
+
+def test_no_import_cycles_in_the_package():
+  modules = _modules()
+  graph = {name: _imports(path, modules) for name, path in modules.items()}
+  found = cycles(graph)
+  assert not found, 'modules that import each other:\n' + '\n'.join(
+      ' <-> '.join(group) for group in found)
+
+
+def test_cycles_are_found():
+  graph = {'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}, 'e': {'e', 'd'}}
+  assert cycles(graph) == [['a', 'b', 'c']]
