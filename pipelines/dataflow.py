@@ -37,6 +37,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from pipelines import launch
 from pipelines.options import UsageError
 from transforms import modalities
+from transforms.compat import beam as compat_beam
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETUP_FILE = os.path.join(ROOT, 'setup.py')
@@ -315,7 +316,7 @@ def describe_dry_run(result, options) -> dict:
   environment = apiclient.Environment(
       packages=[a['staged_name'] for a in artifacts],
       options=options,
-      environment_version=apiclient._FNAPI_ENVIRONMENT_MAJOR_VERSION,  # pylint: disable=protected-access
+      environment_version=compat_beam.dataflow_environment_version(),
       proto_pipeline_staged_url=(f'{gcloud.staging_location}/'
                                  f'{names.STAGED_PIPELINE_FILENAME}'),
       proto_pipeline=job.proto_pipeline,
@@ -329,7 +330,8 @@ def describe_dry_run(result, options) -> dict:
                   job.proto_pipeline.components.environments.values())
   description = {
       'dry_run': True,
-      'job': json.loads(json_format.MessageToJson(job.proto._pb)),  # pylint: disable=protected-access
+      'job': json.loads(json_format.MessageToJson(type(job.proto).pb(
+          job.proto))),
       'project': gcloud.project,
       'region': gcloud.region,
       'temp_location': gcloud.temp_location,

@@ -47,7 +47,6 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 from apache_beam.options.pipeline_options import TypeOptions
 
-from pipelines import dofn_specs
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
@@ -55,6 +54,7 @@ from pipelines import progress as progress_lib
 from pipelines import runner_hooks
 from pipelines import signals
 from pipelines.options import UsageError
+from transforms.compat import beam as compat_beam
 from transforms.output import lease as lease_lib
 from transforms.output import manifest as manifest_lib
 from transforms.core import processes
@@ -109,32 +109,6 @@ def unknown_flags(argv: List[str]) -> List[str]:
   return [a.split('=')[0] for a in rest if a.startswith('--')]
 
 
-def disable_timed_flush() -> bool:
-  """Stops the local runner's data plane from flushing on a timer.
-
-  Beam 2.77's DirectRunner in multi_threading (and multi_processing) mode
-  gives every output stream of a bundle a thread that flushes it once a
-  second without a lock against the bundle thread writing to it; what the
-  bundle writes during a flush is lost, or a record is cut in two. Sensor
-  runs lost a few hundred rows that way (the quality gate refused them), and
-  a plain Beam pipeline (one element fanned out to 300,000, grouped,
-  counted) lost elements in 3 of 3 runs with 2 workers. With no time limit
-  the streams flush only when 10 MB are buffered or the bundle ends, both
-  on the bundle's own thread. The constant is not a documented option, so
-  it is set only where it exists.
-
-  Returns:
-    Whether the limit exists (and is now 0).
-  """
-  from apache_beam.runners.portability.fn_api_runner import worker_handlers  # pylint: disable=import-outside-toplevel
-  if not hasattr(worker_handlers, 'DATA_BUFFER_TIME_LIMIT_MS'):
-    _LOG.warning('this Beam version has no DATA_BUFFER_TIME_LIMIT_MS; the '
-                 'DirectRunner\'s timed flush could not be turned off')
-    return False
-  worker_handlers.DATA_BUFFER_TIME_LIMIT_MS = 0
-  return True
-
-
 def apply_local_defaults(options: PipelineOptions, argv: List[str],
                          default_workers: Optional[int] = None) -> None:
   """Picks the DirectRunner's mode unless the flags name one.
@@ -146,13 +120,14 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
   their work is NumPy and TensorFlow batches and two threads or processes
   were not faster on 2 cores), or one per core when None. Whatever the
   runner, the timed flush of the local data plane is turned off (see
-  disable_timed_flush); it only concerns runners that run in this process.
+  compat_beam.disable_timed_flush); it only concerns runners that run in
+  this process.
   On the DirectRunner, Beam's type checks while the pipeline is built are
   off (see skip_type_checks).
   """
   # Also for a PortableRunner whose job service runs in this process
   # (--job_endpoint embed): it is the same local runner.
-  disable_timed_flush()
+  compat_beam.disable_timed_flush()
   if not options_lib.direct_runner(options):
     return
   skip_type_checks(options)
@@ -334,7 +309,7 @@ def run(argv: Optional[List[str]] = None,
     Exception: Anything the pipeline raised.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
-  dofn_specs.install()
+  compat_beam.cache_dofn_introspection()
   options, cfg = _configure(argv)
   progress = progress if progress is not None else {}
   progress.update(modality=cfg.modality, output=cfg.output,
@@ -621,24 +596,12 @@ def local_runner(options: PipelineOptions):
   FnApiRunner, made as the DirectRunner makes it for a batch pipeline it
   supports (ours are); None (the runner the options name) otherwise.
 
-  Beam 2.77's DirectRunner first tries its Prism runner: it translates the
-  whole pipeline for it (about 1.5 s for ours), then downloads the Prism
-  binary from GitHub at run time, and only where that fails (as on a
-  machine without internet access) falls back to the FnApiRunner. Where
-  the download works, a local run would run on another runner than the
-  one this project is tested with.
+  (Beam's own DirectRunner may pick its Prism runner instead: see
+  compat_beam.fn_api_runner.)
   """
   if not options_lib.direct_runner(options):
     return None
-  # pylint: disable=import-outside-toplevel
-  from apache_beam.portability.api import beam_provision_api_pb2
-  from apache_beam.runners.portability.fn_api_runner import fn_runner
-  from apache_beam.runners.portability.portable_runner import JobServiceHandle
-  # pylint: enable=import-outside-toplevel
-  encoded = JobServiceHandle.encode_pipeline_options(
-      options.get_all_options())
-  return fn_runner.FnApiRunner(provision_info=fn_runner.ExtendedProvisionInfo(
-      beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded)))
+  return compat_beam.fn_api_runner(options)
 
 
 def _build(options, cfg, run_info: dict, staging: str, plan):

@@ -46,7 +46,6 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines import dofn_specs
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
@@ -54,6 +53,7 @@ from pipelines import preprocess
 from pipelines import reader
 from transforms.core import near_duplicates as near_lib
 from transforms import modalities
+from transforms.compat import beam as compat_beam
 from transforms.validation import html_report
 from transforms.output import manifest as manifest_lib
 from transforms.sources import files
@@ -220,7 +220,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
     preprocess.UsageError: A bad invocation.
   """
   args, beam_args = _parser().parse_known_args(argv)
-  dofn_specs.install()
+  compat_beam.cache_dofn_introspection()
   thresholds = _thresholds(args)
   options_lib.check_beam_options(beam_args)
   unknown = preprocess.unknown_flags(beam_args)

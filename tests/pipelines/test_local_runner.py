@@ -2,7 +2,7 @@
 
 In Beam 2.77's multi_threading mode a thread flushes each bundle's output
 stream once a second without a lock, so elements written during a flush
-can be lost (or cut in two). `preprocess.disable_timed_flush` turns the
+can be lost (or cut in two). `compat/beam.disable_timed_flush` turns the
 timer off. The test fans one element out to many keyed elements in a
 single long bundle (several seconds, longer than the 1 s timer), groups and
 counts them, in multi_threading mode, with Python switching threads every

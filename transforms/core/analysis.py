@@ -27,12 +27,12 @@ own DoFn keeps whichever graph its worker process holds.
 import contextlib
 
 from apache_beam.transforms.window import GlobalWindows
-from tensorflow_transform.beam import impl as tft_impl
 
+from transforms.compat import tensorflow_transform as compat_tft
 from transforms.core import batches
 
 
-class TaggedGraph(tft_impl._RunMetaGraphDoFn):  # pylint: disable=protected-access
+class TaggedGraph(compat_tft.RunMetaGraphDoFn):
   """tf.Transform's _RunMetaGraphDoFn, running the graph of the saved model
   it is given, always.
 
@@ -108,13 +108,8 @@ def graph_ahead(threads: int = 1):
   """While building AnalyzeDataset: its analysis graph runs in GraphAhead,
   or with threads=2 in TwoGraphsAhead (threads=0: TaggedGraph, on the
   runner's thread)."""
-  dofn = _BY_THREADS[threads]
-  original = tft_impl._RunMetaGraphDoFn  # pylint: disable=protected-access
-  tft_impl._RunMetaGraphDoFn = dofn  # pylint: disable=protected-access
-  try:
+  with compat_tft.run_meta_graph_dofn(_BY_THREADS[threads]):
     yield
-  finally:
-    tft_impl._RunMetaGraphDoFn = original  # pylint: disable=protected-access
 
 
 def tagged_graphs():

@@ -1,6 +1,6 @@
-"""pipelines/dofn_specs.py: Beam's state-and-timer introspection of a DoFn
-kept per DoFn object, and the arguments of a function or method kept per
-function. It must give Beam exactly what Beam computes, for plain and
+"""transforms/compat/beam.cache_dofn_introspection: Beam's state-and-timer
+introspection of a DoFn kept per DoFn object, and the arguments of a
+function or method kept per function. It must give Beam exactly what Beam computes, for plain and
 stateful DoFns, in real pipelines; compute once per DoFn or function; and
 keep neither alive."""
 
@@ -18,14 +18,15 @@ from apache_beam.transforms import userstate
 from apache_beam.transforms.timeutil import TimeDomain
 import pytest
 
-from pipelines import dofn_specs
+from transforms.compat import beam as compat_beam
 
 BAG = userstate.BagStateSpec('seen', VarIntCoder())
 TOTAL = userstate.ReadModifyWriteStateSpec('total', VarIntCoder())
 FLUSH = userstate.TimerSpec('flush', TimeDomain.WATERMARK)
-# Beam's own functions, whether or not install() has replaced them.
-_BEAM = dofn_specs._PLAIN  # pylint: disable=protected-access
-_BEAM_ARGS = dofn_specs._PLAIN_ARGS  # pylint: disable=protected-access
+# Beam's own functions, whether or not cache_dofn_introspection() has
+# replaced them.
+_BEAM = compat_beam._PLAIN  # pylint: disable=protected-access
+_BEAM_ARGS = compat_beam._PLAIN_ARGS  # pylint: disable=protected-access
 
 
 class _Plain(beam.DoFn):
@@ -69,15 +70,15 @@ class _Unhashable(_SumPerKey):
 def test_the_same_answers_as_beam():
   for fn in (_Plain(), _SumPerKey(), _Unhashable(),
              beam.core.CallableWrapperDoFn(lambda x: x)):
-    assert dofn_specs.get_dofn_specs(fn) == _BEAM(fn)
-  assert dofn_specs.get_dofn_specs(_SumPerKey()) == ({BAG, TOTAL}, {FLUSH})
-  assert dofn_specs.get_dofn_specs(_Plain()) == (set(), set())
+    assert compat_beam.get_dofn_specs(fn) == _BEAM(fn)
+  assert compat_beam.get_dofn_specs(_SumPerKey()) == ({BAG, TOTAL}, {FLUSH})
+  assert compat_beam.get_dofn_specs(_Plain()) == (set(), set())
   with pytest.raises(ValueError, match='duplicate'):
-    dofn_specs.get_dofn_specs(_SameParamTwice())
+    compat_beam.get_dofn_specs(_SameParamTwice())
 
 
 def _recording(monkeypatch, name, beams):
-  """Replaces dofn_specs.<name> (Beam's function) with one that records
+  """Replaces compat_beam.<name> (Beam's function) with one that records
   what it is asked; returns that record."""
   computed = []
 
@@ -85,30 +86,30 @@ def _recording(monkeypatch, name, beams):
     computed.append(x)
     return beams(x)
 
-  monkeypatch.setattr(dofn_specs, name, plain)
+  monkeypatch.setattr(compat_beam, name, plain)
   return computed
 
 
 def test_computed_once_per_dofn_as_new_sets(monkeypatch):
   computed = _recording(monkeypatch, '_PLAIN', _BEAM)
   fn = _SumPerKey()
-  first = dofn_specs.get_dofn_specs(fn)
+  first = compat_beam.get_dofn_specs(fn)
   first[0].clear()  # a caller that changes what it got changes nothing
   for _ in range(4):
-    assert dofn_specs.get_dofn_specs(fn) == ({BAG, TOTAL}, {FLUSH})
+    assert compat_beam.get_dofn_specs(fn) == ({BAG, TOTAL}, {FLUSH})
   assert computed == [fn]
   # A DoFn that cannot be a weak dictionary's key is computed each time.
   odd = _Unhashable()
   for _ in range(3):
-    assert dofn_specs.get_dofn_specs(odd) == ({BAG, TOTAL}, {FLUSH})
+    assert compat_beam.get_dofn_specs(odd) == ({BAG, TOTAL}, {FLUSH})
   assert computed[1:] == [odd] * 3
 
 
 def test_keeps_no_dofn_alive():
   fn = _Plain()
   gone = weakref.ref(fn)
-  dofn_specs.get_dofn_specs(fn)
-  assert fn in dofn_specs._SPECS  # pylint: disable=protected-access
+  compat_beam.get_dofn_specs(fn)
+  assert fn in compat_beam._SPECS  # pylint: disable=protected-access
   del fn
   gc.collect()
   assert gone() is None
@@ -128,8 +129,8 @@ def _arguments_cases():
 
 def test_arguments_are_beams():
   for f in _arguments_cases():
-    assert dofn_specs.get_function_args_defaults(f) == _BEAM_ARGS(f), f
-  args, defaults = dofn_specs.get_function_args_defaults(
+    assert compat_beam.get_function_args_defaults(f) == _BEAM_ARGS(f), f
+  args, defaults = compat_beam.get_function_args_defaults(
       _SumPerKey().process)
   assert args == ['kv', 'total', 'seen', 'flush', 'window']
   assert [type(d) for d in defaults] == [
@@ -139,34 +140,34 @@ def test_arguments_are_beams():
 
 def test_arguments_computed_once_per_function_as_new_lists(monkeypatch):
   computed = _recording(monkeypatch, '_PLAIN_ARGS', _BEAM_ARGS)
-  monkeypatch.setattr(dofn_specs, '_ARGS', {
+  monkeypatch.setattr(compat_beam, '_ARGS', {
       False: weakref.WeakKeyDictionary(), True: weakref.WeakKeyDictionary()})
   # Unpickled copies of a DoFn (one per stage of the local runner) share
   # their methods' functions: one computation for all of them.
   copies = [pickle.loads(pickle.dumps(_SumPerKey())) for _ in range(4)]
   for fn in copies:
-    args, defaults = dofn_specs.get_function_args_defaults(fn.process)
+    args, defaults = compat_beam.get_function_args_defaults(fn.process)
     args.clear()  # a caller that changes what it got changes nothing
     defaults.clear()
   assert len(computed) == 1
-  assert dofn_specs.get_function_args_defaults(copies[0].process) == (
+  assert compat_beam.get_function_args_defaults(copies[0].process) == (
       _BEAM_ARGS(copies[0].process))
   # The function itself (with self) and bound (without): two answers.
-  assert dofn_specs.get_function_args_defaults(_SumPerKey.process)[0][0] == (
+  assert compat_beam.get_function_args_defaults(_SumPerKey.process)[0][0] == (
       'self')
   assert len(computed) == 2
   # Not a plain function or method: Beam's answer each time.
   partial = functools.partial(_with_defaults, 1)
   for _ in range(3):
-    dofn_specs.get_function_args_defaults(partial)
+    compat_beam.get_function_args_defaults(partial)
   assert computed[2:] == [partial] * 3
 
 
 def test_arguments_keep_no_function_alive():
   f = eval('lambda x, y=1: x')  # pylint: disable=eval-used
   gone = weakref.ref(f)
-  dofn_specs.get_function_args_defaults(f)
-  assert f in dofn_specs._ARGS[False]  # pylint: disable=protected-access
+  compat_beam.get_function_args_defaults(f)
+  assert f in compat_beam._ARGS[False]  # pylint: disable=protected-access
   del f
   gc.collect()
   assert gone() is None
@@ -176,10 +177,10 @@ def test_stateful_and_plain_dofns_run_as_before_once_installed(monkeypatch):
   monkeypatch.setattr(userstate, 'get_dofn_specs', _BEAM)
   monkeypatch.setattr(beam.transforms.core, 'get_function_args_defaults',
                       _BEAM_ARGS)
-  dofn_specs.install()
-  assert userstate.get_dofn_specs is dofn_specs.get_dofn_specs
+  compat_beam.cache_dofn_introspection()
+  assert userstate.get_dofn_specs is compat_beam.get_dofn_specs
   assert beam.transforms.core.get_function_args_defaults is (
-      dofn_specs.get_function_args_defaults)
+      compat_beam.get_function_args_defaults)
   data = [('a', 1), ('b', 5), ('a', 2), ('a', 4), ('b', 5)]
   with TestPipeline() as p:
     kvs = p | beam.Create(data)
