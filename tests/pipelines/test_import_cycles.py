@@ -95,3 +95,15 @@ def test_no_import_cycles_in_the_package():
 def test_cycles_are_found():
   graph = {'a': {'b'}, 'b': {'c'}, 'c': {'a'}, 'd': {'a'}, 'e': {'e', 'd'}}
   assert cycles(graph) == [['a', 'b', 'c']]
+
+
+def test_transforms_import_nothing_from_pipelines():
+  # The layers: pipelines/ (commands, launchers) builds on transforms/
+  # (the pipelines' parts, which run on workers), never the other way.
+  modules = _modules()
+  upward = sorted(f'{name} imports {target}'
+                  for name, path in modules.items()
+                  if name.startswith('transforms')
+                  for target in _imports(path, modules)
+                  if target.startswith('pipelines'))
+  assert not upward, '\n'.join(upward)
