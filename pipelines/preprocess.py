@@ -45,13 +45,13 @@ from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
-from apache_beam.options.pipeline_options import TypeOptions
 
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
 from pipelines import progress as progress_lib
 from pipelines import runner_hooks
+from pipelines import runner_setup
 from pipelines import signals
 from pipelines.options import UsageError
 from transforms.compat import beam as compat_beam
@@ -83,89 +83,6 @@ def print_help() -> None:
       'Beam (--runner, --direct_running_mode, --direct_num_workers, ...).')
   options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
   parser.print_help()
-
-
-def _flag_given(argv: List[str], flag: str) -> bool:
-  return any(a == flag or a.startswith(flag + '=') for a in argv)
-
-
-def unknown_flags(argv: List[str]) -> List[str]:
-  """Flags neither we nor any Beam options class declare (typos)."""
-  import argparse  # pylint: disable=import-outside-toplevel
-  parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
-  seen = set()
-  pending = [PipelineOptions]
-  while pending:
-    cls = pending.pop()
-    for sub in cls.__subclasses__():
-      if sub not in seen:
-        seen.add(sub)
-        pending.append(sub)
-        try:
-          sub._add_argparse_args(parser)  # pylint: disable=protected-access
-        except argparse.ArgumentError:
-          pass  # declared twice by two classes; either is fine
-  _, rest = parser.parse_known_args(argv)
-  return [a.split('=')[0] for a in rest if a.startswith('--')]
-
-
-def apply_local_defaults(options: PipelineOptions, argv: List[str],
-                         default_workers: Optional[int] = None) -> None:
-  """Picks the DirectRunner's mode unless the flags name one.
-
-  `--workers N` sets the number of workers (threads when N > 1). Without
-  it, `default_workers` (the modality's choice: images, one while worker
-  processes decode, else one per core, as the decoders release the GIL;
-  text and sensor rows, one, as
-  their work is NumPy and TensorFlow batches and two threads or processes
-  were not faster on 2 cores), or one per core when None. Whatever the
-  runner, the timed flush of the local data plane is turned off (see
-  compat_beam.disable_timed_flush); it only concerns runners that run in
-  this process.
-  On the DirectRunner, Beam's type checks while the pipeline is built are
-  off (see skip_type_checks).
-  """
-  # Also for a PortableRunner whose job service runs in this process
-  # (--job_endpoint embed): it is the same local runner.
-  compat_beam.disable_timed_flush()
-  if not options_lib.direct_runner(options):
-    return
-  skip_type_checks(options)
-  direct = options.view_as(DirectOptions)
-  workers = options.view_as(options_lib.PreprocessOptions).workers
-  if workers is not None:
-    workers = options_lib.check_workers(workers)
-  else:
-    workers = (default_workers if default_workers is not None else
-               os.cpu_count() or 1)
-  if not _flag_given(argv, '--direct_num_workers'):
-    direct.direct_num_workers = workers
-  if not _flag_given(argv, '--direct_running_mode'):
-    direct.direct_running_mode = ('multi_threading'
-                                  if direct.direct_num_workers > 1 else
-                                  'in_memory')
-
-
-def skip_type_checks(options: PipelineOptions) -> None:
-  """Turns Beam's construction-time type checks off (as
-  --no_pipeline_type_check does), unless --pipeline_type_check, or a type
-  check while the pipeline runs (--runtime_type_check,
-  --performance_runtime_type_check), is asked for.
-
-  For each step it applies, Beam checks its input's type and infers its
-  output's type, reading the bytecode of every function given to Map or
-  FlatMap: a fixed 0.3-0.5 s of every run (about 500 steps), and the
-  inferred types only choose coders between the local runner's stages. No
-  record depends on them (the same shards either way); a modality's
-  pipeline is still built with the checks on by the tests and on every
-  other runner.
-  """
-  types = options.view_as(TypeOptions)
-  asked = options.view_as(options_lib.PreprocessOptions)
-  if (asked.type_check_on_direct_runner or types.runtime_type_check or
-      types.performance_runtime_type_check):
-    return
-  types.pipeline_type_check = False
 
 
 def check_output(cfg) -> None:
@@ -324,7 +241,7 @@ def run(argv: Optional[List[str]] = None,
   if not dry_run:
     check_output(cfg)
   modality = cfg.plugin
-  apply_local_defaults(options, argv,
+  runner_setup.apply_local_defaults(options, argv,
                        modality.default_workers(os.cpu_count() or 1, cfg))
   run_id = time.strftime('%Y%m%dT%H%M%S', time.gmtime()) + '-' + (
       secrets.token_hex(3))
@@ -554,7 +471,7 @@ def _configure(argv: List[str]):
     raise _HelpRequested()
   options_lib.check_beam_options(argv)
   options = options_lib.BeamOptions(argv)
-  unknown = unknown_flags(argv)
+  unknown = runner_setup.unknown_flags(argv)
   if unknown:
     raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
   _check_runner(options)
@@ -591,23 +508,11 @@ def _absolute_paths(options: PipelineOptions) -> None:
   o.output = options_lib.absolute_local_path(o.output)
 
 
-def local_runner(options: PipelineOptions):
-  """The runner object for `options`: for the DirectRunner, Beam's
-  FnApiRunner, made as the DirectRunner makes it for a batch pipeline it
-  supports (ours are); None (the runner the options name) otherwise.
-
-  (Beam's own DirectRunner may pick its Prism runner instead: see
-  compat_beam.fn_api_runner.)
-  """
-  if not options_lib.direct_runner(options):
-    return None
-  return compat_beam.fn_api_runner(options)
-
-
 def _build(options, cfg, run_info: dict, staging: str, plan):
   """A pipeline holding the whole run (core/skeleton.py). The garbage
   collector, if the command line paused it, starts again here."""
-  pipeline = beam.Pipeline(runner=local_runner(options), options=options)
+  pipeline = beam.Pipeline(runner=runner_setup.local_runner(options),
+                           options=options)
   _ = pipeline | 'PreprocessDataset' >> skeleton.PreprocessDataset(
       cfg, run_info, staging, plan)
   collector.resume()
@@ -850,7 +755,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(argv: Optional[List[str]]) -> int:
   progress: dict = {}
   manifest, error = None, None
-  verbose = _flag_given(argv, '--verbose')
+  verbose = runner_setup.flag_given(argv, '--verbose')
   with errors.Capture(verbose) as capture:
     try:
       manifest = run(argv, progress)

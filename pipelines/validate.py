@@ -50,6 +50,7 @@ from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
 from pipelines import preprocess
+from pipelines import runner_setup
 from pipelines import reader
 from transforms.compat import beam as compat_beam
 from transforms.output import manifest as manifest_lib
@@ -143,7 +144,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
   compat_beam.cache_dofn_introspection()
   thresholds = _thresholds(args)
   options_lib.check_beam_options(beam_args)
-  unknown = preprocess.unknown_flags(beam_args)
+  unknown = runner_setup.unknown_flags(beam_args)
   if unknown:
     raise preprocess.UsageError(f'unknown option {", ".join(unknown)} '
                                 '(see --help).')
@@ -167,7 +168,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
   extra = _unlisted_files(output, manifest)
   report_path = args.report or manifest_lib.join(output, REPORT)
   options = options_lib.BeamOptions(beam_args)
-  preprocess.apply_local_defaults(options, beam_args)
+  runner_setup.apply_local_defaults(options, beam_args)
   collector.resume()
   # What the near-duplicate check groups waits beside the report (a place
   # this run may write to), not in memory (core/near_duplicates.py);
@@ -186,7 +187,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
 def _validate(options, output, manifest, shards, extra, report_path,
               thresholds, scratch):
   """Runs the validation pipeline, which writes the report."""
-  with beam.Pipeline(runner=preprocess.local_runner(options),
+  with beam.Pipeline(runner=runner_setup.local_runner(options),
                      options=options) as p:
     _ = p | 'ValidateDataset' >> validation_pipeline.ValidateDataset(
         output, manifest, shards, extra, report_path, thresholds, scratch)

@@ -22,6 +22,7 @@ import pytest
 import imagegen
 import sensorgen
 from pipelines import preprocess
+from pipelines import runner_setup
 import repo
 
 GOLDEN = os.path.join(repo.ROOT, 'tests', 'golden',
@@ -200,7 +201,7 @@ def test_records_equal_the_recorded_ones(name, kind, extra, inputs, golden,
 
 
 # One run of each modality again, built with Beam's type checks, which the
-# DirectRunner skips by default (preprocess.skip_type_checks): the pipeline
+# DirectRunner skips by default (runner_setup.skip_type_checks): the pipeline
 # passes them, and the records are the same.
 CHECKED = ('image_png_manifest_undersample', 'text_tfidf_folder_ngrams',
            'sensor_windows_entity_majority')

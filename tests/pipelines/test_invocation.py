@@ -7,6 +7,7 @@ import pytest
 import imagegen
 from pipelines import options as options_lib
 from pipelines import preprocess
+from pipelines import runner_setup
 from pipelines.options import UsageError
 from transforms import modalities
 from pipelines import validate
@@ -174,7 +175,7 @@ def test_local_runner_defaults(argv, modality, expected):
   options = PipelineOptions(argv)
   cfg = types.SimpleNamespace(
       local_processes=options_lib.local_processes(options))
-  preprocess.apply_local_defaults(
+  runner_setup.apply_local_defaults(
       options, argv,
       modalities.get(modality).default_workers(os.cpu_count() or 1, cfg))
   direct = options.view_as(DirectOptions)
@@ -198,7 +199,7 @@ def test_type_checks_while_building(argv, checked):
   from apache_beam.options.pipeline_options import PipelineOptions
   from apache_beam.options.pipeline_options import TypeOptions
   options = PipelineOptions(argv)
-  preprocess.apply_local_defaults(options, argv)
+  runner_setup.apply_local_defaults(options, argv)
   assert options.view_as(TypeOptions).pipeline_type_check is checked
   # What the runner is given (the proto of every option) says the same.
   assert options.get_all_options()['pipeline_type_check'] is checked

@@ -31,7 +31,7 @@ CHILD = textwrap.dedent('''
     from apache_beam.metrics import Metrics
     from apache_beam.metrics.metric import MetricsFilter
     from apache_beam.options.pipeline_options import PipelineOptions
-    from pipelines import preprocess
+    from pipelines import runner_setup
 
     N = int(sys.argv[1])
 
@@ -49,7 +49,7 @@ CHILD = textwrap.dedent('''
             '--direct_num_workers', '1']
     options = PipelineOptions(argv)
     if os.environ.get('GUARD', '1') == '1':
-      preprocess.apply_local_defaults(options, argv)
+      runner_setup.apply_local_defaults(options, argv)
     sys.setswitchinterval(1e-5)
     p = beam.Pipeline(options=options)
     _ = (p | beam.Create([0]) | beam.FlatMap(fan_out) | beam.GroupByKey()
@@ -93,12 +93,12 @@ def test_a_local_run_goes_straight_to_the_fn_api_runner(caplog):
   from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
   from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=import-outside-toplevel
   from apache_beam.testing.util import assert_that, equal_to  # pylint: disable=import-outside-toplevel
-  from pipelines import preprocess  # pylint: disable=import-outside-toplevel
+  from pipelines import runner_setup  # pylint: disable=import-outside-toplevel
   options = PipelineOptions(['--direct_num_workers', '2',
                              '--direct_running_mode', 'multi_threading'])
-  runner = preprocess.local_runner(options)
+  runner = runner_setup.local_runner(options)
   assert isinstance(runner, fn_runner.FnApiRunner)
-  assert preprocess.local_runner(PipelineOptions(
+  assert runner_setup.local_runner(PipelineOptions(
       ['--runner', 'DataflowRunner'])) is None
   caplog.set_level(logging.INFO)
   with beam.Pipeline(runner=runner, options=options) as p:
