@@ -316,6 +316,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   collector.pause()
   from pipelines import quiet  # pylint: disable=import-outside-toplevel
   quiet.start(argv[cut + 1:])
+  from pipelines import outcome  # pylint: disable=import-outside-toplevel
   from pipelines import preprocess  # pylint: disable=import-outside-toplevel
   code = preprocess.main(argv[cut + 1:])
   end = time.perf_counter()
@@ -335,7 +336,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   if recorder.missing:
     print(f'not timed (not in this version): {", ".join(recorder.missing)}',
           file=out)
-  preprocess.exit_now(code)
+  outcome.exit_now(code)
   return code
 
 

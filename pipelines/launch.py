@@ -216,17 +216,18 @@ def main(argv: Optional[List[str]], env: Optional[Mapping[str, str]],
   sentence on stderr, the JSON summary on stdout, exit code 2.
   """
   import os  # pylint: disable=import-outside-toplevel
+  from pipelines import outcome  # pylint: disable=import-outside-toplevel
   from pipelines import preprocess  # pylint: disable=import-outside-toplevel
   argv = list(sys.argv[1:] if argv is None else argv)
   if '--help' in argv or '-h' in argv:
     print(doc.strip())
-    return preprocess.EXIT_OK
+    return outcome.EXIT_OK
   try:
     args = to_preprocess_args(argv, os.environ if env is None else env)
   except UsageError as e:
-    preprocess.configure_logging()
-    error = preprocess.usage_sentence(e)
+    outcome.configure_logging()
+    error = outcome.usage_sentence(e)
     print(f'error: {error}', file=sys.stderr)
-    print(preprocess.summary_json(preprocess.EXIT_USAGE, {}, None, error))
-    return preprocess.EXIT_USAGE
+    print(outcome.summary_json(outcome.EXIT_USAGE, {}, None, error))
+    return outcome.EXIT_USAGE
   return preprocess.main(args)

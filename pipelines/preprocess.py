@@ -48,6 +48,7 @@ from apache_beam.options.pipeline_options import TestOptions
 
 from pipelines import errors
 from pipelines import options as options_lib
+from pipelines import outcome
 from pipelines import preflight
 from pipelines import progress as progress_lib
 from pipelines import runner_hooks
@@ -62,13 +63,6 @@ from transforms.core import skeleton
 from transforms.core.errors import DataQualityError
 
 _LOG = logging.getLogger('pipelines.preprocess')
-_PROCESS_START = time.time()
-
-EXIT_OK = 0
-EXIT_PIPELINE_FAILED = 1
-EXIT_USAGE = 2
-EXIT_DATA_QUALITY = 3
-
 
 class _HelpRequested(Exception):
   """--help was given: print the options instead of running."""
@@ -360,7 +354,7 @@ def _publish_run(options, cfg, run_info: dict, plan, stale_hours: float,
         _remove_tree(staging)
         raise
       _LOG.info('pipeline built %.1f s after start; running it',
-                time.time() - _PROCESS_START)
+                time.time() - outcome.PROCESS_START)
       return _run_pipeline(pipeline, detach, staging, progress, reporter)
   except BaseException as e:
     if signals.received() is None:
@@ -607,113 +601,6 @@ def _read_json(path: str) -> dict:
     return json.loads(f.read().decode('utf-8'))
 
 
-def summary_line(manifest: dict) -> str:
-  t = manifest['totals']
-  parts = [f'{name}: {s["records"]} records in {len(s["shards"])} shards'
-           for name, s in manifest['splits'].items()]
-  return (f'published {t["records"]} records ({"; ".join(parts)}); '
-          f'{t["dead_lettered"]} of {t["inputs"]} inputs dead-lettered; '
-          f'{manifest["timings"]["seconds"]:.1f} s')
-
-
-STATUSES = {EXIT_OK: 'published', EXIT_USAGE: 'bad_invocation',
-            EXIT_DATA_QUALITY: 'data_quality_failed',
-            EXIT_PIPELINE_FAILED: 'pipeline_failed'}
-STATUSES.update({signals.exit_code(s): 'cancelled' for s in signals.SIGNALS})
-
-
-def summary_json(code: int, progress: dict, manifest: Optional[dict],
-                 error: Optional[str]) -> str:
-  """The one-line JSON summary a scheduler reads from the end of stdout.
-
-  {"status", "exit_code", "modality", "runner", "output", "partition",
-   "run_id", "published", "inputs", "examples", "records", "dead_lettered",
-   "bad_fraction", "splits": {split: records}, "fingerprint", "seconds",
-   "error", "log"}; counts are null when the run stopped before counting,
-  and a data-quality failure carries the counts it was refused for. "error"
-  is null, the bad invocation's or the data-quality failure's sentence, or
-  for a failed pipeline "<ExceptionType>: <first line of its message>";
-  "log" names the file holding a failed pipeline's traceback. A Dataflow
-  --dry_run has status "dry_run" and adds "job_name" and "job_file"; a
-  Dataflow job submitted with --detach has status "submitted" (published
-  false: the job publishes when it finishes) and adds "job_id".
-  """
-  import json  # pylint: disable=import-outside-toplevel
-  m = manifest or progress.get('failed_manifest') or {}
-  totals = m.get('totals', {})
-  dry_run = progress.get('dry_run')
-  submitted = progress.get('submitted')
-  extra = {'job_name': dry_run['job_name'],
-           'job_file': dry_run['job_file']} if dry_run else {}
-  if submitted:
-    extra = {'job_id': submitted['job_id']}
-  status = ('dry_run' if dry_run else 'submitted' if submitted else
-            STATUSES[code])
-  return json.dumps({
-      'status': status, 'exit_code': code,
-      'modality': progress.get('modality'),
-      'runner': progress.get('runner'),
-      'output': progress.get('output'),
-      'partition': progress.get('partition'),
-      'run_id': progress.get('run_id'),
-      'published': code == EXIT_OK and not (dry_run or submitted),
-      'inputs': totals.get('inputs'), 'examples': totals.get('examples'),
-      'records': totals.get('records'),
-      'dead_lettered': totals.get('dead_lettered'),
-      'bad_fraction': totals.get('bad_fraction'),
-      'splits': {name: s['records'] for name, s in m.get('splits',
-                                                         {}).items()},
-      'fingerprint': m.get('fingerprint') if code == EXIT_OK else None,
-      'seconds': round(time.time() - _PROCESS_START, 3),
-      'error': error,
-      'log': progress.get('log'),
-      **extra,
-  }, sort_keys=False)
-
-
-class _DropInstanceDictAdvice(logging.Filter):
-  """tf.Transform advises Arrow input on every run; for images, whose
-  analysis input is a few statistics per image, dicts cost nothing."""
-
-  def filter(self, record):
-    return 'instance dicts' not in record.getMessage()
-
-
-class _DropWorkerStartupNotices(logging.Filter):
-  """Beam's SDK workers in other processes (multi_processing, portable
-  runners) warn at start-up that they have no semi-persistent directory and
-  that they discard the options Beam does not know (ours); both are
-  expected, and the local job service logs each as a warning."""
-
-  NOTICES = ('message: "No semi_persistent_directory found',
-             'message: "Discarding unparseable args')
-
-  def filter(self, record):
-    message = record.getMessage()
-    return not any(notice in message for notice in self.NOTICES)
-
-
-def configure_logging() -> None:
-  logging.basicConfig(level=logging.WARNING,
-                      format='%(asctime)s %(levelname)s %(name)s: %(message)s')
-  for name in ('pipelines', 'transforms'):
-    logging.getLogger(name).setLevel(logging.INFO)
-  logging.getLogger('absl').addFilter(_DropInstanceDictAdvice())
-  logging.getLogger(
-      'apache_beam.runners.portability.local_job_service').addFilter(
-          _DropWorkerStartupNotices())
-
-
-def usage_sentence(error: Exception) -> str:
-  """A bad invocation's message as the one sentence printed for it."""
-  msg = str(error)
-  first = msg.split(' ', 1)[0]
-  # "The input ...", but not "Photos.csv: ..." or "--flag ...".
-  if not (first.startswith('-') or any(c in first for c in './\\:')):
-    msg = msg[0].upper() + msg[1:]
-  return msg + ('' if msg.endswith('.') else '.')
-
-
 def _read_nothing(progress: dict) -> bool:
   """Whether a refused run had no input at all (nothing to refuse: an
   empty input is a bad invocation)."""
@@ -736,13 +623,13 @@ def main(argv: Optional[List[str]] = None) -> int:
   """Command-line entry point; returns the exit code.
 
   Whatever the outcome (except --help), the last line on stdout is one JSON
-  object summarizing the run (see summary_json); the human-readable
+  object summarizing the run (see outcome.summary_json); the human-readable
   summary or error goes to stderr, a failure's as one sentence that ends
   it. A failed pipeline's traceback goes to a log file the sentence names
   (and with --verbose to stderr too).
   """
   argv = list(sys.argv[1:] if argv is None else argv)
-  configure_logging()
+  outcome.configure_logging()
   handlers = signals.install()
   try:
     return _main(argv)
@@ -759,7 +646,7 @@ def _main(argv: Optional[List[str]]) -> int:
   with errors.Capture(verbose) as capture:
     try:
       manifest = run(argv, progress)
-      code = EXIT_OK
+      code = outcome.EXIT_OK
     except signals.Cancelled as e:
       signum = e.signum or signals.received()
       error = (f'cancelled by {signals.name(signum)}; nothing was '
@@ -768,17 +655,17 @@ def _main(argv: Optional[List[str]]) -> int:
       code = signals.exit_code(signum)
     except _HelpRequested:
       print_help()
-      return EXIT_OK
+      return outcome.EXIT_OK
     except UsageError as e:
-      error = usage_sentence(e)
-      code = EXIT_USAGE
+      error = outcome.usage_sentence(e)
+      code = outcome.EXIT_USAGE
     except DataQualityError as e:
       if _read_nothing(progress):
-        error = usage_sentence(_empty_input(progress))
-        code = EXIT_USAGE
+        error = outcome.usage_sentence(_empty_input(progress))
+        code = outcome.EXIT_USAGE
       else:
         error = f'data quality: {e}'
-        code = EXIT_DATA_QUALITY
+        code = outcome.EXIT_DATA_QUALITY
     except Exception as e:  # pylint: disable=broad-except
       error = errors.describe(e)
       log = capture.write_log(
@@ -791,8 +678,8 @@ def _main(argv: Optional[List[str]]) -> int:
                '; pass --verbose to see the traceback')
       print(f'error: the pipeline failed: {error.rstrip(".")}{where}.',
             file=sys.stderr)
-      code = EXIT_PIPELINE_FAILED
-    if code in (EXIT_USAGE, EXIT_DATA_QUALITY):
+      code = outcome.EXIT_PIPELINE_FAILED
+    if code in (outcome.EXIT_USAGE, outcome.EXIT_DATA_QUALITY):
       print(f'error: {error}', file=sys.stderr)
   if manifest is not None and manifest.get('submitted'):
     if manifest['job_id']:
@@ -813,29 +700,14 @@ def _main(argv: Optional[List[str]]) -> int:
     progress['dry_run'] = manifest
     manifest = None
   elif manifest is not None:
-    print(summary_line(manifest), file=sys.stderr)
-  print(summary_json(code, progress, manifest, error))
+    print(outcome.summary_line(manifest), file=sys.stderr)
+  print(outcome.summary_json(code, progress, manifest, error))
   return code
-
-
-def exit_now(code: int) -> None:
-  """Flushes stdout, stderr and logs, then ends the process at once.
-
-  For command-line entry points only: everything is written and closed by
-  then (local worker processes are stopped first), and the interpreter's
-  teardown of TensorFlow and of Beam's gRPC threads would only add 1-2 s.
-  """
-  sys.stdout.flush()
-  sys.stderr.flush()
-  logging.shutdown()
-  processes.stop_all()  # main() did, unless it did not return
-  quiet.finish()
-  os._exit(code)  # pylint: disable=protected-access
 
 
 def cli() -> None:
   """Console-script entry point."""
-  exit_now(main())
+  outcome.exit_now(main())
 
 
 if __name__ == '__main__':

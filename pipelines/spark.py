@@ -193,5 +193,5 @@ def main(argv: Optional[List[str]] = None,
 if __name__ == '__main__':
   from pipelines import quiet  # pylint: disable=ungrouped-imports
   quiet.start()  # before TensorFlow is imported (see pipelines/quiet.py)
-  from pipelines.preprocess import exit_now  # pylint: disable=ungrouped-imports
+  from pipelines.outcome import exit_now  # pylint: disable=ungrouped-imports
   exit_now(main())

@@ -49,22 +49,23 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
-from pipelines import preprocess
+from pipelines import outcome
 from pipelines import runner_setup
 from pipelines import reader
 from transforms.compat import beam as compat_beam
+from transforms.core.errors import UsageError
 from transforms.output import manifest as manifest_lib
 from transforms.sources import files
 from transforms.validation import dataset_checks as quality_checks
 from transforms.validation import pipeline as validation_pipeline
 
 REPORT = 'validation_report.json'
-EXIT_SOUND = 0
+EXIT_SOUND = outcome.EXIT_OK
 # Same code as preprocess's data-quality failure, so a scheduler can treat
 # "the data is not sound" alike wherever it is found.
-EXIT_UNSOUND = 3
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+EXIT_UNSOUND = outcome.EXIT_DATA_QUALITY
+EXIT_FAILED = outcome.EXIT_PIPELINE_FAILED
+EXIT_USAGE = outcome.EXIT_USAGE
 
 
 def _unlisted_files(output: str, manifest: dict) -> List[str]:
@@ -89,7 +90,7 @@ class _Parser(argparse.ArgumentParser):
   the usage and exiting."""
 
   def error(self, message):
-    raise preprocess.UsageError(f'{message} (see --help).')
+    raise UsageError(f'{message} (see --help).')
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -138,7 +139,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
 
   Raises:
     reader.DatasetError: The folder is not a published dataset.
-    preprocess.UsageError: A bad invocation.
+    UsageError: A bad invocation.
   """
   args, beam_args = _parser().parse_known_args(argv)
   compat_beam.cache_dofn_introspection()
@@ -146,7 +147,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
   options_lib.check_beam_options(beam_args)
   unknown = runner_setup.unknown_flags(beam_args)
   if unknown:
-    raise preprocess.UsageError(f'unknown option {", ".join(unknown)} '
+    raise UsageError(f'unknown option {", ".join(unknown)} '
                                 '(see --help).')
   runner = options_lib.check_runner(_runner(beam_args),
                                     args.allow_unverified_runner)
@@ -156,7 +157,7 @@ def run(argv: Optional[List[str]] = None) -> dict:
   output = options_lib.absolute_local_path(args.output).rstrip('/')
   preflight.check_reachable([output], PipelineOptions(beam_args))
   if not files.exists(output):
-    raise preprocess.UsageError(f'the dataset folder {output} does not '
+    raise UsageError(f'the dataset folder {output} does not '
                                 'exist.')
   manifest = reader.load_manifest(output)
   try:
@@ -208,7 +209,7 @@ def _number(args, name: str, optional: bool) -> Optional[float]:
   except ValueError:
     number = -1.0
   if not number >= 0:
-    raise preprocess.UsageError(
+    raise UsageError(
         f'--{name} must be a number, 0 or more'
         f'{" (or none)" if optional else ""}, not "{value}".')
   return number
@@ -251,12 +252,12 @@ def summary(report: dict) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
-  preprocess.configure_logging()
+  outcome.configure_logging()
   verbose = '--verbose' in argv
   with errors.Capture(verbose) as capture:
     try:
       report = run(argv)
-    except preprocess.UsageError as e:
+    except UsageError as e:
       print(f'error: {e}', file=sys.stderr)
       return EXIT_USAGE
     except reader.DatasetError as e:
@@ -278,7 +279,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def cli() -> None:
   """Console-script entry point."""
-  preprocess.exit_now(main())
+  outcome.exit_now(main())
 
 
 if __name__ == '__main__':

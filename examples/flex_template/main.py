@@ -15,6 +15,7 @@ from pipelines import quiet
 if __name__ == '__main__':
   quiet.start()  # before TensorFlow is imported (see pipelines/quiet.py)
 
+from pipelines import outcome  # pylint: disable=wrong-import-position
 from pipelines import preprocess  # pylint: disable=wrong-import-position
 
 
@@ -28,4 +29,4 @@ def main(argv):
 
 
 if __name__ == '__main__':
-  preprocess.exit_now(main(sys.argv[1:]))
+  outcome.exit_now(main(sys.argv[1:]))

@@ -16,6 +16,7 @@ import pytest
 
 import readback
 import sensorgen
+from pipelines import outcome
 from pipelines import preprocess
 from transforms.core import errors
 from transforms.core import shuffle
@@ -154,7 +155,7 @@ def test_local_shuffle_refusals(tmp_path, capsys, extra, expected):
   src = _sensor_input(tmp_path / 'logs')
   argv = ['--input', str(src), '--output', str(tmp_path / 'out')]
   assert preprocess.main(argv + SENSOR + LOCAL + extra) == (
-      preprocess.EXIT_USAGE)
+      outcome.EXIT_USAGE)
   err = capsys.readouterr().err.strip()
   assert err.count('\n') == 0 and 'Traceback' not in err, err
   assert expected in err.lower()

@@ -33,6 +33,7 @@ import pytest
 import imagegen
 import sensorgen
 from pipelines import options as options_lib
+from pipelines import outcome
 from pipelines import preprocess
 from pipelines import validate
 from transforms.output import tfrecord_files
@@ -177,7 +178,7 @@ def test_index_files_with_gzip_is_a_bad_invocation(image_src, tmp_path,
   code = preprocess.main(['--input', str(image_src[0]), '--output', str(out),
                           '--index_files'] + IMAGE + ['--compression',
                                                       'gzip'])
-  assert code == preprocess.EXIT_USAGE
+  assert code == outcome.EXIT_USAGE
   captured = capsys.readouterr()
   err = captured.err.strip()
   assert err.count('\n') == 0, err

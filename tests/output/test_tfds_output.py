@@ -16,6 +16,7 @@ import tensorflow_datasets as tfds
 
 import imagegen
 import sensorgen
+from pipelines import outcome
 from pipelines import preprocess
 from pipelines import reader
 from pipelines import validate
@@ -206,7 +207,7 @@ def test_on_with_gzip_is_a_bad_invocation(image_run, tmp_path, capsys):
   code = preprocess.main(['--input', str(src), '--output', str(out),
                           '--tfds_metadata', 'on', '--compression', 'gzip'] +
                          IMAGE + ONE_WORKER)
-  assert code == preprocess.EXIT_USAGE
+  assert code == outcome.EXIT_USAGE
   captured = capsys.readouterr()
   err = captured.err.strip()
   assert err.count('\n') == 0, err
@@ -295,7 +296,7 @@ def test_names_tfds_cannot_use(image_run, tmp_path, capsys):
   out = tmp_path / 'out'
   assert preprocess.main(['--input', str(src), '--output', str(out),
                           '--tfds_metadata', 'on', '--name', '9lives'] +
-                         IMAGE) == preprocess.EXIT_USAGE
+                         IMAGE) == outcome.EXIT_USAGE
   err = capsys.readouterr().err.strip()
   assert err.count('\n') == 0 and '--name' in err, err
   assert _files(out) == []

@@ -13,6 +13,7 @@ import pytest
 
 import sensorgen
 from pipelines import options
+from pipelines import outcome
 from pipelines import preprocess
 from pipelines import reader
 from pipelines import validate
@@ -41,7 +42,7 @@ def test_summary_line_of_a_published_run(tmp_path, capsys):
   _docs(src, bad=2)
   out = tmp_path / 'out'
   code = preprocess.main(['--input', str(src), '--output', str(out)] + TEXT)
-  assert code == preprocess.EXIT_OK
+  assert code == outcome.EXIT_OK
   summary = _last_json(capsys.readouterr().out)
   manifest = reader.load_manifest(str(out))
   assert summary['status'] == 'published' and summary['published']
@@ -61,7 +62,7 @@ def test_summary_line_of_a_refused_run(tmp_path, capsys):
   _docs(src, bad=30)
   out = tmp_path / 'out'
   code = preprocess.main(['--input', str(src), '--output', str(out)] + TEXT)
-  assert code == preprocess.EXIT_DATA_QUALITY
+  assert code == outcome.EXIT_DATA_QUALITY
   captured = capsys.readouterr()
   summary = _last_json(captured.out)
   assert summary['status'] == 'data_quality_failed'
@@ -76,7 +77,7 @@ def test_summary_line_of_a_refused_run(tmp_path, capsys):
 def test_summary_line_of_a_bad_invocation(tmp_path, capsys):
   code = preprocess.main(['--input', str(tmp_path / 'missing.csv'),
                           '--output', str(tmp_path / 'out')] + TEXT)
-  assert code == preprocess.EXIT_USAGE
+  assert code == outcome.EXIT_USAGE
   captured = capsys.readouterr()
   summary = _last_json(captured.out)
   assert summary == {**summary, 'status': 'bad_invocation', 'exit_code': 2,
@@ -92,7 +93,7 @@ def test_partition_is_templated_into_input_and_output(tmp_path, capsys):
   template_out = str(tmp_path / 'datasets' / '{partition}')
   code = preprocess.main(['--input', template_in, '--output', template_out,
                           '--partition', '2026-11-20'] + TEXT)
-  assert code == preprocess.EXIT_OK
+  assert code == outcome.EXIT_OK
   summary = _last_json(capsys.readouterr().out)
   out = tmp_path / 'datasets' / '2026-11-20'
   assert summary['output'] == str(out)
@@ -235,7 +236,7 @@ def test_a_run_clears_old_staging_and_keeps_recent(tmp_path, capsys,
   _staging(out, recent)
   _staging(out, refused, files=('FAILED.json', 'dead_letter.jsonl'))
   code = preprocess.main(['--input', str(src), '--output', str(out)] + TEXT)
-  assert code == preprocess.EXIT_OK, capsys.readouterr().err
+  assert code == outcome.EXIT_OK, capsys.readouterr().err
   names = {p.name for p in out.iterdir()}
   assert (f'removed 1 run folder(s) older than 72 hours left by failed '
           f'or killed runs: {old}') in caplog.text
@@ -247,6 +248,6 @@ def test_a_run_clears_old_staging_and_keeps_recent(tmp_path, capsys,
   code = preprocess.main(['--input', str(src), '--output', str(out),
                           '--overwrite', '--stale_staging_hours', 'soon'] +
                          TEXT)
-  assert code == preprocess.EXIT_USAGE
+  assert code == outcome.EXIT_USAGE
   assert ('--stale_staging_hours must be a number of hours, 0 or more, not '
           '"soon"') in capsys.readouterr().err

@@ -344,8 +344,8 @@ def test_detach_needs_the_dataflow_runner(inputs, tmp_path, capsys):
 def test_summary_of_a_detached_submission():
   """What a scheduler reads after --detach (the submission itself needs
   Google Cloud): submitted, not yet published, with the job id."""
-  from pipelines import preprocess  # pylint: disable=import-outside-toplevel
-  summary = json.loads(preprocess.summary_json(
+  from pipelines import outcome  # pylint: disable=import-outside-toplevel
+  summary = json.loads(outcome.summary_json(
       0, {'modality': 'image', 'runner': 'DataflowRunner',
           'output': f'gs://{BUCKET}/ds', 'run_id': 'r1',
           'submitted': {'submitted': True, 'job_id': '2026-11-21_06_00-1',

@@ -18,10 +18,11 @@ import imagegen
 import repo
 from pipelines import errors
 from pipelines import options as options_lib
+from pipelines import outcome
 from pipelines import preprocess
 
 ROOT = repo.ROOT
-EXIT_USAGE = preprocess.EXIT_USAGE
+EXIT_USAGE = outcome.EXIT_USAGE
 
 
 def _env(tmp_path, **extra):
@@ -228,7 +229,7 @@ def test_a_crash_names_the_exception_and_its_log_file(docs, tmp_path):
   proc = _cli(tmp_path, ['--modality', 'text', '--input', docs, '--output',
                          'out', '--direct_running_mode', 'multi_threading',
                          '--direct_num_workers', '2'], code=_CRASH)
-  said, summary = _failed(proc, preprocess.EXIT_PIPELINE_FAILED,
+  said, summary = _failed(proc, outcome.EXIT_PIPELINE_FAILED,
                           'pipeline_failed', 'ValueError: the reader broke')
   # (The first pass to read the documents is the contents pass, which
   # finds the near-duplicate groups.)
@@ -251,7 +252,7 @@ def test_a_crash_names_the_exception_and_its_log_file(docs, tmp_path):
 def test_verbose_puts_the_traceback_on_stderr(docs, tmp_path):
   proc = _cli(tmp_path, ['--modality', 'text', '--input', docs, '--output',
                          'out', '--verbose'], code=_CRASH)
-  assert proc.returncode == preprocess.EXIT_PIPELINE_FAILED
+  assert proc.returncode == outcome.EXIT_PIPELINE_FAILED
   assert 'Traceback (most recent call last):' in proc.stderr
   assert 'in broken' in proc.stderr  # the frame that raised
   lines = proc.stderr.rstrip().splitlines()
@@ -268,12 +269,12 @@ def test_a_data_quality_failure_is_one_sentence_too(tmp_path):
       f'document {i},{"a" if i < 10 else ""}\n' for i in range(20)))
   proc = _cli(tmp_path, ['--modality', 'text', '--input', 'docs.csv',
                          '--output', 'out'])
-  _failed(proc, preprocess.EXIT_DATA_QUALITY, 'data_quality_failed',
+  _failed(proc, outcome.EXIT_DATA_QUALITY, 'data_quality_failed',
           'data quality: 10 of 20 inputs (50.0%) were dead-lettered')
 
 
 def test_help_names_the_new_flags(capsys):
-  assert preprocess.main(['--help']) == preprocess.EXIT_OK
+  assert preprocess.main(['--help']) == outcome.EXIT_OK
   out = capsys.readouterr().out
   assert '--verbose' in out and '--allow_unverified_runner' in out
 

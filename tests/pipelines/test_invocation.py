@@ -6,6 +6,7 @@ import pytest
 
 import imagegen
 from pipelines import options as options_lib
+from pipelines import outcome
 from pipelines import preprocess
 from pipelines import runner_setup
 from pipelines.options import UsageError
@@ -20,7 +21,7 @@ def images_dir(tmp_path_factory):
   return root
 
 
-def _run(capsys, argv, code=preprocess.EXIT_USAGE, main=preprocess.main):
+def _run(capsys, argv, code=outcome.EXIT_USAGE, main=preprocess.main):
   assert main(argv) == code
   err = capsys.readouterr().err.strip()
   assert err.count('\n') == 0, err  # one sentence, no traceback
@@ -144,7 +145,7 @@ def test_validate_names_a_manifest_that_is_not_one(tmp_path, capsys, content,
 
 
 def test_help_lists_every_option(capsys):
-  assert preprocess.main(['--help']) == preprocess.EXIT_OK
+  assert preprocess.main(['--help']) == outcome.EXIT_OK
   out = capsys.readouterr().out
   for flag in ('--input', '--output', '--image_size', '--resize_mode',
                '--storage', '--normalization', '--splits', '--rebalance',
@@ -219,7 +220,7 @@ def test_output_inside_the_input_folder_is_refused(tmp_path, capsys, where):
   imagegen.write_good_images(str(photos))
   out = (photos / where).resolve()
   code = preprocess.main(['--input', str(photos), '--output', str(out)])
-  assert code == preprocess.EXIT_USAGE
+  assert code == outcome.EXIT_USAGE
   err = capsys.readouterr().err.strip()
   assert err.count('\n') == 0
   assert f'--output {out} is inside --input {photos}' in err

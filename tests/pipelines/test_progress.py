@@ -23,6 +23,7 @@ import pytest
 import imagegen
 import sensorgen
 from pipelines import options as options_lib
+from pipelines import outcome
 from pipelines import preprocess
 from pipelines import progress as progress_lib
 from transforms.core import progress as counts
@@ -287,7 +288,7 @@ def test_bad_progress_value_is_a_bad_invocation(tmp_path, capsys):
   code = preprocess.main(['--modality', 'text', '--input', str(src),
                           '--output', str(tmp_path / 'out'), '--progress',
                           'sometimes'])
-  assert code == preprocess.EXIT_USAGE
+  assert code == outcome.EXIT_USAGE
   assert 'error: --progress must be one of auto, bar, log, off' in (
       capsys.readouterr().err)
   assert not (tmp_path / 'out').exists()

@@ -99,8 +99,8 @@ def test_verbose_lets_the_native_lines_through(tmp_path):
 
 
 def test_workers_start_up_notices_are_dropped_and_their_warnings_kept():
-  from pipelines import preprocess  # pylint: disable=import-outside-toplevel
-  preprocess.configure_logging()
+  from pipelines import outcome  # pylint: disable=import-outside-toplevel
+  outcome.configure_logging()
   logger = logging.getLogger(
       'apache_beam.runners.portability.local_job_service')
   kept = []

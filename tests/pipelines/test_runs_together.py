@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pipelines import preprocess
+from pipelines import outcome
 from pipelines import validate
 import repo
 
@@ -59,9 +59,9 @@ def test_two_runs_started_together_exactly_one_publishes(tmp_path):
     results.append((proc.returncode, _summary(stdout), log.read()))
     log.close()
   codes = sorted(code for code, _, _ in results)
-  assert codes == [preprocess.EXIT_OK, preprocess.EXIT_USAGE], results
-  [(_, won, _)] = [r for r in results if r[0] == preprocess.EXIT_OK]
-  [(_, lost, err)] = [r for r in results if r[0] == preprocess.EXIT_USAGE]
+  assert codes == [outcome.EXIT_OK, outcome.EXIT_USAGE], results
+  [(_, won, _)] = [r for r in results if r[0] == outcome.EXIT_OK]
+  [(_, lost, err)] = [r for r in results if r[0] == outcome.EXIT_USAGE]
   assert won['status'] == 'published' and not lost['published']
   assert lost['status'] == 'bad_invocation'
   # One sentence naming the run that holds the output.

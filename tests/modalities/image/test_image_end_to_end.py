@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import imagegen
+from pipelines import outcome
 from pipelines import preprocess
 from pipelines import reader
 from pipelines import validate
@@ -282,7 +283,7 @@ def test_rerun_refuses_then_overwrite_replaces_atomically(tree, dataset,
   out = tmp_path / 'again'
   first = preprocess.run(_args(root, out, '--num_shards', '3',
                                '--normalization', 'none'))
-  assert preprocess.main(_args(root, out)) == preprocess.EXIT_USAGE
+  assert preprocess.main(_args(root, out)) == outcome.EXIT_USAGE
   err = capsys.readouterr().err.strip()
   assert err.count('\n') == 0 and 'already holds a dataset' in err
   second = preprocess.run(_args(root, out, '--overwrite', '--num_shards', '2',
@@ -309,7 +310,7 @@ def test_bad_fraction_gate_fails_and_publishes_nothing(tree, tmp_path,
   out = tmp_path / 'gated'
   args = _args(root, out)
   args[args.index('0.5')] = '0.01'
-  assert preprocess.main(args) == preprocess.EXIT_DATA_QUALITY
+  assert preprocess.main(args) == outcome.EXIT_DATA_QUALITY
   err = capsys.readouterr().err
   assert 'max_bad_fraction' in err
   assert not (out / 'manifest.json').exists()

@@ -18,6 +18,7 @@ from tensorflow.core.example import example_pb2
 
 import imagegen
 import readback
+from pipelines import outcome
 from pipelines import preprocess
 from pipelines import validate
 from transforms.modalities.image import processing as images
@@ -313,7 +314,7 @@ def test_bad_background_is_a_bad_invocation(tmp_path, capsys):
                           str(tmp_path / 'out'), '--background', 'teal'] +
                          LOCAL)
   err = capsys.readouterr().err.strip()
-  assert code == preprocess.EXIT_USAGE
+  assert code == outcome.EXIT_USAGE
   assert err == ("error: --background must be white, black, a #rrggbb "
                  "colour or r,g,b with values from 0 to 255 (got 'teal').")
   assert not (tmp_path / 'out').exists()

@@ -12,6 +12,7 @@ import pytest
 
 import readback
 import sensorgen
+from pipelines import outcome
 from pipelines import preprocess
 
 BASE = ['--modality', 'sensor', '--timestamp_column', 'time',
@@ -280,7 +281,7 @@ def test_bad_columns_stop_with_one_sentence(tmp_path, capsys, extra,
   code = preprocess.main(['--input', str(src), '--output', str(out)] + BASE
                          + extra)
   err = capsys.readouterr().err.strip()
-  assert code == preprocess.EXIT_USAGE
+  assert code == outcome.EXIT_USAGE
   assert err.count('\n') == 0 and 'Traceback' not in err, err
   import re
   assert re.search(expected, err), err
@@ -293,11 +294,11 @@ def test_no_numeric_channels_and_missing_input(tmp_path, capsys):
   code = preprocess.main(['--input', str(src), '--output',
                           str(tmp_path / 'o')] + BASE)
   err = capsys.readouterr().err.strip()
-  assert code == preprocess.EXIT_USAGE and 'numeric' in err, err
+  assert code == outcome.EXIT_USAGE and 'numeric' in err, err
   code = preprocess.main(['--input', str(tmp_path / 'nothing.csv'),
                           '--output', str(tmp_path / 'o')] + BASE)
   err = capsys.readouterr().err.strip()
-  assert code == preprocess.EXIT_USAGE and 'does not exist' in err, err
+  assert code == outcome.EXIT_USAGE and 'does not exist' in err, err
 
 
 def test_window_longer_than_every_entity(tmp_path, capsys):
@@ -308,7 +309,7 @@ def test_window_longer_than_every_entity(tmp_path, capsys):
                          + ['--entity_column', 'device', '--window_length',
                             '50'])
   err = capsys.readouterr().err.strip().splitlines()[-1]
-  assert code == preprocess.EXIT_DATA_QUALITY
+  assert code == outcome.EXIT_DATA_QUALITY
   assert 'no entity has the 50 rows --window_length asks for' in err
   assert 'the longest has 30' in err
   assert not (out / 'manifest.json').exists()
@@ -364,7 +365,7 @@ def test_a_channel_with_no_value_is_not_published_as_nan(tmp_path, capsys,
                             'precipitation,snow', '--missing', 'impute',
                             '--normalization', normalization])
   err = capsys.readouterr().err.strip().splitlines()[-1]
-  assert code == preprocess.EXIT_DATA_QUALITY, err
+  assert code == outcome.EXIT_DATA_QUALITY, err
   assert ('the channel snow has no value in the training split (every row '
           'is empty or NaN), so there is nothing to impute or normalize '
           'with') in err

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import readback
+from pipelines import outcome
 from pipelines import preprocess
 from pipelines import reader
 
@@ -223,7 +224,7 @@ def test_bad_invocations_stop_with_one_sentence(tmp_path, capsys, extra,
   code = preprocess.main(['--input', str(src), '--output', str(out)] + BASE +
                          extra)
   err = capsys.readouterr().err.strip()
-  assert code == preprocess.EXIT_USAGE, err
+  assert code == outcome.EXIT_USAGE, err
   assert err.count('\n') == 0 and 'Traceback' not in err, err
   assert re.search(expected, err), err
   assert not out.exists()
@@ -233,7 +234,7 @@ def test_missing_input_stops_with_one_sentence(tmp_path, capsys):
   code = preprocess.main(['--input', str(tmp_path / 'nope.csv'), '--output',
                           str(tmp_path / 'out')] + BASE)
   err = capsys.readouterr().err.strip()
-  assert code == preprocess.EXIT_USAGE and 'does not exist' in err, err
+  assert code == outcome.EXIT_USAGE and 'does not exist' in err, err
 
 
 @pytest.mark.parametrize('workers', ['0', '2'])
