@@ -101,8 +101,11 @@ class PreprocessOptions(PipelineOptions):
       return parser.add_argument_group(title).add_argument
 
     add = group('input and output')
+    # Every registered modality, so that a new plug-in is listed too.
+    *first, last = modalities.names()
+    kinds = f'{", ".join(first)} or {last}' if first else last
     add('--modality', default=modalities.DEFAULT,
-        help='Kind of input: image, text or sensor. Default: image.')
+        help=f'Kind of input: {kinds}. Default: {modalities.DEFAULT}.')
     add('--input', default=None,
         help='Input. Images: a folder of class folders '
         '(<input>/<label>/*.jpg), of split folders '

@@ -1,7 +1,8 @@
 """What differs by modality is asked of the modality plug-in, never decided
 by its name elsewhere: outside transforms/modalities/, no code of the
 package compares a value with a modality's name ("== 'image'", "in
-('image', 'text')", a dict keyed by them). The sample generator
+('image', 'text')", a dict keyed by them), nor imports a module of a
+modality's folder (only the registry and base.py). The sample generator
 (pipelines/sample_data.py) makes samples of each modality by name, and is
 left out."""
 
@@ -48,6 +49,26 @@ def _decisions_by_name(tree):
   return sorted(set(found))
 
 
+def _plugin_imports(tree):
+  """(line, module) of each import of a module of a modality's folder
+  (transforms.modalities.<name>...; not the registry nor base.py) in a
+  module's syntax tree."""
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      modules = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      modules = [f'{node.module}.{a.name}' for a in node.names]
+    else:
+      continue
+    for module in modules:
+      parts = module.split('.')
+      if parts[:2] == ['transforms', 'modalities'] and parts[2:3] not in (
+          [], ['base']):
+        found.append((node.lineno, module))
+  return sorted(set(found))
+
+
 def _package_modules():
   for package in PACKAGES:
     for parent, _, files in os.walk(os.path.join(ROOT, package)):
@@ -68,6 +89,17 @@ def test_no_code_outside_the_plugins_decides_by_a_modality_name():
                      '\n'.join(found))
 
 
+def test_no_code_outside_the_plugins_imports_their_modules():
+  found = []
+  for path in _package_modules():
+    with open(os.path.join(ROOT, path), encoding='utf-8') as f:
+      tree = ast.parse(f.read(), path)
+    found += [f'{path}:{line}: {module}'
+              for line, module in _plugin_imports(tree)]
+  assert not found, ('a modality\'s own module imported outside the '
+                     'plug-ins:\n' + '\n'.join(found))
+
+
 def test_the_scan_finds_what_it_looks_for():
   # The scan itself, on the forms it must catch and one it must not.
   tree = ast.parse(
@@ -79,3 +111,17 @@ def test_the_scan_finds_what_it_looks_for():
   assert _decisions_by_name(tree) == [
       (1, ('image',)), (2, ('image', 'text')), (3, ('image', 'sensor')),
       (4, ('image', 'sensor', 'text'))]
+
+
+def test_the_import_scan_finds_what_it_looks_for():
+  tree = ast.parse(
+      "from transforms import modalities\n"
+      "from transforms.modalities import base\n"
+      "from transforms.modalities.base import Modality\n"
+      "from transforms.modalities.text import signatures\n"
+      "from transforms.modalities import sensor\n"
+      "import transforms.modalities.image.processing\n")
+  assert _plugin_imports(tree) == [
+      (4, 'transforms.modalities.text.signatures'),
+      (5, 'transforms.modalities.sensor'),
+      (6, 'transforms.modalities.image.processing')]

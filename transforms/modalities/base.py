@@ -323,6 +323,15 @@ class Modality:
     compares = getattr(self._checks(), 'compares_near_duplicates', None)
     return bool(compares and compares(manifest))
 
+  def signed_near_duplicates(self, near: list, manifest: dict) -> list:
+    """A shard's near-duplicate entries (shard_checks.check_shard) as
+    core/near_duplicates compares them: as the checks module's
+    sign_near_duplicates signs them (text: each document's text replaced by
+    its signature, a shard's documents at once), or as the record checks
+    gave them (image: signed already)."""
+    sign = getattr(self._checks(), 'sign_near_duplicates', None)
+    return sign(near, manifest) if sign else near
+
   def near_duplicate_report(self, near: dict, output: str,
                             manifest: dict) -> dict:
     """What the report says of the near-duplicates validation found

@@ -7,7 +7,6 @@ numbers: counts, checksums, fingerprints and class counts are all
 recomputed from the files.
 """
 
-import hashlib
 import bisect
 import math
 from typing import Dict, List, Optional
@@ -173,34 +172,10 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
         _shard_problems(shard, output, manifest, result, sizes))
   result['stats'] = stats.stats
   result['hists'] = stats.hists
-  result['near'] = _signed(result['near'])
+  if result['near']:
+    result['near'] = modalities.of_manifest(
+        manifest).signed_near_duplicates(result['near'], manifest)
   return result
-
-
-def _signed(near: list) -> list:
-  """The near-duplicate entries with each document's text replaced by its
-  signature (text/signatures.py), all of a shard's at once (pictures'
-  entries come signed)."""
-  texts = [k for k, entry in enumerate(near) if isinstance(entry[4], str)]
-  if not texts:
-    return near
-  from transforms.modalities.text import signatures  # pylint: disable=import-outside-toplevel
-  near = list(near)
-  for lo in range(0, len(texts), _SIGNED_AT_ONCE):
-    chunk = texts[lo:lo + _SIGNED_AT_ONCE]
-    signed = signatures.signatures([near[k][4] for k in chunk])
-    for k, sig in zip(chunk, signed):
-      ex_id, _, label, split, text = near[k]
-      # A document is its text here: records of one token sequence may
-      # hold different texts (unknown words share ids).
-      near[k] = (ex_id, hashlib.sha256(text.encode(
-          'utf-8', 'surrogatepass')).hexdigest()[:32], label, split,
-                 sig.tobytes())
-  return near
-
-
-# Documents signed at once (text/signatures.signatures works on batches).
-_SIGNED_AT_ONCE = 4096
 
 
 def _read_records(path: str, shard: dict, manifest: dict, result: dict,
@@ -256,7 +231,7 @@ def _add_record(result: dict, record: bytes, name: str, manifest: dict,
     # (id, content, label, split, signature) as core/near_duplicates reads
     # them; the id is (id, shard file, record number), so that the report
     # can show the pictures of a group. A document's signature is made
-    # from its text with the shard's others (_signed).
+    # from its text with the shard's others (check_shard).
     result['near'].append(((info['id'], name, result['records'] - 1),
                            info['content'], info['label'], result['split'],
                            info['signature']))

@@ -6,6 +6,7 @@ max_tokens) or term ids with weights (bag-of-words, tf-idf); both are
 checked against the vocabulary the manifest describes.
 """
 
+import hashlib
 from typing import Dict, List, Tuple
 
 import numpy as np
@@ -126,6 +127,32 @@ def compares_near_duplicates(manifest: dict) -> bool:
   validation compares as the pipeline did; token ids alone have lost
   punctuation, case and unknown words, and are not compared."""
   return bool((manifest.get('text') or {}).get('keep_text'))
+
+
+# Documents signed at once (text/signatures.signatures works on batches).
+_SIGNED_AT_ONCE = 4096
+
+
+def sign_near_duplicates(near: list, manifest: dict) -> list:
+  """A shard's near-duplicate entries with each document's text replaced
+  by its signature (text/signatures.py), all of the shard's at once."""
+  del manifest
+  texts = [k for k, entry in enumerate(near) if isinstance(entry[4], str)]
+  if not texts:
+    return near
+  from transforms.modalities.text import signatures  # pylint: disable=import-outside-toplevel
+  near = list(near)
+  for lo in range(0, len(texts), _SIGNED_AT_ONCE):
+    chunk = texts[lo:lo + _SIGNED_AT_ONCE]
+    signed = signatures.signatures([near[k][4] for k in chunk])
+    for k, sig in zip(chunk, signed):
+      ex_id, _, label, split, text = near[k]
+      # A document is its text here: records of one token sequence may
+      # hold different texts (unknown words share ids).
+      near[k] = (ex_id, hashlib.sha256(text.encode(
+          'utf-8', 'surrogatepass')).hexdigest()[:32], label, split,
+                 sig.tobytes())
+  return near
 
 
 def dataset_checks(manifest: dict, by_split: Dict[str, List[dict]]
