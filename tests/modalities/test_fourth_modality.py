@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import readback
+from pipelines import outcome
 from pipelines import preprocess
 from pipelines import validate
 from transforms import modalities
@@ -54,8 +55,8 @@ def numbers_run(numbers, tmp_path_factory):
   progress = {}
   manifest = preprocess.run(['--modality', 'numbers', '--input', str(src),
                              '--output', str(out)] + BEAM, progress)
-  summary = json.loads(preprocess.summary_json(preprocess.EXIT_OK, progress,
-                                               manifest, None))
+  summary = json.loads(outcome.summary_json(outcome.EXIT_OK, progress,
+                                            manifest, None))
   report = validate.run(['--output', str(out)] + BEAM)
   return good, out, manifest, summary, report
 
