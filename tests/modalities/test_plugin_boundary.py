@@ -78,24 +78,23 @@ def _package_modules():
           yield path
 
 
-def test_no_code_outside_the_plugins_decides_by_a_modality_name():
-  found = []
+def _scan(find):
+  """'path:line: what' for each finding of find(syntax tree) in the
+  package's modules outside the plug-ins."""
   for path in _package_modules():
     with open(os.path.join(ROOT, path), encoding='utf-8') as f:
       tree = ast.parse(f.read(), path)
-    found += [f'{path}:{line}: {names}'
-              for line, names in _decisions_by_name(tree)]
+    yield from (f'{path}:{line}: {what}' for line, what in find(tree))
+
+
+def test_no_code_outside_the_plugins_decides_by_a_modality_name():
+  found = list(_scan(_decisions_by_name))
   assert not found, ('decided by modality name outside the plug-ins:\n' +
                      '\n'.join(found))
 
 
 def test_no_code_outside_the_plugins_imports_their_modules():
-  found = []
-  for path in _package_modules():
-    with open(os.path.join(ROOT, path), encoding='utf-8') as f:
-      tree = ast.parse(f.read(), path)
-    found += [f'{path}:{line}: {module}'
-              for line, module in _plugin_imports(tree)]
+  found = list(_scan(_plugin_imports))
   assert not found, ('a modality\'s own module imported outside the '
                      'plug-ins:\n' + '\n'.join(found))
 
