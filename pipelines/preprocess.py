@@ -463,7 +463,7 @@ def _configure(argv: List[str]):
   """
   if '--help' in argv or '-h' in argv:
     raise _HelpRequested()
-  options_lib.check_beam_options(argv)
+  runner_setup.check_beam_options(argv)
   options = options_lib.BeamOptions(argv)
   unknown = runner_setup.unknown_flags(argv)
   if unknown:
@@ -487,7 +487,7 @@ def _check_runner(options: PipelineOptions) -> None:
   """Refuses unknown and unverified runners; names a verified one plainly
   (DirectRunner for `direct`, ...)."""
   standard = options.view_as(StandardOptions)
-  runner = options_lib.check_runner(
+  runner = runner_setup.check_runner(
       standard.runner,
       options.view_as(options_lib.PreprocessOptions).allow_unverified_runner)
   if runner is not None:

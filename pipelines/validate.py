@@ -144,12 +144,12 @@ def run(argv: Optional[List[str]] = None) -> dict:
   args, beam_args = _parser().parse_known_args(argv)
   compat_beam.cache_dofn_introspection()
   thresholds = _thresholds(args)
-  options_lib.check_beam_options(beam_args)
+  runner_setup.check_beam_options(beam_args)
   unknown = runner_setup.unknown_flags(beam_args)
   if unknown:
     raise UsageError(f'unknown option {", ".join(unknown)} '
                                 '(see --help).')
-  runner = options_lib.check_runner(_runner(beam_args),
+  runner = runner_setup.check_runner(_runner(beam_args),
                                     args.allow_unverified_runner)
   if runner is not None:
     beam_args = beam_args + ['--runner', runner]

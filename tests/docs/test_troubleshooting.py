@@ -66,7 +66,7 @@ EXPLICIT: Dict[str, Tuple[str, ...]] = {
         'pipeline for real.',
         '--detach only applies to --runner DataflowRunner (a local job runs '
         'inside this process and cannot outlive it).',
-        # pipelines/options.py: _DASK_REFUSAL and _bad_value.
+        # pipelines/runner_setup.py: _DASK_REFUSAL and _bad_value.
         "Beam 2.77's DaskRunner drops outputs emitted in finish_bundle, "
         'merges the outputs of multi-output steps and recomputes side '
         'inputs, so it would lose or mix up records',
@@ -489,22 +489,20 @@ def test_every_entry_is_a_string_of_the_code():
   assert not stale
 
 
-def _exit_codes(path: str) -> Dict[str, int]:
-  with open(os.path.join(repo.ROOT, path), encoding='utf-8') as f:
-    tree = ast.parse(f.read())
-  return {node.targets[0].id: node.value.value for node in tree.body
-          if isinstance(node, ast.Assign) and len(node.targets) == 1 and
-          isinstance(node.targets[0], ast.Name) and
-          node.targets[0].id.startswith('EXIT_') and
-          isinstance(node.value, ast.Constant)}
+def _exit_codes(module) -> Dict[str, int]:
+  """A command module's EXIT_* codes."""
+  return {name: value for name, value in vars(module).items()
+          if name.startswith('EXIT_')}
 
 
 def test_the_exit_code_table_has_every_code():
   """The table's rows ("| 2 | ...") are the codes of both commands and of
   the two stopping signals (128 + SIGINT 2, 128 + SIGTERM 15)."""
   import signal  # pylint: disable=import-outside-toplevel
-  codes = set(_exit_codes('pipelines/preprocess.py').values())
-  codes |= set(_exit_codes('pipelines/validate.py').values())
+  from pipelines import outcome  # pylint: disable=import-outside-toplevel
+  from pipelines import validate  # pylint: disable=import-outside-toplevel
+  codes = set(_exit_codes(outcome).values())
+  codes |= set(_exit_codes(validate).values())
   codes |= {128 + signal.SIGINT, 128 + signal.SIGTERM}
   rows = {int(n) for n in re.findall(r'^\| (\d+) \|', _read_page(),
                                      re.MULTILINE)}

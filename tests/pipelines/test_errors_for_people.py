@@ -18,6 +18,7 @@ import imagegen
 import repo
 from pipelines import errors
 from pipelines import options as options_lib
+from pipelines import runner_setup
 from pipelines import outcome
 from pipelines import preprocess
 
@@ -143,16 +144,16 @@ def test_allow_unverified_runner_lets_an_unverified_runner_pass(tmp_path):
      'DataflowRunner'),
 ])
 def test_verified_runners_under_any_name_beam_accepts(given, expected):
-  assert options_lib.check_runner(given, False) == expected
+  assert runner_setup.check_runner(given, False) == expected
 
 
 def test_unverified_runners_and_unknown_names():
   with pytest.raises(options_lib.UsageError, match='has not been verified'):
-    options_lib.check_runner('PrismRunner', False)
-  assert options_lib.check_runner('PrismRunner', True) == 'PrismRunner'
+    runner_setup.check_runner('PrismRunner', False)
+  assert runner_setup.check_runner('PrismRunner', True) == 'PrismRunner'
   for name in ('DirectRuner', 'no.such.module.Runner', 'os.path'):
     with pytest.raises(options_lib.UsageError, match='unknown runner'):
-      options_lib.check_runner(name, True)
+      runner_setup.check_runner(name, True)
 
 
 # --- paths ------------------------------------------------------------------
