@@ -61,12 +61,13 @@ setuptools.setup(
         # built from the Go module proxy by scripts/fake_gcs_server.sh.)
         # imagehash: the pHash near-duplicate pictures are found by is its
         # pHash, computed with OpenCV's DCT; the tests compare the bits.
+        # psutil: the benchmarks' process-tree memory and machine load.
         # pytest-xdist: run_tests.sh runs the suite in two processes. Its
         # groups (--dist loadgroup) rename the tests, which pytest 9.2's
         # test ids no longer allow (tests/conftest.py checks it).
         'test': ['pytest>=8,<9.1', 'pytest-xdist>=3.5,<4', 'tfrecord>=1.14',
                  'moto[server]>=5.1,<6', 'apache-beam[aws]>=2.77,<2.78',
-                 'imagehash>=4.3,<5'],
+                 'imagehash>=4.3,<5', 'psutil>=5.9,<8'],
     },
     entry_points={
         'console_scripts': [

@@ -7,7 +7,7 @@ repository root, output to a log file) and records:
 - peak RSS of that one command: GNU `/usr/bin/time -v` "Maximum resident
   set size" when present, else a fresh wrapper process that reports its own
   RUSAGE_CHILDREN maximum (both: the largest single process of the tree);
-- the peak of the summed RSS of the whole process tree, sampled from /proc
+- the peak of the summed RSS of the whole process tree, sampled (psutil)
   every 0.2 s (differs only when a command starts worker processes);
 - CPU seconds and utilization (cores busy on average), and the share of the
   machine's CPUs that other processes used meanwhile ("other load"), a
@@ -34,6 +34,7 @@ import threading
 import time
 
 import numpy as np
+import psutil
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH_DIR = os.path.join(REPO, 'benchmarks')
@@ -84,40 +85,27 @@ def warm_page_cache(root):
 
 
 def _tree_rss_kib(root_pid):
-  """Summed RSS (KiB) of root_pid and all its descendants, from /proc."""
-  children = {}
-  rss = {}
-  for entry in os.listdir('/proc'):
-    if not entry.isdigit():
-      continue
+  """Summed RSS (KiB) of root_pid and all its descendants."""
+  try:
+    root = psutil.Process(root_pid)
+    tree = [root] + root.children(recursive=True)
+  except psutil.Error:
+    return 0
+  total = 0
+  for process in tree:
     try:
-      with open(f'/proc/{entry}/stat', 'rb') as f:
-        stat = f.read()
-      # Fields after the command name (which may hold spaces/parens).
-      fields = stat[stat.rindex(b')') + 2:].split()
-      ppid, pages = int(fields[1]), int(fields[21])
-    except (OSError, ValueError, IndexError):
-      continue
-    pid = int(entry)
-    children.setdefault(ppid, []).append(pid)
-    rss[pid] = pages
-  total, stack = 0, [root_pid]
-  while stack:
-    pid = stack.pop()
-    total += rss.get(pid, 0)
-    stack.extend(children.get(pid, ()))
-  return total * (os.sysconf('SC_PAGE_SIZE') // 1024)
+      total += process.memory_info().rss
+    except psutil.Error:
+      continue  # exited meanwhile
+  return total // 1024
 
 
 def _busy_cpu_seconds():
-  """CPU seconds all processes of the machine have used (from /proc/stat)."""
-  try:
-    with open('/proc/stat') as f:
-      fields = [int(x) for x in f.readline().split()[1:]]
-  except (OSError, ValueError):
-    return None
-  idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-  return (sum(fields[:8]) - idle) / os.sysconf('SC_CLK_TCK')
+  """CPU seconds all processes of the machine have used (all but idle and
+  I/O wait)."""
+  times = psutil.cpu_times()
+  return (times.user + times.nice + times.system + getattr(times, 'irq', 0)
+          + getattr(times, 'softirq', 0) + getattr(times, 'steal', 0))
 
 
 class _TreeSampler(threading.Thread):
@@ -355,15 +343,8 @@ def _cpu_model():
 
 
 def _memory_gib():
-  """Total memory of the machine in GiB (MemTotal of /proc/meminfo)."""
-  try:
-    with open('/proc/meminfo') as f:
-      for line in f:
-        if line.startswith('MemTotal:'):
-          return int(line.split()[1]) / 2**20
-  except (OSError, ValueError, IndexError):
-    pass
-  return None
+  """Total memory of the machine in GiB."""
+  return psutil.virtual_memory().total / 2**30
 
 
 def _version(*dists):
