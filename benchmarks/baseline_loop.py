@@ -25,7 +25,7 @@ if _ROOT not in sys.path:
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from transforms.modalities.image import processing as images  # pylint: disable=g-import-not-at-top
+from transforms.modalities.image import processing  # pylint: disable=g-import-not-at-top
 
 
 def list_images(root):
@@ -37,7 +37,7 @@ def list_images(root):
       continue
     for name in sorted(os.listdir(folder)):
       path = os.path.join(folder, name)
-      if images.is_image_path(name) and os.path.isfile(path):
+      if processing.is_image_path(name) and os.path.isfile(path):
         out.append((path, label))
   return out
 
@@ -51,7 +51,7 @@ def main(argv=None):
   start = time.perf_counter()
   files = list_images(args.input)
   label_ids = {n: i for i, n in enumerate(sorted({l for _, l in files}))}
-  cfg = images.ImageConfig()
+  cfg = processing.ImageConfig()
   train = tf.train
   written = bad = 0
   with tf.io.TFRecordWriter(args.output) as writer:
@@ -59,8 +59,8 @@ def main(argv=None):
       with open(path, 'rb') as f:
         data = f.read()
       try:
-        out = images.process_image(data, cfg)
-      except images.BadImageError:
+        out = processing.process_image(data, cfg)
+      except processing.BadImageError:
         bad += 1
         continue
       example = train.Example(features=train.Features(feature={

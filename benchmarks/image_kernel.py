@@ -64,7 +64,7 @@ for _path in (_ROOT, os.path.join(_ROOT, 'benchmarks')):
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import harness
 import image_benchmark
-from transforms.modalities.image import processing as images
+from transforms.modalities.image import processing
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
 
@@ -120,22 +120,22 @@ def _previous_resize(img, cfg):
 
 def previous_decode_and_resize(data, cfg):
   """The previous decode + resize: (Pillow image, height, width)."""
-  img = images._open(data)
+  img = processing._open(data)
   w, h = img.size
   orientation = 1
   if img.format == 'JPEG':
-    orientation = images._orientation(img)
+    orientation = processing._orientation(img)
     if cfg.draft:
       _previous_draft(img, cfg, orientation)
   img.load()
   if isinstance(img, JpegImagePlugin.JpegImageFile):
-    images._check_jpeg_complete(img, data, (w, h))
+    processing._check_jpeg_complete(img, data, (w, h))
   if img.format != 'JPEG':
-    orientation = images._orientation(img)
+    orientation = processing._orientation(img)
   if orientation != 1:
     img = ImageOps.exif_transpose(img)
-  img = images._flatten_alpha(img, cfg.background_rgb)
-  img = images._to_8bit(img, cfg.color)
+  img = processing._flatten_alpha(img, cfg.background_rgb)
+  img = processing._to_8bit(img, cfg.color)
   if orientation in (5, 6, 7, 8):
     w, h = h, w
   return _previous_resize(img, cfg), h, w
@@ -171,7 +171,7 @@ def read_images(folder):
   paths = []
   for dirpath, _, names in os.walk(folder):
     paths += [os.path.join(dirpath, n) for n in names
-              if images.is_image_path(n)]
+              if processing.is_image_path(n)]
   out = []
   for path in sorted(paths):
     with open(path, 'rb') as f:
@@ -199,7 +199,7 @@ def compare_outputs(datas, cfg):
   values = []
   for data in datas:
     before, h, w = previous_process_image(data, cfg)[:3]
-    now = images.process_image(data, cfg)
+    now = processing.process_image(data, cfg)
     if (h, w) != (now.original_height, now.original_width):
       raise SystemExit(f'original size differs: {(h, w)} != '
                        f'{(now.original_height, now.original_width)}')
@@ -215,7 +215,7 @@ def compare_outputs(datas, cfg):
 def time_kernels(datas, cfg, repeats):
   """{kernel name: [(wall, CPU) ms/image of each repeat]}, interleaved."""
   kernels = {'previous': lambda d, c: previous_process_image(d, c),
-             'current': images.process_image}
+             'current': processing.process_image}
   times = {name: [] for name in kernels}
   for name, fn in kernels.items():  # warm up: imports, caches
     fn(datas[0], cfg)
@@ -227,7 +227,7 @@ def time_kernels(datas, cfg, repeats):
 
 def _time_in_process(folder, repeats):
   """time_kernels in a process of its own (--concurrent)."""
-  return time_kernels(read_images(folder), images.ImageConfig(), repeats)
+  return time_kernels(read_images(folder), processing.ImageConfig(), repeats)
 
 
 def _medians(times, label=''):
@@ -283,7 +283,7 @@ def measure(args):
   datas = read_images(folder)
   if not datas:
     raise SystemExit(f'no images under {folder}')
-  cfg = images.ImageConfig()
+  cfg = processing.ImageConfig()
   print(f'{len(datas)} images from {folder}, {cfg.width}x{cfg.height} '
         f'{cfg.resize_mode}, {cfg.storage} q{cfg.jpeg_quality}')
   print(f'mean PSNR previous vs current stored image: '

@@ -50,7 +50,7 @@ import harness  # pylint: disable=wrong-import-position
 import real_images  # pylint: disable=wrong-import-position
 
 sys.path.insert(0, harness.REPO)
-from transforms.core import near_duplicates as nd  # pylint: disable=wrong-import-position,wrong-import-order
+from transforms.core import near_duplicates  # pylint: disable=wrong-import-position,wrong-import-order
 from transforms.modalities.image import processing  # pylint: disable=wrong-import-position,wrong-import-order
 
 HASH_DISTANCES = (6, 8, 10, 12, 14)
@@ -109,13 +109,14 @@ def signature(data: bytes) -> bytes:
 def measures(sigs_a, sigs_b):
   """(hash distances, thumbnail distances, meet in a table) of pairs of
   signatures a[i], b[i]."""
-  ha, ta = nd._split_signatures(sigs_a)  # pylint: disable=protected-access
-  hb, tb = nd._split_signatures(sigs_b)  # pylint: disable=protected-access
+  ha, ta = near_duplicates._split_signatures(sigs_a)  # pylint: disable=protected-access
+  hb, tb = near_duplicates._split_signatures(sigs_b)  # pylint: disable=protected-access
   hd = np.bitwise_count(ha ^ hb)
   td = np.abs(ta - tb).mean(axis=1)
   raw = lambda sigs: np.frombuffer(  # pylint: disable=unnecessary-lambda-assignment
       b''.join(s[:8] for s in sigs), np.uint8).reshape(len(sigs), 8)
-  meet = (nd.table_keys(raw(sigs_a)) == nd.table_keys(raw(sigs_b))).any(1)
+  meet = (near_duplicates.table_keys(raw(sigs_a))
+          == near_duplicates.table_keys(raw(sigs_b))).any(1)
   return hd, td, meet
 
 
@@ -159,7 +160,8 @@ def main(argv=None):
       row += [f'{found(copies[k], t, d).mean():.1%}' for k in VARIANTS]
       row += [f'{found(tone, t, d).mean():.1%}',
               f'{hit.mean():.3%}', f'{pics / len(pictures):.2%}']
-      if (t, d) == (nd.HASH_DISTANCE, nd.THUMB_DISTANCE):
+      if (t, d) == (near_duplicates.HASH_DISTANCE,
+                    near_duplicates.THUMB_DISTANCE):
         row = [f'**{c}**' for c in row]
       lines.append('| ' + ' | '.join(row) + ' |')
   medians = ', '.join(
@@ -167,7 +169,7 @@ def main(argv=None):
       for k in VARIANTS)
   photo_idx = [i for i, p in enumerate(pictures) if p.label == 'photo']
   photo_found = ', '.join(
-      f'{k} {found(tuple(x[photo_idx] for x in copies[k]), nd.HASH_DISTANCE, nd.THUMB_DISTANCE).mean():.0%}'
+      f'{k} {found(tuple(x[photo_idx] for x in copies[k]), near_duplicates.HASH_DISTANCE, near_duplicates.THUMB_DISTANCE).mean():.0%}'
       for k in VARIANTS)
   body = (
       f'{len(pictures):,} pictures ({len(pictures) - len(photo_idx)} Twemoji '
@@ -175,8 +177,9 @@ def main(argv=None):
       f'{len(tone_pairs):,} skin-tone variants, {len(ia):,} unrelated '
       f'same-class pairs; signatures as the pipeline computes them at '
       f'224x224. A copy is found when its hash meets the original\'s in one '
-      f'of the {nd.TABLES} tables and both distances are within (T bits, '
-      f'thumbnail D); the default is in bold.\n\n' + '\n'.join(lines) +
+      f'of the {near_duplicates.TABLES} tables and both distances are within '
+      f'(T bits, thumbnail D); the default is in bold.\n\n' +
+      '\n'.join(lines) +
       f'\n\nMedian hash / thumbnail distance of each kind of copy: '
       f'{medians}.\n\nThe 26 photos alone, at the default: {photo_found}.\n')
   print(body)

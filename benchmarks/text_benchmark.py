@@ -105,10 +105,10 @@ def expected_split_records(csv_path, docs, by='id'):
   sys.path.insert(0, REPO)
   from transforms.core import contents  # pylint: disable=import-outside-toplevel
   from transforms.core.splits import assign_split  # pylint: disable=import-outside-toplevel
-  from transforms.modalities.text import preprocessing as tt  # pylint: disable=import-outside-toplevel
+  from transforms.modalities.text import preprocessing  # pylint: disable=import-outside-toplevel
   out = {name: 0 for name, _ in SPLITS}
   if by == 'content':
-    tc = tt.TextConfig(
+    tc = preprocessing.TextConfig(
         text_column='text', label_column='label', lowercase=True,
         strip_punctuation=False, max_tokens=MAX_TOKENS,
         vocab_size=VOCAB_SIZE, min_frequency=1, oov_buckets=1,
@@ -118,7 +118,7 @@ def expected_split_records(csv_path, docs, by='id'):
       rows = csv.reader(f)
       next(rows)
       texts = [row[0] for row in rows]
-    for key in tt.content_keys(texts, tc):
+    for key in preprocessing.content_keys(texts, tc):
       out[contents.content_split(key, SPLITS)] += 1
     return out
   base = os.path.basename(csv_path)

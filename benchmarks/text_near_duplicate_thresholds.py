@@ -50,8 +50,8 @@ import harness  # pylint: disable=wrong-import-position
 import real_texts  # pylint: disable=wrong-import-position
 
 sys.path.insert(0, harness.REPO)
-from transforms.core import near_duplicates as nd  # pylint: disable=wrong-import-position,wrong-import-order
-from transforms.modalities.text import signatures as sg  # pylint: disable=wrong-import-position,wrong-import-order
+from transforms.core import near_duplicates  # pylint: disable=wrong-import-position,wrong-import-order
+from transforms.modalities.text import signatures  # pylint: disable=wrong-import-position,wrong-import-order
 
 SIMILARITIES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 _ATTRIBUTION = re.compile(r'\n\s*--\s*[^\n]+$')
@@ -113,11 +113,12 @@ def main(argv=None):
   words = sorted({w for t in texts for w in t.split() if w.isalpha()})
   authors = sorted({m.group(0).split('--', 1)[1].strip() for t in texts
                     for m in [_ATTRIBUTION.search(t)] if m})
-  measure = nd.measure_of(nd.document_rules())
-  sigs = sg.signatures(texts)
+  measure = near_duplicates.measure_of(near_duplicates.document_rules())
+  sigs = signatures.signatures(texts)
   made = [variants(rng, t, words, authors) for t in texts]
   kinds = list(made[0])
-  copies = {k: measures(measure, sigs, sg.signatures([m[k] for m in made]))
+  copies = {k: measures(measure, sigs,
+                        signatures.signatures([m[k] for m in made]))
             for k in kinds}
   ia, ib = harness.same_label_pairs(labels)
   negatives = measures(measure, sigs[ia], sigs[ib])
@@ -135,22 +136,23 @@ def main(argv=None):
     docs = len(set(ia[hit].tolist()) | set(ib[hit].tolist()))
     row = [f'{t:g}'] + [f'{found(copies[k], t).mean():.1%}' for k in kinds]
     row += [f'{hit.mean():.4%}', f'{docs / len(texts):.2%}']
-    if t == nd.SIMILARITY:
+    if t == near_duplicates.SIMILARITY:
       row = [f'**{c}**' for c in row]
     lines.append('| ' + ' | '.join(row) + ' |')
-  counts = np.asarray([len(sg.words(t)) for t in texts])
+  counts = np.asarray([len(signatures.words(t)) for t in texts])
   medians = ', '.join(f'{k} {np.median(copies[k][0]):.2f}' for k in kinds)
   body = (
       f'{len(texts):,} quotations in {len(set(labels))} files (words per '
       f'quotation: median {int(np.median(counts))}, 90th percentile '
       f'{int(np.percentile(counts, 90))}), {len(ia):,} pairs of one file; '
-      f'signatures as the pipeline computes them ({sg.BINS} values). A copy '
-      f'is found when it meets its original in one of the {nd.BANDS} bands '
+      f'signatures as the pipeline computes them ({signatures.BINS} values). '
+      f'A copy is found when it meets its original in one of the '
+      f'{near_duplicates.BANDS} bands '
       f'and the estimated similarity is at least the one given; the default '
       f'is in bold.\n\n' + '\n'.join(lines) +
       f'\n\nMedian estimated similarity of each kind of copy: {medians}.\n')
   print(body)
-  hit = np.flatnonzero(found(negatives, nd.SIMILARITY))
+  hit = np.flatnonzero(found(negatives, near_duplicates.SIMILARITY))
   for k in hit[:8].tolist():
     i, j = int(ia[k]), int(ib[k])
     print('---', labels[i], f'{negatives[0][k]:.2f}')

@@ -34,7 +34,7 @@ import time
 from typing import Dict, Optional
 
 from transforms.core import flags
-from transforms.core import progress as counts
+from transforms.core import progress
 
 MODES = ('auto', 'bar', 'log', 'off')
 # Seconds between two progress lines (tests make it small).
@@ -64,7 +64,7 @@ def mode(value, stream=None) -> str:
     return 'log'
 
 
-def report(chosen: str, measure: Optional[counts.Measure]):
+def report(chosen: str, measure: Optional[progress.Measure]):
   """A context manager reporting a run's progress in mode `chosen` (see
   `mode`) while it is entered: a Reporter, or one that does nothing (off,
   or no measure)."""
@@ -101,7 +101,7 @@ class Reporter:
     interval: Seconds between lines (default INTERVAL_SECONDS).
   """
 
-  def __init__(self, measure: counts.Measure, bar: bool = False,
+  def __init__(self, measure: progress.Measure, bar: bool = False,
                interval: Optional[float] = None):
     self._measure, self._bar = measure, bar
     self._interval = INTERVAL_SECONDS if interval is None else interval
@@ -115,7 +115,7 @@ class Reporter:
     self._output = None
 
   def __enter__(self):
-    self._channel = counts.start()
+    self._channel = progress.start()
     self._start = time.monotonic()
     self._samples.append((self._start, 0))
     if self._bar:
@@ -141,7 +141,7 @@ class Reporter:
     finally:
       if self._output is not None:
         self._output.close()
-      counts.stop(self._channel)
+      progress.stop(self._channel)
     return False
 
   # -------------------------------------------------------------- counts --
@@ -149,7 +149,7 @@ class Reporter:
   def values(self) -> Dict[str, int]:
     """The run's counts: the local tallies, or the runner's counters where
     it reports more."""
-    values = counts.read(self._channel)
+    values = progress.read(self._channel)
     if self._result is not None:
       for name, value in _metric_values(self._result,
                                         self._measure.counters).items():
@@ -249,14 +249,14 @@ def _metric_values(result, keys) -> Dict[str, int]:
   from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
   out: Dict[str, int] = {}
   wanted = set(keys)
-  namespaces = {counts.NAMESPACE.format(k.split('.', 1)[0]) for k in keys}
+  namespaces = {progress.NAMESPACE.format(k.split('.', 1)[0]) for k in keys}
   try:
     for namespace in namespaces:
       found = result.metrics().query(
           MetricsFilter().with_namespace(namespace))['counters']
       modality = namespace.split('.')[1]
       for c in found:
-        name = counts.key(modality, c.key.metric.name)
+        name = progress.key(modality, c.key.metric.name)
         if name in wanted and c.attempted:
           out[name] = out.get(name, 0) + int(c.attempted)
   except Exception:  # pylint: disable=broad-except
@@ -378,30 +378,30 @@ def _bar(share: float) -> str:
   return '[' + '#' * filled + '.' * (BAR_WIDTH - filled) + ']'
 
 
-def _amount(m: counts.Measure, n: float) -> str:
+def _amount(m: progress.Measure, n: float) -> str:
   if m.unit == 'bytes':
-    return f'{counts.format_bytes(n)} read'
+    return f'{progress.format_bytes(n)} read'
   return f'{int(n):,} {m.unit}'
 
 
-def _of(m: counts.Measure, done: float, total: float, sep: str) -> str:
+def _of(m: progress.Measure, done: float, total: float, sep: str) -> str:
   """'1,530 of 3,000 images', '3.1 MB of 6.0 MB read' (sep ' of '), or
   '1,530/3,000 images', '3.1/6.0 MB' (sep '/')."""
   if m.unit == 'bytes' and sep == '/':
     # '3.1/6.0 MB' when both are in one unit.
-    first, second = counts.format_bytes(done), counts.format_bytes(total)
+    first, second = progress.format_bytes(done), progress.format_bytes(total)
     if first.split(' ')[-1] == second.split(' ')[-1]:
       first = first.split(' ')[0]
     return f'{first}/{second}'
   if m.unit == 'bytes':
-    return (f'{counts.format_bytes(done)}{sep}{counts.format_bytes(total)}'
+    return (f'{progress.format_bytes(done)}{sep}{progress.format_bytes(total)}'
             ' read')
   return f'{int(done):,}{sep}{int(total):,} {m.unit}'
 
 
-def _rate_text(m: counts.Measure, rate: float) -> str:
+def _rate_text(m: progress.Measure, rate: float) -> str:
   if m.unit == 'bytes':
-    return f'{counts.format_bytes(rate)}/s'
+    return f'{progress.format_bytes(rate)}/s'
   return (f'{rate:,.0f}' if rate >= 10 else f'{rate:.1f}') + f' {m.unit}/s'
 
 

@@ -21,7 +21,7 @@ from typing import Optional
 
 from transforms import modalities
 from transforms.output import manifest as manifest_lib
-from transforms.core import features as schema
+from transforms.core import features
 
 
 class DatasetError(ValueError):
@@ -161,7 +161,7 @@ def load_dataset(output: str, split: str, batch_size: int = 32,
   files = shard_paths(output, manifest, split)
   if verify:
     verify_shards(output, manifest, split)
-  spec = schema.to_tf_feature_spec(manifest['feature_spec'])
+  spec = features.to_tf_feature_spec(manifest['feature_spec'])
   compression = 'GZIP' if manifest.get('compression') == 'gzip' else ''
   modality = modalities.of_manifest(manifest)
 
@@ -189,7 +189,7 @@ def load_dataset(output: str, split: str, batch_size: int = 32,
   if as_supervised:
     feature = modality.supervised_feature(manifest)
     pick = feature if callable(feature) else (lambda f: f[feature])
-    ds = ds.map(lambda f: (pick(f), f[schema.LABEL]))
+    ds = ds.map(lambda f: (pick(f), f[features.LABEL]))
   return ds.prefetch(tf.data.AUTOTUNE)
 
 

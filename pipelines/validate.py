@@ -56,7 +56,7 @@ from transforms.compat import beam as compat_beam
 from transforms.core.errors import UsageError
 from transforms.output import manifest as manifest_lib
 from transforms.sources import files
-from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import dataset_checks
 from transforms.validation import pipeline as validation_pipeline
 
 REPORT = 'validation_report.json'
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
   dataset.add_argument('--report', default=None,
                        help='Where to write the JSON report (default: '
                        f'<output>/{REPORT}).')
-  defaults = quality_checks.Thresholds()
+  defaults = dataset_checks.Thresholds()
   limits = parser.add_argument_group('thresholds')
   limits.add_argument('--feature_drift_warn', default=str(
       defaults.feature_drift_warn), help='Warn when a feature\'s mean in a '
@@ -215,8 +215,8 @@ def _number(args, name: str, optional: bool) -> Optional[float]:
   return number
 
 
-def _thresholds(args) -> quality_checks.Thresholds:
-  return quality_checks.Thresholds(
+def _thresholds(args) -> dataset_checks.Thresholds:
+  return dataset_checks.Thresholds(
       feature_drift_warn=_number(args, 'feature_drift_warn', False),
       feature_drift_fail=_number(args, 'feature_drift_fail', True),
       class_drift_warn=_number(args, 'class_drift_warn', False),

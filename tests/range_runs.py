@@ -4,7 +4,7 @@ counting the files the reader cut, and a run's dead letters."""
 import glob
 import json
 
-from transforms.sources import tables as tabular
+from transforms.sources import tables
 
 
 class CountRanges:
@@ -12,18 +12,18 @@ class CountRanges:
 
   def __init__(self):
     self.files = 0
-    self._original = tabular.csv_ranges
+    self._original = tables.csv_ranges
 
   def __enter__(self):
     def counting(*args, **kwargs):
       found = self._original(*args, **kwargs)
       self.files += found is not None
       return found
-    tabular.csv_ranges = counting
+    tables.csv_ranges = counting
     return self
 
   def __exit__(self, *exc):
-    tabular.csv_ranges = self._original
+    tables.csv_ranges = self._original
 
 
 def dead_letters(out):

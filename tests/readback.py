@@ -81,7 +81,7 @@ def move_records(out, source, target, choose):
   """
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from tensorflow.core.example import example_pb2  # pylint: disable=import-outside-toplevel
-  from transforms.output import shards as sinks  # pylint: disable=import-outside-toplevel
+  from transforms.output import shards as shards_lib  # pylint: disable=import-outside-toplevel
   from transforms.output import tfrecord_files  # pylint: disable=import-outside-toplevel
   path = os.path.join(out, 'manifest.json')
   with open(path, encoding='utf-8') as f:
@@ -120,7 +120,7 @@ def move_records(out, source, target, choose):
           label = parse(record).features.feature['label_text'].bytes_list
           name = label.value[0].decode('utf-8')
           counts[name] = counts.get(name, 0) + 1
-          digest = (digest + sinks.record_digest(record)) % (1 << 128)
+          digest = (digest + shards_lib.record_digest(record)) % (1 << 128)
       summary = tfrecord_files.shard_summary(file, compressed,
                                              index=bool(shard.get('index')))
       shard.update(records=summary['records'], bytes=summary['bytes'],

@@ -7,7 +7,7 @@ import apache_beam as beam
 import pytest
 
 from transforms.core import analysis
-from transforms.modalities.text import preprocessing as tt
+from transforms.modalities.text import preprocessing
 
 TEXTS = ['the cat sat', 'The cat ran!', '', 'a dog sat', 'the dog, the cat',
          'the cat sat', '\u00e9t\u00e9 \u00e0 Paris', 'x ' * 40, 'the the',
@@ -15,7 +15,7 @@ TEXTS = ['the cat sat', 'The cat ran!', '', 'a dog sat', 'the dog, the cat',
 
 
 def _config():
-  return tt.TextConfig(
+  return preprocessing.TextConfig(
       text_column='text', label_column='label', lowercase=True,
       strip_punctuation=True, max_tokens=6, vocab_size=5, min_frequency=1,
       oov_buckets=1, ngrams=(1, 1), output='ids', keep_text=False,
@@ -45,14 +45,15 @@ def _analyze(tmp_path, name, ahead, preprocessing_fn, batches):
   p = beam.Pipeline()
   with tft_beam.Context(temp_dir=str(tmp_path / f'{name}_tmp'),
                         force_tf_compat_v1=False):
-    inputs = p | beam.Create([tt.analysis_record_batch(texts, labels)
+    inputs = p | beam.Create([preprocessing.analysis_record_batch(texts, labels)
                               for texts, labels in batches])
     analyze = tft_beam.AnalyzeDataset(preprocessing_fn)
     if ahead:
       with analysis.graph_ahead(ahead):
-        transform_fn = (inputs, tt.analysis_adapter_config()) | analyze
+        transform_fn = (inputs,
+                        preprocessing.analysis_adapter_config()) | analyze
     else:
-      transform_fn = (inputs, tt.analysis_adapter_config()) | analyze
+      transform_fn = (inputs, preprocessing.analysis_adapter_config()) | analyze
     _ = transform_fn | tft_beam.WriteTransformFn(out)
   p.visit(graphs)
   p.run().wait_until_finish()
@@ -70,7 +71,7 @@ def test_graph_ahead_gives_the_same_transform(tmp_path, threads, dofn):
   # batch lost would be a label missing).
   batches = [(TEXTS[:k], [f'batch {i}'] * k)
              for i, k in enumerate([1, 10, 3, 7, 2, 9, 10, 1, 5, 4, 6, 8])]
-  fn = tt.make_preprocessing_fn(_config())
+  fn = preprocessing.make_preprocessing_fn(_config())
   ahead = _analyze(tmp_path, 'ahead', threads, fn, batches)
   plain = _analyze(tmp_path, 'plain', 0, fn, batches)
   assert ahead[:2] == plain[:2]
@@ -86,13 +87,13 @@ def test_a_graph_error_fails_the_run_and_tft_is_restored(tmp_path):
   import tensorflow as tf
   from tensorflow_transform.beam import impl as tft_impl
   original = tft_impl._RunMetaGraphDoFn  # pylint: disable=protected-access
-  inner = tt.make_preprocessing_fn(_config())
+  inner = preprocessing.make_preprocessing_fn(_config())
 
   def failing_fn(inputs):
     # A text longer than 60 bytes fails the graph, in the fourth batch of
     # five: its error surfaces while later batches are on their way.
     check = tf.debugging.assert_less(
-        tf.strings.length(inputs[tt.TEXT]), 60,
+        tf.strings.length(inputs[preprocessing.TEXT]), 60,
         message='a text of 60 bytes or more')
     with tf.control_dependencies([check]):
       inputs = {k: tf.identity(v) for k, v in inputs.items()}
@@ -121,12 +122,12 @@ def test_a_reused_worker_runs_the_graph_of_the_saved_model_it_is_given(
   from apache_beam.internal import pickler
   from apache_beam.utils import shared
   from tensorflow_transform.beam import impl as tft_impl
-  fn = tt.make_preprocessing_fn(_config())
+  fn = preprocessing.make_preprocessing_fn(_config())
   _analyze(tmp_path, 'cats', 0, fn, [(['cat cat cat'], ['a'])])
   _analyze(tmp_path, 'dogs', 0, fn, [(['dog dog dog'], ['a'])])
   cats, dogs = (str(tmp_path / name / 'transform_fn')
                 for name in ('cats', 'dogs'))
-  batch = tt.analysis_record_batch(['cat', 'dog'], ['a', 'a'])
+  batch = preprocessing.analysis_record_batch(['cat', 'dog'], ['a', 'a'])
 
   def attempt(pickled, saved_model_dir):
     dofn = pickler.loads(pickled)
@@ -139,13 +140,13 @@ def test_a_reused_worker_runs_the_graph_of_the_saved_model_it_is_given(
 
   for cls in (tft_impl._RunMetaGraphDoFn, analysis.TaggedGraph):  # pylint: disable=protected-access
     pickled = pickler.dumps(cls(None, shared.Shared(), set(), False,
-                                tt.analysis_adapter_config()))
+                                preprocessing.analysis_adapter_config()))
     first, on_cats = attempt(pickled, cats)
     if cls is analysis.TaggedGraph:
       retry, on_dogs = attempt(pickled, dogs)
       # The same graph a worker that never ran the first attempt loads.
       fresh = pickler.dumps(cls(None, shared.Shared(), set(), False,
-                                tt.analysis_adapter_config()))
+                                preprocessing.analysis_adapter_config()))
       assert ids(on_dogs) == ids(attempt(fresh, dogs)[1])
       assert ids(on_dogs) != ids(on_cats)
       # And the first attempt's instance, still alive, keeps its own.

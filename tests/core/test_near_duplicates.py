@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw, ImageEnhance
 import pytest
 import scipy.fftpack
 
-from transforms.core import near_duplicates as nd
+from transforms.core import near_duplicates
 from transforms.modalities.image import processing
 
 RATIOS = [('train', 0.8), ('validation', 0.1), ('test', 0.1)]
@@ -34,34 +34,38 @@ def _flip(value: int, positions) -> int:
 
 
 def test_tables_are_fixed_and_within_the_hash():
-  assert nd.TABLE_BITS.shape == (nd.TABLES, nd.BITS_PER_TABLE)
-  assert nd.TABLE_BITS.min() >= 0 and nd.TABLE_BITS.max() < nd.HASH_BITS
+  assert near_duplicates.TABLE_BITS.shape == (near_duplicates.TABLES,
+                                              near_duplicates.BITS_PER_TABLE)
+  assert (near_duplicates.TABLE_BITS.min() >= 0
+          and near_duplicates.TABLE_BITS.max() < near_duplicates.HASH_BITS)
   # Fixed forever: a change would regroup every dataset.
-  assert nd.TABLE_BITS[0].tolist() == [5, 9, 21, 30, 42, 44, 49, 52, 57, 60]
-  assert all(len(set(row)) == nd.BITS_PER_TABLE
-             for row in nd.TABLE_BITS.tolist())
+  assert near_duplicates.TABLE_BITS[0].tolist() == [5, 9, 21, 30, 42, 44, 49,
+                                                    52, 57, 60]
+  assert all(len(set(row)) == near_duplicates.BITS_PER_TABLE
+             for row in near_duplicates.TABLE_BITS.tolist())
 
 
 def test_candidate_probability_matches_what_the_tables_find():
   """The stated probability that a pair d bits apart meets in a table,
   against random pairs."""
   rng = random.Random(3)
-  for d, expected in ((0, 1.0), (4, nd.candidate_probability(4)),
-                      (10, nd.candidate_probability(10)),
-                      (16, nd.candidate_probability(16))):
+  for d, expected in ((0, 1.0), (4, near_duplicates.candidate_probability(4)),
+                      (10, near_duplicates.candidate_probability(10)),
+                      (16, near_duplicates.candidate_probability(16))):
     met = 0
     for _ in range(2000):
       a = rng.getrandbits(64)
       b = _flip(a, rng.sample(range(64), d))
-      ka, kb = nd.table_keys(np.frombuffer(
+      ka, kb = near_duplicates.table_keys(np.frombuffer(
           a.to_bytes(8, 'big') + b.to_bytes(8, 'big'), np.uint8).reshape(2, 8))
       met += bool((ka == kb).any())
     assert abs(met / 2000 - expected) < 0.03, (d, met / 2000, expected)
-  assert nd.candidate_probability(10) > 0.96
+  assert near_duplicates.candidate_probability(10) > 0.96
 
 
 def test_pairs_are_verified_by_both_measures():
-  rules = nd.NearDuplicateRules(hash_distance=4, thumb_distance=0.15)
+  rules = near_duplicates.NearDuplicateRules(hash_distance=4,
+                                             thumb_distance=0.15)
   base = random.Random(1).getrandbits(64)
   thumb = list(range(0, 240, 5))
   sigs = [
@@ -71,19 +75,20 @@ def test_pairs_are_verified_by_both_measures():
       _sig(base, thumb[::-1]),                           # 3: other colours
       _sig(base, [min(255, int(v * 1.1)) for v in thumb]),  # 4: brighter
   ]
-  found = {(i, j): (h, t) for i, j, h, t in nd.verified_pairs(sigs, rules)}
+  found = {(i, j): (h, t)
+           for i, j, h, t in near_duplicates.verified_pairs(sigs, rules)}
   assert (0, 1) in found and found[(0, 1)][0] == 3
   assert (0, 2) not in found  # too many bits
   assert (0, 3) not in found  # same grey pattern, other thumbnail
   assert (0, 4) in found and found[(0, 4)][1] < 0.05  # brightness is free
-  assert nd.distances(sigs[0], sigs[3])[1] > 1.0
+  assert near_duplicates.distances(sigs[0], sigs[3])[1] > 1.0
 
 
 def test_groups_do_not_depend_on_the_order_of_edges():
   edges = [('c', 'd'), ('a', 'b'), ('b', 'c'), ('x', 'y')]
   expected = {'a': 'a', 'b': 'a', 'c': 'a', 'd': 'a', 'x': 'x', 'y': 'x'}
   for order in itertools.permutations(edges):
-    assert nd.components(order) == expected
+    assert near_duplicates.components(order) == expected
 
 
 def _infos(*items):
@@ -91,7 +96,8 @@ def _infos(*items):
   out = {}
   for digest, members in items:
     for m in members:
-      out[digest] = nd.merge_info(out.get(digest), nd.new_info(*m))
+      out[digest] = near_duplicates.merge_info(out.get(digest),
+                                               near_duplicates.new_info(*m))
   return out
 
 
@@ -101,7 +107,7 @@ def _by_example(decisions, infos):
   out = {}
   for digest, info in infos.items():
     for split, (ex_id, label) in info['ids'].items():
-      to, reason = nd.example_decision(decisions[digest], label)
+      to, reason = near_duplicates.example_decision(decisions[digest], label)
       out[ex_id] = (to or split, reason)
   return out
 
@@ -112,10 +118,11 @@ def test_group_mode_moves_every_member_to_the_split_of_its_smallest_digest():
                  ('d2', [('x/2.jpg', 'cat', 'test'),
                          ('x/2b.jpg', 'cat', 'test')]),
                  ('d3', [('x/3.jpg', 'cat', 'validation')]))
-  decisions, summary = nd.decide(edges, infos, nd.NearDuplicateRules(),
-                                 'keep', 'content', RATIOS)
-  expected_split = nd.split_lib.assign_split(
-      nd.split_lib.content_split_key('d1'), RATIOS)
+  decisions, summary = near_duplicates.decide(
+      edges, infos, near_duplicates.NearDuplicateRules(), 'keep', 'content',
+      RATIOS)
+  expected_split = near_duplicates.split_lib.assign_split(
+      near_duplicates.split_lib.content_split_key('d1'), RATIOS)
   assert {d['split'] for d in decisions.values()} == {expected_split}
   assert {d['group'] for d in decisions.values()} == {'d1'}
   assert not any(d['drop'] for d in decisions.values())
@@ -134,9 +141,9 @@ def test_drop_mode_keeps_the_smallest_content_and_its_copies():
                          ('a.jpg', 'cat', 'train')]),
                  ('d2', [('c.jpg', 'cat', 'test')]),
                  ('d3', [('d.jpg', 'cat', 'train')]))
-  decisions, summary = nd.decide(edges, infos,
-                                 nd.NearDuplicateRules(mode='drop'), 'keep',
-                                 'content', RATIOS)
+  decisions, summary = near_duplicates.decide(
+      edges, infos, near_duplicates.NearDuplicateRules(mode='drop'), 'keep',
+      'content', RATIOS)
   assert decisions['d1']['drop'] is None  # exact copies: contents.py's
   assert decisions['d2']['drop'] == 'near-duplicate of a.jpg'
   assert decisions['d3']['drop'] == 'near-duplicate of a.jpg'
@@ -152,8 +159,9 @@ def test_label_conflicts_among_near_duplicates_follow_the_policy(policy,
   infos = _infos(('d1', [('a.jpg', 'cat', 'train')]),
                  ('d2', [('b.jpg', 'cat', 'test')]),
                  ('d3', [('c.jpg', 'dog', 'train')]))
-  decisions, summary = nd.decide(edges, infos, nd.NearDuplicateRules(),
-                                 policy, 'content', RATIOS)
+  decisions, summary = near_duplicates.decide(
+      edges, infos, near_duplicates.NearDuplicateRules(), policy, 'content',
+      RATIOS)
   examples = _by_example(decisions, infos)
   assert {i for i, (_, reason) in examples.items() if reason} == dropped
   assert summary['label_conflicts'] == 1
@@ -169,11 +177,12 @@ def test_majority_within_one_content_drops_only_the_minority_label():
   edges = {('d1', 'd2'): (3, 0.01)}
   infos = _infos(('d1', [('a.jpg', 'cat', 'train'), ('z.jpg', 'dog', 'train')]),
                  ('d2', [('b.jpg', 'cat', 'train')]))
-  decisions, summary = nd.decide(edges, infos, nd.NearDuplicateRules(),
-                                 'majority', 'content', RATIOS)
-  assert nd.example_decision(decisions['d1'], 'cat')[1] is None
-  assert 'majority label cat' in nd.example_decision(decisions['d1'],
-                                                      'dog')[1]
+  decisions, summary = near_duplicates.decide(
+      edges, infos, near_duplicates.NearDuplicateRules(), 'majority', 'content',
+      RATIOS)
+  assert near_duplicates.example_decision(decisions['d1'], 'cat')[1] is None
+  assert 'majority label cat' in near_duplicates.example_decision(
+      decisions['d1'], 'dog')[1]
   assert summary['dropped']['label_conflicts'] == 1
 
 
@@ -181,8 +190,9 @@ def test_splits_named_by_the_input_do_not_move_and_are_counted():
   edges = {('d1', 'd2'): (3, 0.01)}
   infos = _infos(('d1', [('a.jpg', 'cat', 'train')]),
                  ('d2', [('b.jpg', 'cat', 'test')]))
-  decisions, summary = nd.decide(edges, infos, nd.NearDuplicateRules(),
-                                 'keep', 'input', RATIOS)
+  decisions, summary = near_duplicates.decide(
+      edges, infos, near_duplicates.NearDuplicateRules(), 'keep', 'input',
+      RATIOS)
   assert _by_example(decisions, infos) == {'a.jpg': ('train', None),
                                            'b.jpg': ('test', None)}
   assert summary['groups_across_splits'] == 1 and summary['moved'] == 0
@@ -215,7 +225,7 @@ def test_signatures_of_real_copies_are_near_and_of_others_far():
         data, processing.ImageConfig(height=64, width=64,
                                      signature=True)).signature
 
-  rules = nd.NearDuplicateRules()
+  rules = near_duplicates.NearDuplicateRules()
   original = _photo(5)
   w, h = original.size
   copies = {
@@ -228,9 +238,9 @@ def test_signatures_of_real_copies_are_near_and_of_others_far():
   base = sig(_png(original))
   assert len(base) == processing.SIGNATURE_BYTES
   for kind, data in copies.items():
-    hd, td = nd.distances(base, sig(data))
+    hd, td = near_duplicates.distances(base, sig(data))
     assert hd <= rules.hash_distance and td <= rules.thumb_distance, kind
-  others = [nd.distances(base, sig(_png(_photo(seed))))
+  others = [near_duplicates.distances(base, sig(_png(_photo(seed))))
             for seed in range(10, 30)]
   assert not any(hd <= rules.hash_distance and td <= rules.thumb_distance
                  for hd, td in others)
@@ -328,10 +338,10 @@ def test_the_beam_transform_groups_across_bundles():
   with TestPipeline() as p:
     decisions, summary = (
         p | beam.Create(entries)
-        | nd.NearDuplicateGroups(nd.NearDuplicateRules(), 'keep', 'content',
-                                 RATIOS))
-    split = nd.split_lib.assign_split(nd.split_lib.content_split_key(d1),
-                                      RATIOS)
+        | near_duplicates.NearDuplicateGroups(
+            near_duplicates.NearDuplicateRules(), 'keep', 'content', RATIOS))
+    split = near_duplicates.split_lib.assign_split(
+        near_duplicates.split_lib.content_split_key(d1), RATIOS)
     assert_that(decisions | beam.Map(lambda d: sorted(
         (k, v['split'], v['group']) for k, v in d.items())),
                 equal_to([[(d1, split, d1), (d2, split, d1)]]),
@@ -360,11 +370,11 @@ def test_a_crowded_bucket_finds_the_pairs_a_full_comparison_finds(tmp_path):
 def _assert_gathers_what_comparing_all_finds(sigs, folder):
   """GatherNearDuplicates of one picture per signature (digest k for the
   k-th) finds exactly the pairs comparing every two finds (over 1,000)."""
-  rules = nd.NearDuplicateRules()
+  rules = near_duplicates.NearDuplicateRules()
   digests = [f'{k:032x}' for k in range(len(sigs))]
   expected = set()
   for (da, sa), (db, sb) in itertools.combinations(zip(digests, sigs), 2):
-    hd, td = nd.distances(sa, sb)
+    hd, td = near_duplicates.distances(sa, sb)
     if hd <= rules.hash_distance and td <= rules.thumb_distance:
       expected.add((min(da, db), max(da, db)))
   assert len(expected) > 1000
@@ -373,7 +383,7 @@ def _assert_gathers_what_comparing_all_finds(sigs, folder):
                                    sig)]
                                  for k, (digest, sig) in enumerate(
                                      zip(digests, sigs))])
-                | nd.GatherNearDuplicates(rules, str(folder)))
+                | near_duplicates.GatherNearDuplicates(rules, str(folder)))
     assert_that(gathered | beam.Map(lambda g: set(g[0])),
                 equal_to([expected]))
 
@@ -384,15 +394,16 @@ def test_crowded_buckets_of_one_runner_group_keep_their_own_pairs(
   (verified a block at a time): where two crowded buckets share a runner
   group, each keeps its own pairs (their rows were once mixed up), and
   the pairs are those comparing every two finds."""
-  monkeypatch.setattr(nd, '_BLOCK', 16)
+  monkeypatch.setattr(near_duplicates, '_BLOCK', 16)
   rng = np.random.default_rng(6)
   bases = [random.Random(10 + t).getrandbits(64) for t in range(8)]
   thumbs = [rng.integers(0, 256, 48).tolist() for _ in range(6)]
   # Some table puts two templates' buckets in one runner group.
-  keys = nd.table_keys(np.frombuffer(b''.join(
+  keys = near_duplicates.table_keys(np.frombuffer(b''.join(
       bases[t].to_bytes(8, 'big') for t in range(8)), np.uint8).reshape(8, 8))
-  groups = nd._Pictures.group_of(keys.astype(np.uint64))  # pylint: disable=protected-access
-  assert any(len(set(groups[:, t].tolist())) < 8 for t in range(nd.TABLES))
+  groups = near_duplicates._Pictures.group_of(keys.astype(np.uint64))  # pylint: disable=protected-access
+  assert any(len(set(groups[:, t].tolist())) < 8
+             for t in range(near_duplicates.TABLES))
   _assert_gathers_what_comparing_all_finds(
       [_sig(_flip(bases[k % 8], [k % 3]), thumbs[k % 6]) for k in range(480)],
       tmp_path)

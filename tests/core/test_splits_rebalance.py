@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from transforms.core import rebalance
-from transforms.core import splits as split
+from transforms.core import splits
 
 DEFAULT = 'train=0.8,validation=0.1,test=0.1'
 
@@ -20,15 +20,15 @@ def _ids(n, prefix='img'):
 
 
 def test_parse_ratios_default():
-  assert split.parse_ratios(DEFAULT) == [('train', 0.8), ('validation', 0.1),
-                                         ('test', 0.1)]
+  assert splits.parse_ratios(DEFAULT) == [('train', 0.8), ('validation', 0.1),
+                                          ('test', 0.1)]
 
 
 def test_parse_ratios_keeps_order_and_tolerates_spaces():
-  assert split.parse_ratios(' test = 0.25 , train=0.75, ') == [
+  assert splits.parse_ratios(' test = 0.25 , train=0.75, ') == [
       ('test', 0.25), ('train', 0.75)]
-  assert split.parse_ratios('train=1') == [('train', 1.0)]
-  assert split.parse_ratios('train=0.7,validation=0.3,test=0') == [
+  assert splits.parse_ratios('train=1') == [('train', 1.0)]
+  assert splits.parse_ratios('train=0.7,validation=0.3,test=0') == [
       ('train', 0.7), ('validation', 0.3), ('test', 0.0)]
 
 
@@ -48,7 +48,7 @@ def test_parse_ratios_keeps_order_and_tolerates_spaces():
 ])
 def test_parse_ratios_rejects(text, match):
   with pytest.raises(ValueError, match=match) as info:
-    split.parse_ratios(text)
+    splits.parse_ratios(text)
   message = str(info.value)
   assert message and '\n' not in message
 
@@ -76,11 +76,11 @@ def test_hash_splits_gives_assign_split_for_every_id(ratios):
   repeated = rows[:50] * 3 + ['chat noir/é.png', '', 'a,b'] * 4
   entities = np.array([f'dev{i % 11}' for i in range(500)], dtype=object)
   for ids in (rows, repeated, entities, []):
-    want = [names.index(split.assign_split(i, ratios)) for i in list(ids)]
-    got = split.hash_splits(ids, ratios, names)
+    want = [names.index(splits.assign_split(i, ratios)) for i in list(ids)]
+    got = splits.hash_splits(ids, ratios, names)
     assert got.dtype == np.int8
     assert got.tolist() == want
-  got = split.hash_splits(rows, ratios, names)
+  got = splits.hash_splits(rows, ratios, names)
   shares = np.bincount(got, minlength=3) / len(rows)
   for name, ratio in ratios:
     assert abs(shares[names.index(name)] - ratio) < 0.05
@@ -88,43 +88,43 @@ def test_hash_splits_gives_assign_split_for_every_id(ratios):
 
 def test_unit_hash_is_sha256_based_and_in_unit_interval():
   for example_id in ['a', 'cat/1.jpg', 'chat noir/é.png', '']:
-    u = split.unit_hash('split', example_id)
+    u = splits.unit_hash('split', example_id)
     assert u == _reference_unit_hash('split', example_id)
     assert 0.0 <= u < 1.0
 
 
 def test_assign_split_is_deterministic_and_depends_only_on_the_id():
-  ratios = split.parse_ratios(DEFAULT)
+  ratios = splits.parse_ratios(DEFAULT)
   ids = _ids(500)
-  first = [split.assign_split(i, ratios) for i in ids]
+  first = [splits.assign_split(i, ratios) for i in ids]
   # Other calls in between and a different order change nothing.
   for i in reversed(ids):
-    split.assign_split(i + 'x', ratios)
-  again = {i: split.assign_split(i, list(ratios)) for i in reversed(ids)}
+    splits.assign_split(i + 'x', ratios)
+  again = {i: splits.assign_split(i, list(ratios)) for i in reversed(ids)}
   assert first == [again[i] for i in ids]
   # The split follows from the id's hash alone (stable across processes).
   for example_id in ids[:50]:
     u = _reference_unit_hash('split', example_id)
     want = 'train' if u < 0.8 else 'validation' if u < 0.9 else 'test'
-    assert split.assign_split(example_id, ratios) == want
+    assert splits.assign_split(example_id, ratios) == want
 
 
 def test_assign_split_proportions_within_one_and_a_half_percent():
-  ratios = split.parse_ratios(DEFAULT)
+  ratios = splits.parse_ratios(DEFAULT)
   n = 20_000
   counts = collections.Counter(
-      split.assign_split(i, ratios) for i in _ids(n, 'class_a'))
+      splits.assign_split(i, ratios) for i in _ids(n, 'class_a'))
   assert set(counts) == {'train', 'validation', 'test'}
   for name, ratio in ratios:
     assert abs(counts[name] / n - ratio) <= 0.015, (name, counts[name])
 
 
 def test_assign_split_never_picks_a_zero_ratio():
-  ratios = split.parse_ratios('train=0.5,validation=0.5,test=0')
-  got = {split.assign_split(i, ratios) for i in _ids(2000)}
+  ratios = splits.parse_ratios('train=0.5,validation=0.5,test=0')
+  got = {splits.assign_split(i, ratios) for i in _ids(2000)}
   assert got == {'train', 'validation'}
-  only = split.parse_ratios('train=1')
-  assert {split.assign_split(i, only) for i in _ids(200)} == {'train'}
+  only = splits.parse_ratios('train=1')
+  assert {splits.assign_split(i, only) for i in _ids(200)} == {'train'}
 
 
 # ---------------------------------------------------------- canonical_split
@@ -138,13 +138,13 @@ def test_assign_split_never_picks_a_zero_ratio():
     ('test', 'test'), ('testing', 'test'), ('Test', 'test'),
 ])
 def test_canonical_split_aliases(name, want):
-  assert split.canonical_split(name) == want
+  assert splits.canonical_split(name) == want
 
 
 @pytest.mark.parametrize('name', ['holdout', 'eval', '', 'trains'])
 def test_canonical_split_rejects_unknown(name):
   with pytest.raises(ValueError, match='unknown split') as info:
-    split.canonical_split(name)
+    splits.canonical_split(name)
   assert 'train, validation, test' in str(info.value)
 
 

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from transforms import modalities
-from transforms.validation import dataset_checks as qc
+from transforms.validation import dataset_checks
 from transforms.validation import report
 
 
@@ -18,7 +18,7 @@ def _check(manifest, values, ex_id='x'):
   (record summary, stats)."""
   out = {'id': ex_id, 'label': 'a', 'exact': True, 'pixels': 0, 'image': None,
          'values': None, 'channel_sum': None, 'channel_sum_squares': None}
-  stats = qc.FeatureStats()
+  stats = dataset_checks.FeatureStats()
   modalities.of_manifest(manifest).check_values(values, manifest, out,
                                                 stats)
   return out, stats
@@ -279,7 +279,8 @@ def test_report_lists_the_sensor_checks_in_their_order():
   got = report.build_report(
       manifest, results, extra_files=[],
       transform_check={'ok': True, 'detail': 'probes pass'},
-      content=qc.content_findings([]), recordings=qc.recording_findings([]))
+      content=dataset_checks.content_findings([]),
+      recordings=dataset_checks.recording_findings([]))
   assert [c['check'] for c in got['checks']] == SENSOR_WINDOW_CHECKS
   assert got['verdict'] == 'pass', got['checks']
   assert got['modality'] == 'sensor'

@@ -20,7 +20,7 @@ from pipelines import outcome
 from pipelines import preprocess
 from pipelines import reader
 from pipelines import validate
-from transforms.modalities.image import features as schema
+from transforms.modalities.image import features
 
 TFDS_FILES = ['dataset_info.json', 'features.json', 'label.labels.txt']
 ONE_WORKER = ['--direct_running_mode', 'in_memory', '--direct_num_workers',
@@ -88,7 +88,7 @@ def _compare_split(out, manifest, split):
     assert set(got) == set(spec)
     for name, entry in spec.items():
       mine, tfds_value = row[name], got[name]
-      decoded = name == schema.IMAGE and decode_image is not None
+      decoded = name == features.IMAGE and decode_image is not None
       if decoded:
         mine = decode_image(mine)
       if entry['dtype'] == 'string' and not decoded:

@@ -11,13 +11,13 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import options
-from transforms.modalities.image import inputs as sources
-from transforms.modalities.image import processing as images
-from transforms.core import splits as split
+from transforms.modalities.image import inputs
+from transforms.modalities.image import processing
+from transforms.core import splits
 from transforms.core.errors import UsageError
 from transforms.sources import files
 
-RATIOS = split.parse_ratios('train=0.8,validation=0.1,test=0.1')
+RATIOS = splits.parse_ratios('train=0.8,validation=0.1,test=0.1')
 
 
 # ------------------------------------------------------------ relative_parts
@@ -44,20 +44,20 @@ def test_relative_parts(root, path, want):
 @pytest.mark.parametrize('root', ['/data/in', '/data/in/', 'gs://b/in'])
 def test_ref_from_path_class_folders(root):
   base = root.rstrip('/')
-  ref, skip, dead = sources.ref_from_path(root, f'{base}/cat/001.JPG', False,
-                                          RATIOS)
+  ref, skip, dead = inputs.ref_from_path(root, f'{base}/cat/001.JPG', False,
+                                         RATIOS)
   assert skip is None and dead is None
   assert ref.path == f'{base}/cat/001.JPG'
   assert ref.example_id == 'cat/001.JPG'
   assert ref.label == 'cat'
-  assert ref.split == split.assign_split('cat/001.JPG', RATIOS)
+  assert ref.split == splits.assign_split('cat/001.JPG', RATIOS)
 
 
 def test_ref_from_path_id_does_not_depend_on_the_root():
-  local, _, _ = sources.ref_from_path('/tmp/a', '/tmp/a/dog/x.png', False,
-                                      RATIOS)
-  remote, _, _ = sources.ref_from_path('gs://b/c', 'gs://b/c/dog/x.png',
-                                       False, RATIOS)
+  local, _, _ = inputs.ref_from_path('/tmp/a', '/tmp/a/dog/x.png', False,
+                                     RATIOS)
+  remote, _, _ = inputs.ref_from_path('gs://b/c', 'gs://b/c/dog/x.png',
+                                      False, RATIOS)
   assert local.example_id == remote.example_id == 'dog/x.png'
   assert local.split == remote.split
 
@@ -65,7 +65,7 @@ def test_ref_from_path_id_does_not_depend_on_the_root():
 @pytest.mark.parametrize('label', ['chat noir', 'café', '猫', 'a b  c',
                                    "o'brien"])
 def test_ref_from_path_unicode_and_spaces_in_labels(label):
-  ref, skip, dead = sources.ref_from_path(
+  ref, skip, dead = inputs.ref_from_path(
       'gs://b/in', f'gs://b/in/{label}/photo 1.jpeg', False, RATIOS)
   assert (skip, dead) == (None, None)
   assert ref.label == label
@@ -73,19 +73,19 @@ def test_ref_from_path_unicode_and_spaces_in_labels(label):
 
 
 def test_ref_from_path_split_folders():
-  ref, skip, dead = sources.ref_from_path('/in', '/in/val/cat/1.png', True,
-                                          RATIOS)
+  ref, skip, dead = inputs.ref_from_path('/in', '/in/val/cat/1.png', True,
+                                         RATIOS)
   assert (skip, dead) == (None, None)
   assert (ref.label, ref.split, ref.example_id) == ('cat', 'validation',
                                                     'val/cat/1.png')
-  ref, _, _ = sources.ref_from_path('/in', '/in/Training/dog/1.png', True,
-                                    RATIOS)
+  ref, _, _ = inputs.ref_from_path('/in', '/in/Training/dog/1.png', True,
+                                   RATIOS)
   assert (ref.label, ref.split) == ('dog', 'train')
 
 
 def test_ref_from_path_unknown_split_folder_is_dead_lettered():
-  ref, skip, dead = sources.ref_from_path('/in', '/in/holdout/cat/1.jpg',
-                                          True, RATIOS)
+  ref, skip, dead = inputs.ref_from_path('/in', '/in/holdout/cat/1.jpg',
+                                         True, RATIOS)
   assert ref is None and skip is None
   assert 'unknown split' in dead and 'holdout' in dead
 
@@ -104,8 +104,8 @@ def test_ref_from_path_unknown_split_folder_is_dead_lettered():
      'in a folder nested inside the class folder a (--nested_folders skip)'),
 ])
 def test_ref_from_path_skips(path, from_input, nested, why):
-  ref, skip, dead = sources.ref_from_path('/in', path, from_input, RATIOS,
-                                          nested)
+  ref, skip, dead = inputs.ref_from_path('/in', path, from_input, RATIOS,
+                                         nested)
   assert ref is None and dead is None
   assert skip == why
 
@@ -119,12 +119,12 @@ def test_ref_from_path_skips(path, from_input, nested, why):
 def test_ref_from_path_nested_folders_are_of_their_class(root, path,
                                                          from_input, label,
                                                          split_of):
-  ref, skip, dead = sources.ref_from_path(root, path, from_input, RATIOS)
+  ref, skip, dead = inputs.ref_from_path(root, path, from_input, RATIOS)
   assert (skip, dead) == (None, None)
   example_id = '/'.join(files.relative_parts(root, path))
   assert (ref.path, ref.example_id, ref.label) == (path, example_id, label)
   # The id is the whole path below the root, and so is the split key.
-  assert ref.split == (split_of or split.assign_split(example_id, RATIOS))
+  assert ref.split == (split_of or splits.assign_split(example_id, RATIOS))
 
 
 def _listed(path, problem=None, skip=None):
@@ -151,8 +151,8 @@ def _listed(path, problem=None, skip=None):
               '(--nested_folders skip)')),
 ])
 def test_ref_from_listed(entry, nested, want):
-  ref, skip, dead = sources.ref_from_listed('/in', entry, False, RATIOS,
-                                            nested)
+  ref, skip, dead = inputs.ref_from_listed('/in', entry, False, RATIOS,
+                                           nested)
   if want == 'ref':
     assert (ref.example_id, skip, dead) == ('cat/a.jpg', None, None)
   elif want[0] == 'skip':
@@ -164,11 +164,11 @@ def test_ref_from_listed(entry, nested, want):
 # ------------------------------------------------------- manifest lines
 
 
-CSV = sources.ManifestFormat(kind='csv')
-TSV = sources.ManifestFormat(kind='tsv')
-JSONL = sources.ManifestFormat(kind='jsonl')
-CSV_WITH_SPLIT = sources.ManifestFormat(kind='csv', path_index=1,
-                                        label_index=2, split_index=0)
+CSV = inputs.ManifestFormat(kind='csv')
+TSV = inputs.ManifestFormat(kind='tsv')
+JSONL = inputs.ManifestFormat(kind='jsonl')
+CSV_WITH_SPLIT = inputs.ManifestFormat(kind='csv', path_index=1,
+                                       label_index=2, split_index=0)
 
 
 @pytest.mark.parametrize('fmt,line', [
@@ -182,44 +182,44 @@ CSV_WITH_SPLIT = sources.ManifestFormat(kind='csv', path_index=1,
 def test_manifest_line_relative_path_resolved_against_manifest_folder(
     fmt, line):
   manifest = f'/data/lists/manifest.{fmt.kind}'
-  ref, reason = sources.ref_from_manifest_line(line, fmt, manifest, False,
-                                               RATIOS)
+  ref, reason = inputs.ref_from_manifest_line(line, fmt, manifest, False,
+                                              RATIOS)
   assert reason is None
   assert ref.path == '/data/lists/imgs/a 1.jpg'
   assert ref.example_id == 'imgs/a 1.jpg'
   assert ref.label == 'chat noir'
-  assert ref.split == split.assign_split('imgs/a 1.jpg', RATIOS)
+  assert ref.split == splits.assign_split('imgs/a 1.jpg', RATIOS)
 
 
 def test_manifest_line_gs_manifest_and_absolute_paths():
-  ref, _ = sources.ref_from_manifest_line(
+  ref, _ = inputs.ref_from_manifest_line(
       'x/é.png,cat', CSV, 'gs://bucket/lists/m.csv', False, RATIOS)
   assert ref.path == 'gs://bucket/lists/x/é.png'
   for path in ['gs://other/y.jpg', '/abs/y.jpg']:
-    ref, _ = sources.ref_from_manifest_line(
+    ref, _ = inputs.ref_from_manifest_line(
         json.dumps({'path': path, 'label': 'dog'}), JSONL,
         'gs://bucket/lists/m.jsonl', False, RATIOS)
     assert ref.path == path and ref.example_id == path
   # A manifest in the current folder leaves relative paths alone.
-  ref, _ = sources.ref_from_manifest_line('y.jpg,dog', CSV, 'm.csv', False,
-                                          RATIOS)
+  ref, _ = inputs.ref_from_manifest_line('y.jpg,dog', CSV, 'm.csv', False,
+                                         RATIOS)
   assert ref.path == 'y.jpg'
 
 
 def test_manifest_line_split_column():
   manifest = '/m/list.csv'
-  ref, reason = sources.ref_from_manifest_line('val,a.jpg,cat',
-                                               CSV_WITH_SPLIT, manifest,
-                                               True, RATIOS)
+  ref, reason = inputs.ref_from_manifest_line('val,a.jpg,cat',
+                                              CSV_WITH_SPLIT, manifest,
+                                              True, RATIOS)
   assert reason is None and ref.split == 'validation'
-  ref, reason = sources.ref_from_manifest_line(
+  ref, reason = inputs.ref_from_manifest_line(
       json.dumps({'path': 'a.jpg', 'label': 'cat', 'split': 'Test'}), JSONL,
       manifest, True, RATIOS)
   assert reason is None and ref.split == 'test'
   # Without --splits from_input the column is ignored and the hash decides.
-  ref, _ = sources.ref_from_manifest_line('test,a.jpg,cat', CSV_WITH_SPLIT,
-                                          manifest, False, RATIOS)
-  assert ref.split == split.assign_split('a.jpg', RATIOS)
+  ref, _ = inputs.ref_from_manifest_line('test,a.jpg,cat', CSV_WITH_SPLIT,
+                                         manifest, False, RATIOS)
+  assert ref.split == splits.assign_split('a.jpg', RATIOS)
 
 
 @pytest.mark.parametrize('fmt,line,from_input,match', [
@@ -242,17 +242,17 @@ def test_manifest_line_split_column():
     (JSONL, '{"path": "a.jpg", "label": "cat"}', True, 'has no split'),
 ])
 def test_manifest_line_dead_letters(fmt, line, from_input, match):
-  ref, reason = sources.ref_from_manifest_line(line, fmt, '/m/list.x',
-                                               from_input, RATIOS)
+  ref, reason = inputs.ref_from_manifest_line(line, fmt, '/m/list.x',
+                                              from_input, RATIOS)
   assert ref is None
   assert reason is not None and match in reason
 
 
 def _records(text, fmt=CSV):
-  return list(sources.manifest_records(io.StringIO(text, newline=''), fmt))
+  return list(inputs.manifest_records(io.StringIO(text, newline=''), fmt))
 
 
-CSV_CAPTION = sources.ManifestFormat(kind='csv', path_index=0, label_index=1)
+CSV_CAPTION = inputs.ManifestFormat(kind='csv', path_index=0, label_index=1)
 
 
 def test_manifest_records_quoted_line_breaks_span_lines():
@@ -303,7 +303,7 @@ def test_manifest_records_an_unclosed_quote_costs_one_line():
 
 
 def test_manifest_records_a_quote_open_for_too_many_lines(monkeypatch):
-  monkeypatch.setattr(sources, 'MAX_RECORD_LINES', 3)
+  monkeypatch.setattr(inputs, 'MAX_RECORD_LINES', 3)
   text = 'path,label,note\na.jpg,cat,"x\n' + ''.join(
       f'{i}.jpg,dog,y\n' for i in range(4))
   records = _records(text, CSV_CAPTION)
@@ -337,7 +337,7 @@ def test_manifest_records_bad_bytes_and_csv_errors_are_one_line_each():
 
 
 def test_manifest_line_with_parsed_fields():
-  ref, reason = sources.ref_from_manifest_line(
+  ref, reason = inputs.ref_from_manifest_line(
       'a.jpg,cat,"x\ny"\n', CSV_CAPTION, '/m/l.csv', False, RATIOS,
       row=['a.jpg', 'cat', 'x\ny'])
   assert reason is None
@@ -346,13 +346,13 @@ def test_manifest_line_with_parsed_fields():
 
 @pytest.mark.parametrize('fmt', [CSV, TSV, JSONL])
 def test_manifest_blank_line_is_ignored(fmt):
-  assert sources.ref_from_manifest_line('   ', fmt, '/m/l', False,
-                                        RATIOS) == (None, None)
+  assert inputs.ref_from_manifest_line('   ', fmt, '/m/l', False,
+                                       RATIOS) == (None, None)
 
 
 def test_manifest_numeric_json_label_becomes_text():
-  ref, _ = sources.ref_from_manifest_line('{"path": "a.jpg", "label": 3}',
-                                          JSONL, '/m/l.jsonl', False, RATIOS)
+  ref, _ = inputs.ref_from_manifest_line('{"path": "a.jpg", "label": 3}',
+                                         JSONL, '/m/l.jsonl', False, RATIOS)
   assert ref.label == '3'
 
 
@@ -370,20 +370,20 @@ def _touch(root, *parts):
 def test_check_input_missing_path(tmp_path):
   missing = str(tmp_path / 'nope')
   with pytest.raises(UsageError, match='does not exist') as info:
-    sources.check_input(missing, False)
+    inputs.check_input(missing, False)
   assert missing in str(info.value)
 
 
 def test_check_input_empty_folder(tmp_path):
   with pytest.raises(UsageError, match='is empty'):
-    sources.check_input(str(tmp_path), False)
+    inputs.check_input(str(tmp_path), False)
 
 
 def test_check_input_files_without_class_folders(tmp_path):
   _touch(tmp_path, 'a.jpg')
   _touch(tmp_path, 'b.png')
   with pytest.raises(UsageError, match='no labels found') as info:
-    sources.check_input(str(tmp_path), False)
+    inputs.check_input(str(tmp_path), False)
   message = str(info.value)
   assert '<label>/image.jpg' in message
   assert '\n' not in message
@@ -394,27 +394,27 @@ def test_check_input_class_folders(tmp_path, trailing_slash):
   _touch(tmp_path, 'cat', '1.jpg')
   _touch(tmp_path, 'chat noir é', '2.png')
   root = str(tmp_path) + ('/' if trailing_slash else '')
-  assert sources.check_input(root, False) is None
+  assert inputs.check_input(root, False) is None
 
 
 def test_check_input_split_folders_from_input(tmp_path):
   _touch(tmp_path, 'train', 'cat', '1.jpg')
   _touch(tmp_path, 'val', 'cat', '2.jpg')
   _touch(tmp_path, 'test', 'dog', '3.jpg')
-  assert sources.check_input(str(tmp_path), True) is None
+  assert inputs.check_input(str(tmp_path), True) is None
 
 
 def test_check_input_unknown_split_folder_from_input(tmp_path):
   _touch(tmp_path, 'train', 'cat', '1.jpg')
   _touch(tmp_path, 'holdout', 'cat', '2.jpg')
   with pytest.raises(UsageError, match="found 'holdout'"):
-    sources.check_input(str(tmp_path), True)
+    inputs.check_input(str(tmp_path), True)
 
 
 def test_check_input_from_input_with_files_but_no_split_folders(tmp_path):
   _touch(tmp_path, 'a.jpg')
   with pytest.raises(UsageError, match='no labels found') as info:
-    sources.check_input(str(tmp_path), True)
+    inputs.check_input(str(tmp_path), True)
   assert 'train/<label>/image.jpg' in str(info.value)
 
 
@@ -424,15 +424,15 @@ def _write(path, text):
 
 
 def test_check_input_manifests(tmp_path):
-  fmt = sources.check_input(
+  fmt = inputs.check_input(
       _write(tmp_path / 'm.csv', 'label,path\ncat,a.jpg\n'), False)
   assert (fmt.kind, fmt.path_index, fmt.label_index, fmt.split_index) == (
       'csv', 1, 0, None)
-  fmt = sources.check_input(
+  fmt = inputs.check_input(
       _write(tmp_path / 'm.tsv', 'path\tlabel\tsplit\na.jpg\tcat\ttrain\n'),
       True)
   assert (fmt.kind, fmt.split_index) == ('tsv', 2)
-  fmt = sources.check_input(
+  fmt = inputs.check_input(
       _write(tmp_path / 'm.jsonl', '{"path": "a.jpg", "label": "cat"}\n'),
       False)
   assert fmt.kind == 'jsonl'
@@ -453,7 +453,7 @@ def test_check_input_bad_manifests(tmp_path, name, text, from_input, match):
   if text is not None:
     _write(path, text)
   with pytest.raises(UsageError, match=match):
-    sources.check_input(str(path), from_input)
+    inputs.check_input(str(path), from_input)
 
 
 @pytest.mark.parametrize('parts,from_input', [
@@ -464,20 +464,20 @@ def test_check_input_bad_manifests(tmp_path, name, text, from_input, match):
 def test_check_input_accepts_images_only_in_nested_folders(tmp_path, parts,
                                                            from_input):
   _touch(tmp_path, *parts)
-  assert sources.check_input(str(tmp_path), from_input) is None
-  assert sources.check_input(str(tmp_path), from_input, 'include') is None
+  assert inputs.check_input(str(tmp_path), from_input) is None
+  assert inputs.check_input(str(tmp_path), from_input, 'include') is None
 
 
 def test_check_input_nested_images_with_nested_folders_skip(tmp_path):
   _touch(tmp_path, 'cat', '2019', 'x.jpg')
   with pytest.raises(UsageError) as info:
-    sources.check_input(str(tmp_path), False, 'skip')
+    inputs.check_input(str(tmp_path), False, 'skip')
   assert str(info.value) == (
       f'the images in {tmp_path} are all in folders nested inside the class '
       f'folders, such as {tmp_path}/cat/2019/x.jpg, and --nested_folders '
       'skip skips those; pass --nested_folders include to use them')
   _touch(tmp_path, 'cat', 'y.jpg')
-  assert sources.check_input(str(tmp_path), False, 'skip') is None
+  assert inputs.check_input(str(tmp_path), False, 'skip') is None
 
 
 def test_check_input_split_folders_without_from_input(tmp_path):
@@ -486,7 +486,7 @@ def test_check_input_split_folders_without_from_input(tmp_path):
   _touch(tmp_path, 'train', 'cat', '1.jpg')
   _touch(tmp_path, 'test', 'dog', '2.jpg')
   with pytest.raises(UsageError) as info:
-    sources.check_input(str(tmp_path), False)
+    inputs.check_input(str(tmp_path), False)
   assert str(info.value) == (
       f'{tmp_path} holds images two folders deep, as in '
       f'{tmp_path}/train/<label>/image.jpg; pass --splits from_input to use '
@@ -496,32 +496,32 @@ def test_check_input_split_folders_without_from_input(tmp_path):
 def test_check_input_nested_class_folder_is_not_a_split_folder(tmp_path):
   _touch(tmp_path, 'cat', '2019', 'x.jpg')
   with pytest.raises(UsageError, match="found 'cat'"):
-    sources.check_input(str(tmp_path), True)
+    inputs.check_input(str(tmp_path), True)
 
 
 @pytest.mark.parametrize('name', ['photos [2019]', 'what?', 'a*b', '[x]'])
 def test_check_input_takes_folder_names_literally(tmp_path, name):
   root = tmp_path / name
   _touch(root, 'cat', '1.jpg')
-  assert sources.check_input(str(root), False) is None
-  assert sources.check_input(str(root) + '/', False) is None
+  assert inputs.check_input(str(root), False) is None
+  assert inputs.check_input(str(root) + '/', False) is None
   # Not a pattern: a folder the pattern would match is not the input.
   _touch(tmp_path, 'photos 2', 'cat', '1.jpg')
   with pytest.raises(UsageError, match='does not exist'):
-    sources.check_input(str(tmp_path / 'photos [2]'), False)
+    inputs.check_input(str(tmp_path / 'photos [2]'), False)
 
 
 def test_check_input_manifest_named_with_pattern_characters(tmp_path):
   path = tmp_path / 'lists [1]' / 'what?.csv'
   path.parent.mkdir()
-  fmt = sources.check_input(_write(path, 'path,label\na.jpg,cat\n'), False)
+  fmt = inputs.check_input(_write(path, 'path,label\na.jpg,cat\n'), False)
   assert fmt.kind == 'csv'
 
 
 def test_check_input_symbolic_link_loop(tmp_path):
   _touch(tmp_path, 'cat', '1.jpg')
   os.symlink('..', tmp_path / 'cat' / 'up')
-  assert sources.check_input(str(tmp_path), False) is None
+  assert inputs.check_input(str(tmp_path), False) is None
 
 
 # ------------------------------------------------------------ options
@@ -627,7 +627,7 @@ def test_config_hash_ignores_output_and_overwrite():
 def test_background_is_checked_kept_and_hashed(value, expected):
   cfg = _resolve('--background', value)
   assert cfg.settings.background == expected
-  assert cfg.settings.background_rgb == images.parse_background(expected)
+  assert cfg.settings.background_rgb == processing.parse_background(expected)
   assert cfg.to_json()['image']['background'] == expected
   # It changes the records of transparent images: part of the hash.
   assert (cfg.config_hash() == _resolve().config_hash()) == (

@@ -26,11 +26,11 @@ from pipelines import options as options_lib
 from pipelines import outcome
 from pipelines import preprocess
 from pipelines import progress as progress_lib
-from transforms.core import progress as counts
+from transforms.core import progress as core_progress
 from transforms.core.errors import UsageError
-from transforms.modalities.text import inputs as text_io
+from transforms.modalities.text import inputs
 from transforms.sources import files
-from transforms.sources import tables as tabular
+from transforms.sources import tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -97,10 +97,10 @@ def test_text_run_reports_bytes_of_its_passes(tmp_path, caplog, flags,
                  flags)
   lines = _lines(caplog)
   size = os.path.getsize(src)
-  total = counts.format_bytes(passes * size)
+  total = core_progress.format_bytes(passes * size)
   of_total = [line for line in lines if f' of {total} read' in line]
   assert of_total, lines
-  assert all(f'{passes} passes over {counts.format_bytes(size)} of input'
+  assert all(f'{passes} passes over {core_progress.format_bytes(size)} of input'
              in line for line in of_total)
   _check_rates(of_total)
   assert lines[-1].startswith(f'progress: 100% ({total} of {total} read'), (
@@ -118,7 +118,7 @@ def test_sensor_run_reports_bytes_and_rows(tmp_path, caplog):
                   '--input', str(src), '--output', str(tmp_path / 'out'),
                   '--progress', 'log'] + LOCAL)
   lines = _lines(caplog)
-  total = counts.format_bytes(2 * os.path.getsize(src))
+  total = core_progress.format_bytes(2 * os.path.getsize(src))
   of_total = [line for line in lines if f' of {total} read' in line]
   assert of_total, lines
   _check_rates(of_total)
@@ -149,7 +149,7 @@ def test_bar_redraws_one_line(tmp_path, caplog, capsys):
   assert not _lines(caplog)
   # Three passes: the contents pass (near-duplicate groups), statistics,
   # examples.
-  total = counts.format_bytes(3 * os.path.getsize(src))
+  total = core_progress.format_bytes(3 * os.path.getsize(src))
   last = err.rsplit('\r', 1)[1]
   assert re.match(rf'\[#{{10}}\] 100% {re.escape(total.split()[0])}/'
                   rf'{re.escape(total)}, 60 records written, .+/s, done in '
@@ -161,7 +161,7 @@ def test_bar_redraws_one_line(tmp_path, caplog, capsys):
 
 def test_reading_counts_the_bytes_of_each_format(tmp_path):
   frame = sensorgen.frame(devices=2, rows_per_device=50)
-  columns = tabular.Columns('time', 'device', 'label', ('ch0', 'ch1', 'ch2'))
+  columns = tables.Columns('time', 'device', 'label', ('ch0', 'ch1', 'ch2'))
   for name, write in (('r.csv', lambda p: frame.to_csv(p, index=False)),
                       ('r.jsonl', lambda p: frame.to_json(
                           p, orient='records', lines=True)),
@@ -169,8 +169,8 @@ def test_reading_counts_the_bytes_of_each_format(tmp_path):
     path = str(tmp_path / name)
     write(path)
     reads = files.ReadCount()
-    rows = sum(len(b.row) for b, _ in tabular.iter_batches(
-        path, tabular.format_of(path), columns, batch_rows=16, reads=reads))
+    rows = sum(len(b.row) for b, _ in tables.iter_batches(
+        path, tables.format_of(path), columns, batch_rows=16, reads=reads))
     assert rows == len(frame)
     assert reads.take() == os.path.getsize(path), name
     assert reads.take() == 0
@@ -180,7 +180,7 @@ def test_reading_counts_the_bytes_of_each_format(tmp_path):
     (folder / 'a' / f'{i}.txt').write_text('x' * (10 + i))
   reads = files.ReadCount()
   paths = sorted(str(p) for p in (folder / 'a').iterdir())
-  list(text_io.iter_folder_batches(paths, str(folder), reads=reads))
+  list(inputs.iter_folder_batches(paths, str(folder), reads=reads))
   assert reads.take() == 10 + 11 + 12
 
 
@@ -194,9 +194,9 @@ def test_a_file_read_again_counts_once():
 
 
 def test_another_process_reports_through_the_folder(tmp_path):
-  channel = counts.start()
+  channel = core_progress.start()
   try:
-    counter = counts.counter('text', 'bytes_read')
+    counter = core_progress.counter('text', 'bytes_read')
     code = ('import pickle, sys, time\n'
             'counter = pickle.loads(sys.stdin.buffer.read())\n'
             'counter.inc(5)\n'
@@ -206,24 +206,25 @@ def test_another_process_reports_through_the_folder(tmp_path):
                    check=True, timeout=120,
                    env={**os.environ, 'PYTHONPATH': ROOT})
     counter.inc(3)  # in this process: the in-memory tally
-    assert counts.read(channel) == {'text.bytes_read': 15}
+    assert core_progress.read(channel) == {'text.bytes_read': 15}
   finally:
-    counts.stop(channel)
+    core_progress.stop(channel)
   assert not os.path.exists(channel.folder)
 
 
 def test_counters_made_outside_a_run_report_nowhere():
-  counter = counts.counter('image', 'listed')
+  counter = core_progress.counter('image', 'listed')
   counter.inc(2)  # only its Beam counter
-  channel = counts.start()
+  channel = core_progress.start()
   try:
-    assert counts.read(channel) == {}
+    assert core_progress.read(channel) == {}
   finally:
-    counts.stop(channel)
+    core_progress.stop(channel)
 
 
 def test_lines_say_done_of_total_rate_and_time_left():
-  measure = counts.ItemMeasure('image', 'images', 'listed', ('processed',))
+  measure = core_progress.ItemMeasure('image', 'images', 'listed',
+                                      ('processed',))
   reporter = progress_lib.Reporter(measure)
   reporter._start = 0.0  # pylint: disable=protected-access
   reporter._samples.append((0.0, 0))  # pylint: disable=protected-access
@@ -241,12 +242,13 @@ def test_lines_say_done_of_total_rate_and_time_left():
 
 
 def test_two_image_passes_and_byte_totals():
-  twice = counts.ItemMeasure('image', 'images', 'listed',
-                             ('identified', 'processed'), passes=2)
+  twice = core_progress.ItemMeasure('image', 'images', 'listed',
+                                    ('identified', 'processed'), passes=2)
   assert twice.done_total({'image.listed': 10, 'image.identified': 10,
                            'image.processed': 4}) == (14, 20)
   assert twice.done_total({'image.listed': 10}) == (0, None)
-  text = counts.BytesMeasure('text', 1_500_000, 3, ('documents', 'documents'))
+  text = core_progress.BytesMeasure('text', 1_500_000, 3,
+                                    ('documents', 'documents'))
   values = {'text.bytes_read': 2_000_000, 'text.documents': 1200}
   assert text.done_total(values) == (2_000_000, 4_500_000)
   assert text.note(values) == ('3 passes over 1.5 MB of input; 1,200 '

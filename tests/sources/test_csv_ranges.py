@@ -9,10 +9,10 @@ file) a label with a newline inside quotes in the middle of the file.
 import numpy as np
 import pytest
 
-from transforms.sources import tables as tabular
+from transforms.sources import tables
 
-COLUMNS = tabular.Columns(timestamp='t', entity='dev', label='lab',
-                          channels=('a', 'b'))
+COLUMNS = tables.Columns(timestamp='t', entity='dev', label='lab',
+                         channels=('a', 'b'))
 
 
 def _rows(n, quoted_at=None):
@@ -38,23 +38,23 @@ def _write(tmp_path, text, name='x.csv'):
 
 
 def _whole(path):
-  return list(tabular.iter_batches(path, 'csv', COLUMNS, 's',
-                                   batch_rows=100))
+  return list(tables.iter_batches(path, 'csv', COLUMNS, 's',
+                                  batch_rows=100))
 
 
 def _in_ranges(path, range_bytes):
   """What the sensor reader does with the workers' results, in-line."""
-  ranges = tabular.csv_ranges(path, 'csv', range_bytes)
+  ranges = tables.csv_ranges(path, 'csv', range_bytes)
   assert ranges is not None and len(ranges.spans) > 3
   out, offset = [], 0
   for start, end in ranges.spans:
-    found = tabular.parse_range(path, 'csv', COLUMNS, 's', ranges.header,
-                                start, end, batch_rows=100)
+    found = tables.parse_range(path, 'csv', COLUMNS, 's', ranges.header,
+                               start, end, batch_rows=100)
     if found.quoted:
-      out += tabular.iter_csv_from(path, 'csv', COLUMNS, 's', ranges.header,
-                                   start, offset, batch_rows=100)
+      out += tables.iter_csv_from(path, 'csv', COLUMNS, 's', ranges.header,
+                                  start, offset, batch_rows=100)
       return out, True
-    out += [tabular.shift_rows(rows, bad, offset)
+    out += [tables.shift_rows(rows, bad, offset)
             for rows, bad in found.batches]
     offset += found.records
   return out, False
@@ -78,7 +78,7 @@ def _assert_same(got, want):
 def test_ranges_start_after_a_newline_and_cover_the_file(tmp_path):
   path = _write(tmp_path, _rows(600))
   data = open(path, 'rb').read()
-  ranges = tabular.csv_ranges(path, 'csv', 1000)
+  ranges = tables.csv_ranges(path, 'csv', 1000)
   assert ranges.header == data[:data.index(b'\n') + 1]
   assert ranges.spans[0][0] == len(ranges.header)
   assert ranges.spans[-1][1] == len(data)
@@ -117,5 +117,5 @@ def test_a_quoted_newline_ends_the_ranges_and_the_rest_is_read_whole(
 def test_files_read_in_one_piece(tmp_path, text, size):
   """Small files, and a header with a quote, are not cut."""
   path = _write(tmp_path, text)
-  assert tabular.csv_ranges(path, 'csv', size) is None
-  assert tabular.csv_ranges(path, 'jsonl', 10) is None
+  assert tables.csv_ranges(path, 'csv', size) is None
+  assert tables.csv_ranges(path, 'jsonl', 10) is None

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from transforms.sources import tables as tabular
+from transforms.sources import tables
 
 S = 10**9  # ns per second
 T0 = 1_700_000_000  # 2023-11-14T22:13:20Z
@@ -29,10 +29,10 @@ def _write(tmp_path, name, content):
 
 def _read_all(path, columns, unit='s', batch_rows=65536, fmt=None):
   """Runs iter_batches; returns (concatenated good rows, all bad, batches)."""
-  fmt = fmt or tabular.format_of(path)
-  batches = list(tabular.iter_batches(path, fmt, columns, unit, batch_rows))
+  fmt = fmt or tables.format_of(path)
+  batches = list(tables.iter_batches(path, fmt, columns, unit, batch_rows))
   good = [b for b, _ in batches]
-  merged = tabular.RowBatch(
+  merged = tables.RowBatch(
       row=np.concatenate([b.row for b in good]),
       time=np.concatenate([b.time for b in good]),
       entity=np.concatenate([b.entity for b in good]),
@@ -43,7 +43,7 @@ def _read_all(path, columns, unit='s', batch_rows=65536, fmt=None):
 
 
 def _cols(channels=('a', 'b'), entity='dev', timestamp='t', label='lab'):
-  return tabular.Columns(timestamp, entity, label, tuple(channels))
+  return tables.Columns(timestamp, entity, label, tuple(channels))
 
 
 def _check_types(batch, n_channels):
@@ -67,7 +67,7 @@ def _check_types(batch, n_channels):
     ('a.txt', None), ('csv', None), ('a.csv.gz', None), ('dir.csv/a', None),
 ])
 def test_format_of(path, fmt):
-  assert tabular.format_of(path) == fmt
+  assert tables.format_of(path) == fmt
 
 
 # --- round trips ----------------------------------------------------------
@@ -92,10 +92,10 @@ def _check_round_trip(batch):
 
 def test_csv_round_trip(tmp_path):
   path = _write(tmp_path, 'x.csv', CSV)
-  names, numeric = tabular.read_header(path, 'csv')
+  names, numeric = tables.read_header(path, 'csv')
   assert names == ['t', 'dev', 'a', 'other', 'b', 'lab']
   assert numeric == ['a', 'b']
-  cols = tabular.resolve_columns(names, numeric, 't', 'dev', 'lab', None)
+  cols = tables.resolve_columns(names, numeric, 't', 'dev', 'lab', None)
   assert cols == _cols()
   batch, bad, _ = _read_all(path, cols)
   assert bad == []
@@ -104,7 +104,7 @@ def test_csv_round_trip(tmp_path):
 
 def test_tsv_round_trip(tmp_path):
   path = _write(tmp_path, 'x.tsv', CSV.replace(',', '\t'))
-  names, numeric = tabular.read_header(path, 'tsv')
+  names, numeric = tables.read_header(path, 'tsv')
   assert names == ['t', 'dev', 'a', 'other', 'b', 'lab']
   assert numeric == ['a', 'b']
   batch, bad, _ = _read_all(path, _cols())
@@ -130,7 +130,7 @@ def test_jsonl_round_trip(tmp_path):
   ]
   path = _write(tmp_path, 'x.jsonl',
                 ''.join(json.dumps(r) + '\n' for r in records))
-  names, numeric = tabular.read_header(path, 'jsonl')
+  names, numeric = tables.read_header(path, 'jsonl')
   assert names == ['t', 'dev', 'a', 'b', 'lab', 'other']
   assert numeric == ['a', 'b']
   batch, bad, _ = _read_all(path, _cols())
@@ -159,7 +159,7 @@ def _parquet_table():
 
 def test_parquet_round_trip(tmp_path):
   path = _parquet(tmp_path, _parquet_table())
-  names, numeric = tabular.read_header(path, 'parquet')
+  names, numeric = tables.read_header(path, 'parquet')
   assert names == ['t', 'dev', 'a', 'other', 'b', 'lab']
   assert numeric == ['a', 'b']  # the timestamp column is not numeric
   batch, bad, _ = _read_all(path, _cols())
@@ -169,7 +169,7 @@ def test_parquet_round_trip(tmp_path):
 
 def test_parquet_from_a_non_seekable_stream(tmp_path, monkeypatch):
   path = _parquet(tmp_path, _parquet_table())
-  real_open = tabular._open
+  real_open = tables._open
 
   class Stream(io.RawIOBase):
     """A read-only stream that cannot seek, like some remote readers."""
@@ -190,9 +190,9 @@ def test_parquet_from_a_non_seekable_stream(tmp_path, monkeypatch):
       self._f.close()
       super().close()
 
-  monkeypatch.setattr(tabular, '_open', lambda p: Stream(real_open(p)))
-  assert not tabular._open(path).seekable()
-  assert tabular.read_header(path, 'parquet')[1] == ['a', 'b']
+  monkeypatch.setattr(tables, '_open', lambda p: Stream(real_open(p)))
+  assert not tables._open(path).seekable()
+  assert tables.read_header(path, 'parquet')[1] == ['a', 'b']
   batch, bad, _ = _read_all(path, _cols())
   assert bad == []
   _check_round_trip(batch)
@@ -253,10 +253,10 @@ def test_embedded_newline_is_one_row_and_later_indices_are_right(tmp_path):
 def test_bom_is_not_part_of_the_first_column_name(tmp_path, header):
   path = _write(tmp_path, 'x.csv',
                 b'\xef\xbb\xbf' + f'{header}\n1,x,1\n2,y,2\n'.encode())
-  names, numeric = tabular.read_header(path, 'csv')
+  names, numeric = tables.read_header(path, 'csv')
   assert names == ['t', 'lab', 'a']
   assert numeric == ['t', 'a']
-  cols = tabular.resolve_columns(names, numeric, 't', None, 'lab', None)
+  cols = tables.resolve_columns(names, numeric, 't', None, 'lab', None)
   assert cols.channels == ('a',)
   batch, bad, _ = _read_all(path, cols)
   assert bad == [] and batch.time.tolist() == [S, 2 * S]
@@ -265,7 +265,7 @@ def test_bom_is_not_part_of_the_first_column_name(tmp_path, header):
 def test_bom_in_jsonl(tmp_path):
   path = _write(tmp_path, 'x.jsonl',
                 b'\xef\xbb\xbf{"t": 1, "lab": "x", "a": 1}\n')
-  assert tabular.read_header(path, 'jsonl')[0] == ['t', 'lab', 'a']
+  assert tables.read_header(path, 'jsonl')[0] == ['t', 'lab', 'a']
   batch, bad, _ = _read_all(path, _cols(('a',), entity=None))
   assert bad == [] and batch.row.tolist() == [0]
 
@@ -350,9 +350,9 @@ def test_iso_timestamps_read_by_arrow_are_those_pandas_reads(column,
   # faster); any other goes to pandas. Both must give every cell the same
   # nanoseconds and the same dead letters.
   array = pa.array(column, pa.string())
-  fast = tabular._timestamps(array, 't', 's')
-  monkeypatch.setattr(tabular, '_iso_by_arrow', lambda texts: None)
-  slow = tabular._timestamps(array, 't', 's')
+  fast = tables._timestamps(array, 't', 's')
+  monkeypatch.setattr(tables, '_iso_by_arrow', lambda texts: None)
+  slow = tables._timestamps(array, 't', 's')
   assert fast[0].tolist() == slow[0].tolist()
   assert fast[1][0].tolist() == slow[1][0].tolist()
   assert fast[1][1] == slow[1][1]
@@ -372,7 +372,7 @@ def test_words_pandas_reads_as_the_clock_are_dead_letters(tmp_path):
 
 
 def test_arrow_reads_a_column_of_one_iso_form_and_no_numbers():
-  read = tabular._iso_by_arrow
+  read = tables._iso_by_arrow
   assert read(pa.array(['2026-01-01T00:00:00.003Z', '2026-01-01T01:00:00+01'
                         ])).tolist() == [_ns('2026-01-01T00:00:00.003'),
                                          _ns('2026-01-01T00:00:00')]
@@ -517,7 +517,7 @@ def test_only_bad_rows(tmp_path):
                                                     (7, 2), (40, 5)])
 def test_bad_jsonl_lines_are_dead_letters_and_others_kept(
     tmp_path, monkeypatch, chunk_bytes, batch_rows):
-  monkeypatch.setattr(tabular, '_JSON_CHUNK_BYTES', chunk_bytes)
+  monkeypatch.setattr(tables, '_JSON_CHUNK_BYTES', chunk_bytes)
   path = _write(tmp_path, 'x.jsonl',
                 '{"t": 1, "lab": "x", "a": 1}\n'      # 0 good
                 '{"t": 2, "lab": "x", "a": \n'        # 1 invalid JSON
@@ -582,7 +582,7 @@ def test_missing_channel_values_become_nan_in_csv(tmp_path):
   text = 't,lab,a,b\n' + ''.join(f'{i},x,{c},1\n' for i, c in
                                  enumerate(cells))
   path = _write(tmp_path, 'x.csv', text)
-  names, numeric = tabular.read_header(path, 'csv')
+  names, numeric = tables.read_header(path, 'csv')
   assert numeric == ['t', 'a', 'b']
   batch, bad, _ = _read_all(path, _cols(('a', 'b'), entity=None))
   assert bad == []
@@ -649,7 +649,7 @@ def test_invalid_utf8_in_a_used_csv_column_is_a_dead_letter(tmp_path):
                 b'4,d4,walk,\xff,ok\n'      # channel
                 b'5,d5,walk,5,caf\xe9\n'    # unused column: no harm
                 b'6,d6,caf\xc3\xa9,6,ok\n')  # valid UTF-8
-  names, _ = tabular.read_header(path, 'csv')
+  names, _ = tables.read_header(path, 'csv')
   assert names == ['t', 'dev', 'lab', 'a', 'note']
   batch, bad, _ = _read_all(path, _cols(('a',)))
   assert batch.row.tolist() == [0, 4, 5]
@@ -720,7 +720,7 @@ def test_csv_batches_and_row_indices_across_batches(tmp_path):
 def test_csv_many_small_blocks(tmp_path, monkeypatch):
   # Many pyarrow blocks: wrong field counts are reported ahead of the block
   # they belong to, and row indices must still be exact.
-  monkeypatch.setattr(tabular, '_MIN_BLOCK_BYTES', 64)
+  monkeypatch.setattr(tables, '_MIN_BLOCK_BYTES', 64)
   path = _write(tmp_path, 'x.csv', _numbered_csv(300, bad_every=9))
   batch, bad, batches = _read_all(path, _cols(('a',), entity=None),
                                   batch_rows=4)
@@ -729,7 +729,7 @@ def test_csv_many_small_blocks(tmp_path, monkeypatch):
 
 
 def test_jsonl_batches_and_row_indices_across_batches(tmp_path, monkeypatch):
-  monkeypatch.setattr(tabular, '_JSON_CHUNK_BYTES', 50)  # lines span reads
+  monkeypatch.setattr(tables, '_JSON_CHUNK_BYTES', 50)  # lines span reads
   lines = []
   for i in range(40):
     if i % 6 == 5:
@@ -772,7 +772,7 @@ def test_read_header_numeric_detection_csv(tmp_path):
                 't,dev,lab,a,b,c,empty,mixed\n'
                 '2024-01-01,1,x,1,nan,-inf,,1\n'
                 '2024-01-02,2,y,,2.5e3,Infinity,,two\n')
-  names, numeric = tabular.read_header(path, 'csv')
+  names, numeric = tables.read_header(path, 'csv')
   assert names == ['t', 'dev', 'lab', 'a', 'b', 'c', 'empty', 'mixed']
   assert numeric == ['dev', 'a', 'b', 'c']  # 'empty' holds no number
 
@@ -783,7 +783,7 @@ def test_read_header_jsonl_keys_and_types(tmp_path):
                 'not json\n'
                 '{"b": null, "a": 2.5, "c": "3", "d": null}\n'
                 '{"b": 4}\n')
-  names, numeric = tabular.read_header(path, 'jsonl')
+  names, numeric = tables.read_header(path, 'jsonl')
   assert names == ['t', 'a', 'flag', 'b', 'c', 'd']
   assert numeric == ['a', 'b']
 
@@ -800,14 +800,14 @@ def test_read_header_jsonl_keys_and_types(tmp_path):
 ])
 def test_read_header_errors(tmp_path, name, content, message):
   path = _write(tmp_path, name, content)
-  with pytest.raises(tabular.ColumnError, match=message):
-    tabular.read_header(path, tabular.format_of(path))
+  with pytest.raises(tables.ColumnError, match=message):
+    tables.read_header(path, tables.format_of(path))
 
 
 def test_header_only_csv_has_no_rows(tmp_path):
   path = _write(tmp_path, 'x.csv', 't,lab,a\n')
-  assert tabular.read_header(path, 'csv') == (['t', 'lab', 'a'], [])
-  assert list(tabular.iter_batches(path, 'csv', _cols(('a',), None))) == []
+  assert tables.read_header(path, 'csv') == (['t', 'lab', 'a'], [])
+  assert list(tables.iter_batches(path, 'csv', _cols(('a',), None))) == []
 
 
 NAMES = ['time', 'device', 'label', 'x', 'y', 'note', 'z']
@@ -815,17 +815,17 @@ NUMERIC = ['time', 'x', 'y', 'z']
 
 
 def test_channels_default_to_the_numeric_columns():
-  cols = tabular.resolve_columns(NAMES, NUMERIC, 'time', 'device', 'label',
-                                 None)
-  assert cols == tabular.Columns('time', 'device', 'label', ('x', 'y', 'z'))
-  cols = tabular.resolve_columns(NAMES, NUMERIC + ['device'], 'time', None,
-                                 'label', None)
+  cols = tables.resolve_columns(NAMES, NUMERIC, 'time', 'device', 'label',
+                                None)
+  assert cols == tables.Columns('time', 'device', 'label', ('x', 'y', 'z'))
+  cols = tables.resolve_columns(NAMES, NUMERIC + ['device'], 'time', None,
+                                'label', None)
   assert cols.channels == ('device', 'x', 'y', 'z')
 
 
 def test_explicit_channels_keep_the_given_order():
-  cols = tabular.resolve_columns(NAMES, NUMERIC, 'time', None, 'label',
-                                 ['z', 'note', 'x'])
+  cols = tables.resolve_columns(NAMES, NUMERIC, 'time', None, 'label',
+                                ['z', 'note', 'x'])
   assert cols.channels == ('z', 'note', 'x')
   assert cols.entity is None
 
@@ -846,8 +846,8 @@ def test_explicit_channels_keep_the_given_order():
     (('time', 'device', 'label', []), ['no channel columns given']),
 ])
 def test_resolve_columns_errors(args, words):
-  with pytest.raises(tabular.ColumnError) as e:
-    tabular.resolve_columns(NAMES, NUMERIC, *args)
+  with pytest.raises(tables.ColumnError) as e:
+    tables.resolve_columns(NAMES, NUMERIC, *args)
   message = str(e.value)
   for word in words:
     assert word in message
@@ -855,30 +855,30 @@ def test_resolve_columns_errors(args, words):
 
 
 def test_no_numeric_channels_left():
-  with pytest.raises(tabular.ColumnError, match='no numeric channel columns'):
-    tabular.resolve_columns(NAMES, ['time'], 'time', 'device', 'label', None)
+  with pytest.raises(tables.ColumnError, match='no numeric channel columns'):
+    tables.resolve_columns(NAMES, ['time'], 'time', 'device', 'label', None)
 
 
 def test_duplicate_header_name_in_use():
-  with pytest.raises(tabular.ColumnError, match='more than once'):
-    tabular.resolve_columns(['t', 'a', 'a', 'lab'], ['t', 'a'], 't', None,
-                            'lab', ['a'])
+  with pytest.raises(tables.ColumnError, match='more than once'):
+    tables.resolve_columns(['t', 'a', 'a', 'lab'], ['t', 'a'], 't', None,
+                           'lab', ['a'])
 
 
 def test_iter_batches_argument_errors(tmp_path):
   path = _write(tmp_path, 'x.csv', CSV)
   with pytest.raises(ValueError, match='timestamp unit'):
-    tabular.iter_batches(path, 'csv', _cols(), timestamp_unit='h')
+    tables.iter_batches(path, 'csv', _cols(), timestamp_unit='h')
   with pytest.raises(ValueError, match='batch_rows'):
-    tabular.iter_batches(path, 'csv', _cols(), batch_rows=0)
+    tables.iter_batches(path, 'csv', _cols(), batch_rows=0)
   with pytest.raises(ValueError, match='format'):
-    tabular.iter_batches(path, 'xlsx', _cols())
+    tables.iter_batches(path, 'xlsx', _cols())
 
 
 def test_parquet_missing_column_is_a_column_error(tmp_path):
   path = _parquet(tmp_path, _parquet_table())
-  with pytest.raises(tabular.ColumnError, match="'zz'"):
-    list(tabular.iter_batches(path, 'parquet', _cols(('zz',))))
+  with pytest.raises(tables.ColumnError, match="'zz'"):
+    list(tables.iter_batches(path, 'parquet', _cols(('zz',))))
 
 
 # --- odd CSV files --------------------------------------------------------
@@ -886,8 +886,8 @@ def test_parquet_missing_column_is_a_column_error(tmp_path):
 
 def test_header_without_newline_has_no_rows(tmp_path):
   path = _write(tmp_path, 'x.csv', 't,lab,a')
-  assert tabular.read_header(path, 'csv') == (['t', 'lab', 'a'], [])
-  assert list(tabular.iter_batches(path, 'csv', _cols(('a',), None))) == []
+  assert tables.read_header(path, 'csv') == (['t', 'lab', 'a'], [])
+  assert list(tables.iter_batches(path, 'csv', _cols(('a',), None))) == []
 
 
 def test_last_line_without_newline(tmp_path):
@@ -919,9 +919,9 @@ def test_unterminated_quote_does_not_crash(tmp_path):
 
 
 def test_record_longer_than_a_block_is_a_plain_error(tmp_path, monkeypatch):
-  monkeypatch.setattr(tabular, '_MIN_BLOCK_BYTES', 64)
+  monkeypatch.setattr(tables, '_MIN_BLOCK_BYTES', 64)
   path = _write(tmp_path, 'x.csv',
                 't,lab,a\n1,x,1\n2,"' + 'long\n' * 100 + '",2\n')
   with pytest.raises(ValueError, match='cannot read .* after data row'):
-    list(tabular.iter_batches(path, 'csv', _cols(('a',), None),
-                              batch_rows=1))
+    list(tables.iter_batches(path, 'csv', _cols(('a',), None),
+                             batch_rows=1))

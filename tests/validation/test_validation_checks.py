@@ -12,7 +12,7 @@ from tensorflow.core.example import example_pb2
 
 from pipelines import preprocess
 from pipelines import validate
-from transforms.validation import dataset_checks as qc
+from transforms.validation import dataset_checks
 
 TEXT = ['--modality', 'text', '--direct_running_mode', 'in_memory',
         '--direct_num_workers', '1']
@@ -29,19 +29,19 @@ def _example(**features):
 
 
 def test_content_hash_ignores_identity_and_sees_content():
-  a = qc.record_content_hash(_example(image=b'pixels', id=b'a', label=[0],
-                                      label_text=b'cat'))
-  b = qc.record_content_hash(_example(image=b'pixels', id=b'b', label=[1],
-                                      label_text=b'dog'))
-  c = qc.record_content_hash(_example(image=b'pixelz', id=b'a', label=[0],
-                                      label_text=b'cat'))
+  a = dataset_checks.record_content_hash(
+      _example(image=b'pixels', id=b'a', label=[0], label_text=b'cat'))
+  b = dataset_checks.record_content_hash(
+      _example(image=b'pixels', id=b'b', label=[1], label_text=b'dog'))
+  c = dataset_checks.record_content_hash(
+      _example(image=b'pixelz', id=b'a', label=[0], label_text=b'cat'))
   assert a == b != c
   assert len(a) == 32
 
 
 def test_content_findings_leaks_and_duplicates():
   # Members as (split, id, exact): no labels, no observations.
-  findings = qc.content_findings([
+  findings = dataset_checks.content_findings([
       ('h3', [('validation', 'f', True), ('validation', 'g', True),
               ('test', 'h', True)]),
       ('h1', [('train', 'a', True), ('test', 'b', True)]),
@@ -64,15 +64,18 @@ def test_content_findings_leaks_and_duplicates():
 
 
 def test_feature_and_class_drift():
-  train = qc.summarize_stats({'x': [4, 0, 0, 4, 8.0, 24.0]})  # mean 2, std 1.41
-  other = qc.summarize_stats({'x': [2, 0, 4, 4, 8.0, 32.0]})  # mean 4
-  drift = qc.feature_drift(train, other)
+  train = dataset_checks.summarize_stats(
+      {'x': [4, 0, 0, 4, 8.0, 24.0]})  # mean 2, std 1.41
+  other = dataset_checks.summarize_stats(
+      {'x': [2, 0, 4, 4, 8.0, 32.0]})  # mean 4
+  drift = dataset_checks.feature_drift(train, other)
   assert drift['x'] == pytest.approx(2 / math.sqrt(2))
-  constant = qc.summarize_stats({'x': [3, 0, 1, 1, 3.0, 3.0]})
-  assert qc.feature_drift(constant, constant) == {'x': 0.0}
-  assert math.isinf(qc.feature_drift(constant, other)['x'])
-  assert qc.class_drift({'a': 50, 'b': 50}, {'a': 5, 'b': 5}) == 0.0
-  assert qc.class_drift({'a': 50, 'b': 50}, {'a': 10}) == pytest.approx(0.5)
+  constant = dataset_checks.summarize_stats({'x': [3, 0, 1, 1, 3.0, 3.0]})
+  assert dataset_checks.feature_drift(constant, constant) == {'x': 0.0}
+  assert math.isinf(dataset_checks.feature_drift(constant, other)['x'])
+  assert dataset_checks.class_drift({'a': 50, 'b': 50}, {'a': 5, 'b': 5}) == 0.0
+  assert dataset_checks.class_drift({'a': 50, 'b': 50},
+                                    {'a': 10}) == pytest.approx(0.5)
 
 
 def _shard(name, records, size, counts, largest=100):
@@ -82,7 +85,7 @@ def _shard(name, records, size, counts, largest=100):
 
 def test_shard_health():
   split = {'a': 500, 'b': 500}
-  warnings, failures = qc.shard_health([
+  warnings, failures = dataset_checks.shard_health([
       _shard('s0', 100, 1000, {'a': 50, 'b': 50}),
       _shard('s1', 100, 1100, {'a': 45, 'b': 55}),
       _shard('s2', 0, 0, {}),
@@ -98,7 +101,7 @@ def test_shard_health():
       text)
   assert 's4 holds 20 bytes' in text
   assert failures == []
-  _, failures = qc.shard_health(
+  _, failures = dataset_checks.shard_health(
       [_shard('huge', 1, 2**31, {'a': 1}, largest=2**31)], split, 1000)
   assert failures == ['huge has a record of 2147483648 bytes, past '
                       "protobuf's 2 GiB limit: no reader can parse it"]

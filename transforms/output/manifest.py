@@ -45,7 +45,7 @@ from transforms.core import label_text
 from transforms.core.dead_letters import DEAD_LETTER_PREFIX
 from transforms.core.errors import DataQualityError
 from transforms.output.paths import join
-from transforms.output import shards as sinks
+from transforms.output import shards as shards_lib
 from transforms.output import tfds_metadata as tfds_lib
 
 _LOG = logging.getLogger(__name__)
@@ -473,7 +473,7 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       # Split key, label conflicts and duplicates (core/contents.py); None
       # for modalities without a content key.
       'contents': values.get('contents'),
-      'fingerprint': sinks.combine_fingerprints(
+      'fingerprint': shards_lib.combine_fingerprints(
           s['fingerprint'] for s in splits.values()),
       'dead_letter': {
           'files': sorted(_in_run_folder(data_dir, p) for p in dead_files),

@@ -22,14 +22,15 @@ from typing import (Collection, Dict, Iterable, List, NamedTuple, Optional,
 
 import numpy as np
 
-from transforms.core import features as schema
+from transforms.core import features as features_lib
 
 # Features that say which example a record is (or how it is weighted or
 # labelled), not what it contains: left out of the content hash, so the
 # same image, window or text under two ids is one content. A modality adds
 # its own (its plug-in's identity_features).
 IDENTITY_FEATURES = frozenset({
-    schema.ID, schema.LABEL, schema.LABEL_TEXT, schema.WEIGHT})
+    features_lib.ID, features_lib.LABEL, features_lib.LABEL_TEXT,
+    features_lib.WEIGHT})
 
 # TFRecord frames a record with a 64-bit length, but a tf.train.Example is a
 # protobuf message, and protobuf refuses messages of 2 GiB or more.
@@ -166,7 +167,7 @@ def add_record_stats(stats: FeatureStats, values: Dict, manifest: dict,
     if vals is None or len(vals) == 0:
       stats.add_missing(key)
       continue
-    if key in (schema.LABEL, schema.ID, schema.LABEL_TEXT):
+    if key in (features_lib.LABEL, features_lib.ID, features_lib.LABEL_TEXT):
       continue
     if entry['dtype'] == 'string' or key in own:
       continue

@@ -28,7 +28,7 @@ def content_leakage(content: dict) -> List[dict]:
   its content uncertain warns.
 
   Args:
-    content: quality_checks.content_findings of all records.
+    content: dataset_checks.content_findings of all records.
 
   Returns:
     The check entries.

@@ -20,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms import modalities
 from transforms.core import near_duplicates as near_lib
-from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import dataset_checks
 from transforms.validation import html_report
 from transforms.validation import report as report_lib
 from transforms.validation import shard_checks
@@ -63,18 +63,18 @@ class ValidateDataset(beam.PTransform):
                | 'GroupByContent' >> beam.GroupByKey()
                | 'RepeatedContent' >> beam.FlatMap(_repeated)
                | 'AllRepeated' >> beam.combiners.ToList()
-               | 'Findings' >> beam.Map(quality_checks.content_findings))
+               | 'Findings' >> beam.Map(dataset_checks.content_findings))
     manifest = self._manifest
     plugin = modalities.of_manifest(manifest)
     if plugin.compares_near_duplicates(manifest):
       # Near-duplicate pictures or documents, found as the pipeline finds
       # them, from the stored pictures or texts (core/near_duplicates.py).
-      rules = quality_checks.near_duplicate_rules(manifest)
+      rules = dataset_checks.near_duplicate_rules(manifest)
       near = (checked[_CheckShardFn.NEAR]
               | 'NearDuplicates' >> near_lib.GatherNearDuplicates(
                   rules, self._scratch)
               | 'NearFindings' >> beam.Map(
-                  quality_checks.near_duplicate_findings, rules)
+                  dataset_checks.near_duplicate_findings, rules)
               | 'NearReport' >> beam.Map(plugin.near_duplicate_report,
                                          self._output, self._manifest))
       content = content | 'WithNearDuplicates' >> beam.Map(
@@ -87,7 +87,7 @@ class ValidateDataset(beam.PTransform):
                   | 'InSeveralSplits' >> beam.FlatMap(_in_several_splits)
                   | 'AllInSeveralSplits' >> beam.combiners.ToList()
                   | 'RecordingFindings' >> beam.Map(
-                      quality_checks.recording_findings))
+                      dataset_checks.recording_findings))
     series = None
     if plugin.gathers_series(manifest):
       # Each recording's records (a sensor entity's), from every shard and

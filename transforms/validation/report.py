@@ -18,8 +18,8 @@ import math
 from typing import Callable, Dict, List, Optional, Sequence
 
 from transforms import modalities
-from transforms.output import shards as sinks
-from transforms.validation import dataset_checks as quality_checks
+from transforms.output import shards
+from transforms.validation import dataset_checks
 from transforms.validation.entries import entry
 from transforms.validation.entries import listed_ids
 from transforms.validation import report_samples
@@ -46,10 +46,10 @@ class ReportInputs:
     extra_files: Shard-like files the manifest does not list, or None when
       not looked for.
     transform_check: Result of checking the exported transform, if run.
-    content: quality_checks.content_findings of all records, if computed.
+    content: dataset_checks.content_findings of all records, if computed.
     thresholds: When drift, shard and record sizes warn or fail.
     dead_letters: dead_letter_findings of the dead-letter files, if read.
-    recordings: quality_checks.recording_findings of the records'
+    recordings: dataset_checks.recording_findings of the records'
       recordings, if computed.
     series: The modality's findings of each recording's records in order
       (sensor: checks.merge_series_findings), if gathered.
@@ -61,7 +61,7 @@ class ReportInputs:
   extra_files: Optional[List[str]]
   transform_check: Optional[dict]
   content: Optional[dict]
-  thresholds: quality_checks.Thresholds
+  thresholds: dataset_checks.Thresholds
   dead_letters: Optional[dict] = None
   recordings: Optional[dict] = None
   series: Optional[dict] = None
@@ -79,17 +79,17 @@ def _split_summary(info: dict, results: List[dict]) -> dict:
       'class_counts': dict(sorted(counts.items())),
       'class_counts_before_rebalance': info.get(
           'class_counts_before_rebalance'),
-      'fingerprint': sinks.combine_fingerprints(
+      'fingerprint': shards.combine_fingerprints(
           r['fingerprint'] for r in results),
       'shards': len(results),
-      'statistics': quality_checks.summarize_stats(
-          quality_checks.merge_stats(r.get('stats', {}) for r in results)),
-      'histograms': quality_checks.merge_hists(
+      'statistics': dataset_checks.summarize_stats(
+          dataset_checks.merge_stats(r.get('stats', {}) for r in results)),
+      'histograms': dataset_checks.merge_hists(
           r.get('hists', {}) for r in results),
       'samples': report_samples.merge(r.get('samples', {}) for r in results),
       # The earliest start and latest end of its records, where they have
-      # times (see quality_checks.widen_time_range).
-      'time_range': quality_checks.merge_time_ranges(
+      # times (see dataset_checks.widen_time_range).
+      'time_range': dataset_checks.merge_time_ranges(
           r.get('time_range') for r in results)}
 
 
@@ -206,7 +206,7 @@ def _shard_health_checks(run: ReportInputs) -> List[dict]:
   too large."""
   checks = []
   for split in run.manifest['splits']:
-    warnings, failures = quality_checks.shard_health(
+    warnings, failures = dataset_checks.shard_health(
         run.by_split.get(split, []), run.splits[split]['class_counts'],
         run.thresholds.record_warn_bytes)
     checks.append(_leveled(
@@ -302,8 +302,8 @@ def _drift_checks(run: ReportInputs) -> List[dict]:
 
 
 def _feature_drift(split: str, rep: dict, train: dict,
-                   th: quality_checks.Thresholds, exempt) -> dict:
-  drift = quality_checks.feature_drift(train['statistics'],
+                   th: dataset_checks.Thresholds, exempt) -> dict:
+  drift = dataset_checks.feature_drift(train['statistics'],
                                        rep['statistics'], exempt)
   rep['feature_drift'] = {k: (None if math.isinf(v) else round(v, 4))
                           for k, v in sorted(drift.items())}
@@ -319,8 +319,8 @@ def _feature_drift(split: str, rep: dict, train: dict,
 
 
 def _class_drift(split: str, rep: dict, before: Dict[str, int],
-                 th: quality_checks.Thresholds) -> dict:
-  tvd = quality_checks.class_drift(before, rep['class_counts'])
+                 th: dataset_checks.Thresholds) -> dict:
+  tvd = dataset_checks.class_drift(before, rep['class_counts'])
   rep['class_drift'] = round(tvd, 4)
   limits = _limits(th.class_drift_warn, th.class_drift_fail)
   return {'check': f'{split}: class drift from train',
@@ -384,7 +384,7 @@ def build_report(manifest: dict, results: List[dict],
                  extra_files: Optional[List[str]] = None,
                  transform_check: Optional[dict] = None,
                  content: Optional[dict] = None,
-                 thresholds: Optional[quality_checks.Thresholds] = None,
+                 thresholds: Optional[dataset_checks.Thresholds] = None,
                  dead_letters: Optional[dict] = None,
                  recordings: Optional[dict] = None,
                  series: Optional[dict] = None) -> dict:
@@ -396,10 +396,10 @@ def build_report(manifest: dict, results: List[dict],
     results: check_shard results of every shard in the manifest.
     extra_files: Shard-like files in the folder the manifest does not list.
     transform_check: Result of checking the exported transform, if run.
-    content: quality_checks.content_findings of all records, if computed.
+    content: dataset_checks.content_findings of all records, if computed.
     thresholds: When drift, shard and record sizes warn or fail.
     dead_letters: dead_letter_findings of the dead-letter files, if read.
-    recordings: quality_checks.recording_findings, if computed.
+    recordings: dataset_checks.recording_findings, if computed.
     series: The modality's findings of each recording's records in
       order, if gathered (see ReportInputs).
 
@@ -408,7 +408,7 @@ def build_report(manifest: dict, results: List[dict],
     each check's status is 'pass', 'warn' or 'fail', and the verdict is
     'fail' when any check failed.
   """
-  th = thresholds or quality_checks.Thresholds()
+  th = thresholds or dataset_checks.Thresholds()
   by_split: Dict[str, List[dict]] = {}
   for r in results:
     by_split.setdefault(r['split'], []).append(r)

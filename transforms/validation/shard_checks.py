@@ -15,11 +15,11 @@ import numpy as np
 
 from transforms import modalities
 from transforms.output import manifest as manifest_lib
-from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import dataset_checks
 from transforms.validation import report_samples
 from transforms.output import record_index
-from transforms.core import features as schema
-from transforms.output import shards as sinks
+from transforms.core import features
+from transforms.output import shards
 from transforms.output import tfrecord_files
 
 # Per shard, at most this many record-level problems are kept verbatim.
@@ -39,7 +39,7 @@ def _feature_values(feature, dtype: str):
 
 
 def check_record(record: bytes, manifest: dict,
-                 stats: Optional[quality_checks.FeatureStats] = None) -> Dict:
+                 stats: Optional[dataset_checks.FeatureStats] = None) -> Dict:
   """Parses one record against the manifest and checks its values.
 
   The features, label and id are checked here; the modality that wrote
@@ -69,13 +69,13 @@ def check_record(record: bytes, manifest: dict,
   feats, values = _parse(record, manifest)
   _check_label(values, manifest)
   modality = modalities.of_manifest(manifest)
-  out = {'label': values[schema.LABEL_TEXT][0].decode('utf-8', 'replace'),
+  out = {'label': values[features.LABEL_TEXT][0].decode('utf-8', 'replace'),
          'channel_sum': None, 'channel_sum_squares': None, 'pixels': 0,
          'image': None, 'values': None, 'flags': (),
-         'id': values[schema.ID][0].decode('utf-8', 'replace'), 'exact': True,
+         'id': values[features.ID][0].decode('utf-8', 'replace'), 'exact': True,
          'observation': '', 'recording': None, 'time_range': None,
          'series': None, 'signature': None,
-         'content': quality_checks.record_content_hash(
+         'content': dataset_checks.record_content_hash(
              feats, modality.identity_features)}
   modality.check_values(values, manifest, out, stats)
   return out
@@ -115,16 +115,16 @@ def _parse(record: bytes, manifest: dict):
 def _check_label(values: Dict, manifest: dict) -> None:
   """The label id names the label text; the weight is positive."""
   labels = manifest['labels']
-  label_id = values[schema.LABEL][0]
+  label_id = values[features.LABEL][0]
   if not 0 <= label_id < len(labels):
     raise ValueError(f'label id {label_id} is not one of the '
                      f'{len(labels)} labels')
-  label_text = values[schema.LABEL_TEXT][0].decode('utf-8', 'replace')
+  label_text = values[features.LABEL_TEXT][0].decode('utf-8', 'replace')
   if labels[label_id] != label_text:
     raise ValueError(f'label id {label_id} is {labels[label_id]!r} but '
                      f'label_text is {label_text!r}')
-  if schema.WEIGHT in values:
-    w = values[schema.WEIGHT][0]
+  if features.WEIGHT in values:
+    w = values[features.WEIGHT][0]
     if not (math.isfinite(w) and w > 0):
       raise ValueError(f'weight {w} is not a positive finite number')
 
@@ -165,7 +165,7 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
     result['shard_errors'].append(f'{shard["file"]}: file is missing')
     return result
   result['bytes'] = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
-  stats = quality_checks.FeatureStats()
+  stats = dataset_checks.FeatureStats()
   sizes = _read_records(path, shard, manifest, result, stats)
   if result['readable']:
     result['shard_errors'].extend(
@@ -179,7 +179,7 @@ def check_shard(shard: dict, output: str, manifest: dict) -> dict:
 
 
 def _read_records(path: str, shard: dict, manifest: dict, result: dict,
-                  stats: quality_checks.FeatureStats) -> List[int]:
+                  stats: dataset_checks.FeatureStats) -> List[int]:
   """Reads the shard at `path` and checks each record into `result`
   (counts, fingerprint, checksum, whether it reads to its end).
 
@@ -196,7 +196,7 @@ def _read_records(path: str, shard: dict, manifest: dict, result: dict,
       sizes.append(len(record))
       result['records'] += 1
       result['largest_record'] = max(result['largest_record'], len(record))
-      fingerprint = (fingerprint + sinks.record_digest(record)) % (1 << 128)
+      fingerprint = (fingerprint + shards.record_digest(record)) % (1 << 128)
       _add_record(result, record, shard['file'], manifest, stats)
     hashing.drain()
   except (tfrecord_files.CorruptRecordError, EOFError, OSError) as e:
@@ -211,7 +211,7 @@ def _read_records(path: str, shard: dict, manifest: dict, result: dict,
 
 
 def _add_record(result: dict, record: bytes, name: str, manifest: dict,
-                stats: quality_checks.FeatureStats) -> None:
+                stats: dataset_checks.FeatureStats) -> None:
   """Checks the shard's next record and adds it to the shard's result (or
   its problem, naming the shard file `name`)."""
   try:
@@ -243,7 +243,7 @@ def _add_record(result: dict, record: bytes, name: str, manifest: dict,
     result['series'].append((recording, (result['split'], place, start,
                                          end)))
   if info['time_range'] is not None:
-    result['time_range'] = quality_checks.widen_time_range(
+    result['time_range'] = dataset_checks.widen_time_range(
         result['time_range'], *info['time_range'], info['id'])
   report_samples.keep(result['samples'], info, manifest)
   counts = result['class_counts']

@@ -6,7 +6,7 @@ import math
 from typing import Dict, List
 
 from transforms.output import manifest as manifest_lib
-from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import dataset_checks as dataset_checks_lib
 from transforms.validation import report as report_lib
 
 
@@ -18,7 +18,7 @@ def check_values(values: Dict[str, list], manifest: dict, out: dict,
   if not math.isfinite(value):
     raise ValueError(f'value {value} is not a finite number')
   if stats is not None:
-    quality_checks.add_record_stats(stats, values, manifest)
+    dataset_checks_lib.add_record_stats(stats, values, manifest)
 
 
 def dataset_checks(manifest: dict, by_split: Dict[str, List[dict]]

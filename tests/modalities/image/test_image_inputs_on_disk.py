@@ -22,7 +22,7 @@ import readback
 from pipelines import preprocess
 from pipelines import validate
 from transforms.core import splits as split_lib
-from transforms.modalities.image import inputs as sources
+from transforms.modalities.image import inputs
 
 WIDTH, HEIGHT = 40, 30
 ARGS = ['--storage', 'png', '--image_size', f'{WIDTH}x{HEIGHT}',
@@ -143,7 +143,7 @@ def split_tree(tmp_path_factory):
 
 def test_split_folders_nested_images_are_listed_with_their_class(split_tree):
   with TestPipeline() as p:
-    listed = p | sources.ListImageInputs(str(split_tree), True, (), None)
+    listed = p | inputs.ListImageInputs(str(split_tree), True, (), None)
     assert_that(listed.refs | beam.Map(lambda r: (r.example_id, r.label,
                                                   r.split)),
                 equal_to([
@@ -155,7 +155,7 @@ def test_split_folders_nested_images_are_listed_with_their_class(split_tree):
                     ('validation/cat/f.jpg', 'cat', 'validation'),
                     ('test/dog/g.png', 'dog', 'test'),
                     ('test/dog/2020/01/h.png', 'dog', 'test')]))
-    assert_that(listed[sources.SKIPPED], equal_to([]), label='NoneSkipped')
+    assert_that(listed[inputs.SKIPPED], equal_to([]), label='NoneSkipped')
 
 
 def test_split_folders_with_nested_folders_skip(split_tree, tmp_path):
@@ -178,9 +178,9 @@ def test_split_folders_with_nested_folders_skip(split_tree, tmp_path):
 
 def test_nested_folders_skip_names_the_reason(split_tree):
   with TestPipeline() as p:
-    listed = p | sources.ListImageInputs(str(split_tree), True, (), None,
-                                         'skip')
-    assert_that(listed[sources.SKIPPED], equal_to([
+    listed = p | inputs.ListImageInputs(str(split_tree), True, (), None,
+                                        'skip')
+    assert_that(listed[inputs.SKIPPED], equal_to([
         {'input': f'{split_tree}/train/cat/2019/c.jpg',
          'reason': 'in a folder nested inside the class folder cat '
                    '(--nested_folders skip)'},
@@ -235,11 +235,11 @@ def test_jsonl_manifest_named_with_pattern_characters(tmp_path):
   path.write_text(
       json.dumps({'path': 'cat/a.jpg', 'label': 'cat'}) + '\n' +
       '{"path": "b.jpg", "label": \n', encoding='utf-8')
-  fmt = sources.check_input(str(path), False)
+  fmt = inputs.check_input(str(path), False)
   with TestPipeline() as p:
-    listed = p | sources.ListImageInputs(str(path), False, RATIOS, fmt)
+    listed = p | inputs.ListImageInputs(str(path), False, RATIOS, fmt)
     assert_that(listed.refs | beam.Map(lambda r: (r.path, r.label)),
                 equal_to([(f'{folder}/cat/a.jpg', 'cat')]))
-    assert_that(listed[sources.DEAD] | beam.Map(lambda d: d['input']),
+    assert_that(listed[inputs.DEAD] | beam.Map(lambda d: d['input']),
                 equal_to([f'{path}: {{"path": "b.jpg", "label": ']),
                 label='Dead')

@@ -14,7 +14,7 @@ import simplejpeg
 
 import imagegen
 from pipelines import sample_data
-from transforms.modalities.image import processing as images
+from transforms.modalities.image import processing
 
 RED = (255, 0, 0)
 GREEN = (0, 255, 0)
@@ -74,10 +74,10 @@ def _with_exif_orientation(arr: np.ndarray, orientation: int) -> bytes:
 
 def _process_raw(data: bytes, **cfg_kwargs):
   """process_image with uint8 storage; returns (ProcessedImage, HWC array)."""
-  cfg = images.ImageConfig(storage='uint8', **cfg_kwargs)
-  out = images.process_image(data, cfg)
-  arr = images.decode_stored(out.data, 'uint8', cfg.height, cfg.width,
-                             cfg.channels)
+  cfg = processing.ImageConfig(storage='uint8', **cfg_kwargs)
+  out = processing.process_image(data, cfg)
+  arr = processing.decode_stored(out.data, 'uint8', cfg.height, cfg.width,
+                                 cfg.channels)
   return out, arr
 
 
@@ -92,7 +92,7 @@ def _assert_color(region: np.ndarray, color, tol=12.0):
 # ------------------------------------------------------------ resize modes
 
 
-@pytest.mark.parametrize('mode', images.RESIZE_MODES)
+@pytest.mark.parametrize('mode', processing.RESIZE_MODES)
 @pytest.mark.parametrize('src_size', [(640, 480), (480, 640), (8, 6), (5, 17)],
                          ids=['landscape', 'portrait', 'small-landscape',
                               'small-portrait'])
@@ -414,14 +414,14 @@ def test_transparent_image_with_exif_orientation_is_turned():
     ('white', (255, 255, 255)), ('BLACK', (0, 0, 0)),
     ('#FF8000', (255, 128, 0)), ('10, 20,30', (10, 20, 30))])
 def test_parse_background(text, expected):
-  assert images.parse_background(text) == expected
+  assert processing.parse_background(text) == expected
 
 
 @pytest.mark.parametrize('text', ['grey', '#fff', '#gg0000', '1,2',
                                   '256,0,0', '-1,0,0', ''])
 def test_parse_background_refuses(text):
   with pytest.raises(ValueError):
-    images.parse_background(text)
+    processing.parse_background(text)
 
 
 def _palette_image(with_transparency: bool) -> bytes:
@@ -479,10 +479,11 @@ def test_sixteen_bit_gradient_keeps_its_order():
 @pytest.mark.parametrize('storage', ['jpeg', 'png', 'uint8'])
 def test_grey_color_gives_one_channel(storage):
   data = _image_bytes(Image.fromarray(_smooth_photo(64, 48)), 'PNG')
-  cfg = images.ImageConfig(height=24, width=32, color='grey', storage=storage)
+  cfg = processing.ImageConfig(height=24, width=32, color='grey',
+                               storage=storage)
   assert cfg.channels == 1
-  out = images.process_image(data, cfg)
-  arr = images.decode_stored(out.data, storage, 24, 32, 1)
+  out = processing.process_image(data, cfg)
+  arr = processing.decode_stored(out.data, storage, 24, 32, 1)
   assert arr.shape == (24, 32, 1)
   assert len(out.channel_sum) == 1 and len(out.channel_sum_squares) == 1
 
@@ -493,8 +494,8 @@ def test_grey_color_gives_one_channel(storage):
 def _assert_fast_path(data, orientation=1, cfg=None):
   """Asserts that the JPEG `data` takes the fast (simplejpeg) path."""
   img = Image.open(io.BytesIO(data))
-  assert images._decode_jpeg(img, data, cfg or images.ImageConfig(),
-                             orientation) is not None
+  assert processing._decode_jpeg(img, data, cfg or processing.ImageConfig(),
+                                 orientation) is not None
 
 
 def test_exif_orientation_6_rotates_clockwise_and_swaps_original_size():
@@ -573,8 +574,8 @@ def jpeg_decodes(monkeypatch):
   return shapes
 
 
-@pytest.mark.parametrize('mode', images.RESIZE_MODES)
-@pytest.mark.parametrize('color', images.COLOR_MODES)
+@pytest.mark.parametrize('mode', processing.RESIZE_MODES)
+@pytest.mark.parametrize('color', processing.COLOR_MODES)
 def test_draft_decode_is_close_to_full_decode(jpeg_decodes, draft_calls,
                                               mode, color):
   data = _image_bytes(Image.fromarray(_smooth_photo(640, 480)), 'JPEG',
@@ -592,7 +593,7 @@ def test_draft_decode_is_close_to_full_decode(jpeg_decodes, draft_calls,
   assert mad < 3.0
 
 
-@pytest.mark.parametrize('mode', images.RESIZE_MODES)
+@pytest.mark.parametrize('mode', processing.RESIZE_MODES)
 def test_draft_decode_of_cmyk_jpeg_is_close_to_full_decode(draft_calls, mode):
   # CMYK takes Pillow's path, which still uses its decoder's draft().
   img = Image.fromarray(_smooth_photo(640, 480)).convert('CMYK')
@@ -634,12 +635,12 @@ _FAST_KINDS = {'baseline': {}, '444': {'subsampling': 0},
                          ids=['reduced', 'full-size'])
 def test_fast_path_decodes_as_pillows_path_does(kind, mode, color, size):
   data = _noisy_jpeg(640, 480, **dict(_FAST_KINDS[kind]))
-  cfg = images.ImageConfig(width=size[0], height=size[1], resize_mode=mode,
-                           color=color)
-  fast = images._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg, 1)
+  cfg = processing.ImageConfig(width=size[0], height=size[1], resize_mode=mode,
+                               color=color)
+  fast = processing._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg, 1)
   assert fast is not None
-  slow, _ = images._decode_with_pillow(Image.open(io.BytesIO(data)), data,
-                                       cfg, 1)
+  slow, _ = processing._decode_with_pillow(Image.open(io.BytesIO(data)), data,
+                                           cfg, 1)
   if fast.ndim == 2 and slow.ndim == 3:  # a grey file, for RGB output
     fast = np.repeat(fast[:, :, None], 3, axis=2)
   assert fast.shape == slow.shape
@@ -650,18 +651,18 @@ def test_fast_path_decodes_as_pillows_path_does(kind, mode, color, size):
 @pytest.mark.parametrize('orientation', range(1, 9))
 def test_fast_path_orients_as_exif_transpose(orientation):
   data = _with_exif_orientation(_quadrants(640, 480), orientation)
-  cfg = images.ImageConfig(width=96, height=128)  # reduced 4x either way
+  cfg = processing.ImageConfig(width=96, height=128)  # reduced 4x either way
   img = Image.open(io.BytesIO(data))
-  assert images._orientation(img) == orientation
-  fast = images._decode_jpeg(img, data, cfg, orientation)
-  slow, applied = images._decode_with_pillow(Image.open(io.BytesIO(data)),
-                                             data, cfg, orientation)
+  assert processing._orientation(img) == orientation
+  fast = processing._decode_jpeg(img, data, cfg, orientation)
+  slow, applied = processing._decode_with_pillow(Image.open(io.BytesIO(data)),
+                                                 data, cfg, orientation)
   assert applied == orientation
   assert fast.shape == slow.shape == (
       (160, 120, 3) if orientation > 4 else (120, 160, 3))
   np.testing.assert_array_equal(fast, slow)
   full = np.asarray(ImageOps.exif_transpose(Image.open(io.BytesIO(data))))
-  out = images.process_image(data, cfg)
+  out = processing.process_image(data, cfg)
   assert (out.original_height, out.original_width) == full.shape[:2]
 
 
@@ -679,13 +680,13 @@ def test_fast_path_leaves_other_jpegs_to_pillows_path():
                            b'\xff\xd9'),
       'taller than its data': imagegen.with_frame_size(sound, 400, 600),
   }
-  cfg = images.ImageConfig(width=64, height=64)
+  cfg = processing.ImageConfig(width=64, height=64)
   for name, data in declined.items():
     img = Image.open(io.BytesIO(data))
-    assert images._decode_jpeg(img, data, cfg, 1) is None, name
+    assert processing._decode_jpeg(img, data, cfg, 1) is None, name
   for data in (sound, progressive):
-    assert images._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg,
-                               1) is not None
+    assert processing._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg,
+                                   1) is not None
 
 
 # ---------------------------------------------------------- resize quality
@@ -720,7 +721,7 @@ def _lanczos(data: bytes, size) -> np.ndarray:
 def test_resize_is_as_close_to_lanczos_as_the_previous_method(fmt, target):
   rng = np.random.default_rng(5)
   tint = np.array([1.0, 0.9, 0.75])
-  cfg = images.ImageConfig(width=target, height=target)
+  cfg = processing.ImageConfig(width=target, height=target)
   new_db, old_db = [], []
   for w, h in [(640, 480), (500, 375), (433, 301), (360, 270), (300, 200),
                (620, 330), (250, 240)]:
@@ -729,7 +730,7 @@ def test_resize_is_as_close_to_lanczos_as_the_previous_method(fmt, target):
                                        else {}))
     old = _previous_fit(data, target, target)
     ref = _lanczos(data, old.shape[1::-1])
-    resized, _, _ = images.decode_and_resize(data, cfg)
+    resized, _, _ = processing.decode_and_resize(data, cfg)
     left = (target - old.shape[1]) // 2
     top = (target - old.shape[0]) // 2
     new = np.asarray(resized)[top:top + old.shape[0],
@@ -745,16 +746,17 @@ def test_resize_is_as_close_to_lanczos_as_the_previous_method(fmt, target):
 
 
 @pytest.mark.parametrize('storage', ['jpeg', 'png', 'uint8'])
-@pytest.mark.parametrize('color', images.COLOR_MODES)
+@pytest.mark.parametrize('color', processing.COLOR_MODES)
 def test_storage_round_trip(storage, color):
   data = _image_bytes(Image.fromarray(_smooth_photo(160, 120)), 'PNG')
-  cfg = images.ImageConfig(height=48, width=64, storage=storage, color=color)
-  resized, _, _ = images.decode_and_resize(data, cfg)
+  cfg = processing.ImageConfig(height=48, width=64, storage=storage,
+                               color=color)
+  resized, _, _ = processing.decode_and_resize(data, cfg)
   want = np.asarray(resized)
   if want.ndim == 2:
     want = want[:, :, None]
-  out = images.process_image(data, cfg)
-  got = images.decode_stored(out.data, storage, 48, 64, cfg.channels)
+  out = processing.process_image(data, cfg)
+  got = processing.decode_stored(out.data, storage, 48, 64, cfg.channels)
   assert got.dtype == np.uint8
   assert got.shape == (48, 64, cfg.channels)
   if storage == 'jpeg':
@@ -769,31 +771,31 @@ def test_storage_round_trip(storage, color):
 
 
 def test_decode_stored_rejects_wrong_shapes():
-  cfg = images.ImageConfig(height=10, width=20, storage='png')
-  out = images.process_image(
+  cfg = processing.ImageConfig(height=10, width=20, storage='png')
+  out = processing.process_image(
       _image_bytes(_solid(20, 10, (1, 2, 3)), 'PNG'), cfg)
   with pytest.raises(ValueError, match='shape'):
-    images.decode_stored(out.data, 'png', 20, 10, 3)
+    processing.decode_stored(out.data, 'png', 20, 10, 3)
   with pytest.raises(ValueError, match='expected'):
-    images.decode_stored(b'\x00' * 599, 'uint8', 10, 20, 3)
+    processing.decode_stored(b'\x00' * 599, 'uint8', 10, 20, 3)
   with pytest.raises(ValueError, match='does not decode'):
-    images.decode_stored(b'not an image', 'jpeg', 10, 20, 3)
+    processing.decode_stored(b'not an image', 'jpeg', 10, 20, 3)
 
 
 @pytest.mark.parametrize('storage', ['jpeg', 'uint8'])
-@pytest.mark.parametrize('color', images.COLOR_MODES)
-@pytest.mark.parametrize('mode', images.RESIZE_MODES)
+@pytest.mark.parametrize('color', processing.COLOR_MODES)
+@pytest.mark.parametrize('mode', processing.RESIZE_MODES)
 def test_channel_sums_are_exact(storage, color, mode):
   rng = np.random.default_rng(7)
   src = rng.integers(0, 256, (90, 70, 3), dtype=np.uint8)
   data = _image_bytes(Image.fromarray(src), 'PNG')
-  cfg = images.ImageConfig(height=50, width=60, storage=storage, color=color,
-                           resize_mode=mode)
-  resized, _, _ = images.decode_and_resize(data, cfg)
+  cfg = processing.ImageConfig(height=50, width=60, storage=storage,
+                               color=color, resize_mode=mode)
+  resized, _, _ = processing.decode_and_resize(data, cfg)
   arr = np.asarray(resized, dtype=np.int64)
   if arr.ndim == 2:
     arr = arr[:, :, None]
-  out = images.process_image(data, cfg)
+  out = processing.process_image(data, cfg)
   assert out.pixel_count == 50 * 60
   assert list(out.channel_sum) == arr.sum(axis=(0, 1)).tolist()
   assert list(out.channel_sum_squares) == (arr * arr).sum(axis=(0, 1)).tolist()
@@ -806,7 +808,7 @@ def test_channel_sums_are_exact_on_the_largest_outputs(shape):
   arr = np.full(shape, 255, np.uint8)
   arr[0, :7] = 3
   arr[-1, -5:] = 200
-  sums, squares, count = images._channel_sums(arr)
+  sums, squares, count = processing._channel_sums(arr)
   n = shape[0] * shape[1]
   assert count == n
   channels = 1 if len(shape) == 2 else shape[2]
@@ -814,7 +816,7 @@ def test_channel_sums_are_exact_on_the_largest_outputs(shape):
   assert squares == (float(255**2 * (n - 12) + 9 * 7 + 200**2 * 5),) * channels
   rng = np.random.default_rng(3)
   noise = rng.integers(0, 256, (333, 517, 3), dtype=np.uint8)
-  sums, squares, _ = images._channel_sums(noise)
+  sums, squares, _ = processing._channel_sums(noise)
   values = noise.astype(np.int64)
   assert list(sums) == values.sum(axis=(0, 1)).tolist()
   assert list(squares) == (values * values).sum(axis=(0, 1)).tolist()
@@ -823,21 +825,21 @@ def test_channel_sums_are_exact_on_the_largest_outputs(shape):
 def test_content_digest_of_pixels_is_that_of_the_image():
   rgb = _smooth_photo(40, 30)
   grey = np.ascontiguousarray(rgb[:, :, 1])
-  assert images.content_digest(rgb) == images.content_digest(
+  assert processing.content_digest(rgb) == processing.content_digest(
       Image.fromarray(rgb, 'RGB'))
-  assert images.content_digest(grey) == images.content_digest(
+  assert processing.content_digest(grey) == processing.content_digest(
       Image.fromarray(grey, 'L'))
-  assert images.content_digest(rgb) != images.content_digest(rgb[::-1])
+  assert processing.content_digest(rgb) != processing.content_digest(rgb[::-1])
   with pytest.raises(ValueError):
-    images.content_digest(np.zeros((3, 4, 4), np.uint8))
+    processing.content_digest(np.zeros((3, 4, 4), np.uint8))
 
 
 def test_png_and_bmp_of_the_same_pixels_are_one_content():
   img = Image.fromarray(_smooth_photo(90, 70))
-  cfg = images.ImageConfig(height=48, width=64)
+  cfg = processing.ImageConfig(height=48, width=64)
   png, bmp = _image_bytes(img, 'PNG'), _image_bytes(img, 'BMP')
-  assert images.identify_content(png, cfg) == images.identify_content(
-      bmp, cfg) == images.process_image(png, cfg).content
+  assert processing.identify_content(png, cfg) == processing.identify_content(
+      bmp, cfg) == processing.process_image(png, cfg).content
 
 
 def test_zscore_from_sums_matches_numpy():
@@ -845,15 +847,15 @@ def test_zscore_from_sums_matches_numpy():
   arr = rng.integers(0, 256, (30, 40, 3)).astype(np.float64)
   sums = arr.sum(axis=(0, 1))
   squares = (arr * arr).sum(axis=(0, 1))
-  mean, std = images.zscore_from_sums(sums, squares, 30 * 40)
+  mean, std = processing.zscore_from_sums(sums, squares, 30 * 40)
   np.testing.assert_allclose(mean, (arr / 255).mean(axis=(0, 1)), rtol=1e-9)
   np.testing.assert_allclose(std, (arr / 255).std(axis=(0, 1)), rtol=1e-9)
 
 
 def test_zscore_from_sums_constant_channel_has_zero_std():
   count = 1000
-  mean, std = images.zscore_from_sums([200.0 * count, 0.0],
-                                      [200.0 * 200.0 * count, 0.0], count)
+  mean, std = processing.zscore_from_sums([200.0 * count, 0.0],
+                                          [200.0 * 200.0 * count, 0.0], count)
   np.testing.assert_allclose(mean, [200 / 255, 0.0])
   assert np.isfinite(std).all()
   np.testing.assert_allclose(std, [0.0, 0.0], atol=1e-6)
@@ -862,9 +864,9 @@ def test_zscore_from_sums_constant_channel_has_zero_std():
 def test_zscore_from_processed_image():
   data = _image_bytes(Image.fromarray(_smooth_photo(64, 48)), 'PNG')
   out, arr = _process_raw(data, width=64, height=48)
-  mean, std = images.zscore_from_sums(out.channel_sum,
-                                      out.channel_sum_squares,
-                                      out.pixel_count)
+  mean, std = processing.zscore_from_sums(out.channel_sum,
+                                          out.channel_sum_squares,
+                                          out.pixel_count)
   np.testing.assert_allclose(mean, (arr / 255).mean(axis=(0, 1)), rtol=1e-9)
   np.testing.assert_allclose(std, (arr / 255).std(axis=(0, 1)), rtol=1e-9)
 
@@ -873,8 +875,8 @@ def test_zscore_from_processed_image():
 
 
 def _assert_bad(data, match, cfg=None):
-  with pytest.raises(images.BadImageError, match=match) as info:
-    images.process_image(data, cfg or images.ImageConfig())
+  with pytest.raises(processing.BadImageError, match=match) as info:
+    processing.process_image(data, cfg or processing.ImageConfig())
   assert info.value.stage == 'decode'
   assert info.value.reason == str(info.value)
   assert isinstance(info.value, ValueError)
@@ -895,7 +897,7 @@ def test_truncated_jpeg_is_bad():
                       quality=90)
   _assert_bad(data[:len(data) // 2], '^truncated JPEG')
   _assert_bad(data[:len(data) // 2], '^truncated JPEG',
-              images.ImageConfig(draft=False))
+              processing.ImageConfig(draft=False))
 
 
 def _noisy_jpeg(w=400, h=300, **kwargs) -> bytes:
@@ -917,7 +919,7 @@ def test_jpeg_cut_short_and_given_an_end_marker_is_truncated(fraction, kind,
   cut = data[:int(len(data) * fraction)] + b'\xff\xd9'
   # Pillow decodes it without a word, padding the rest with grey.
   Image.open(io.BytesIO(cut)).load()
-  _assert_bad(cut, '^truncated JPEG', images.ImageConfig(
+  _assert_bad(cut, '^truncated JPEG', processing.ImageConfig(
       draft=draft, height=64, width=64))
 
 
@@ -952,16 +954,17 @@ def test_sound_jpeg_with_mid_grey_corner_is_not_truncated(value):
   for kwargs in ({}, {'progressive': True}, {'mode': 'L'}):
     img = Image.fromarray(arr).convert(kwargs.pop('mode', 'RGB'))
     data = _image_bytes(img, 'JPEG', quality=95, **kwargs)
-    images.process_image(data, images.ImageConfig(height=48, width=64))
+    processing.process_image(data, processing.ImageConfig(height=48, width=64))
   solid = _image_bytes(_solid(40, 30, (128, 128, 128)), 'JPEG', quality=90)
-  images.process_image(solid, images.ImageConfig(height=30, width=40))
+  processing.process_image(solid, processing.ImageConfig(height=30, width=40))
 
 
 def test_sound_jpegs_pass_the_truncation_checks():
   for kwargs in ({}, {'progressive': True}, {'mode': 'L'}, {'mode': 'CMYK'},
                  {'subsampling': 0}, {'progressive': True, 'mode': 'L'}):
     data = _noisy_jpeg(**kwargs)
-    out = images.process_image(data, images.ImageConfig(height=64, width=64))
+    out = processing.process_image(data,
+                                   processing.ImageConfig(height=64, width=64))
     assert out.source_format == 'JPEG'
 
 
@@ -970,19 +973,20 @@ def test_sound_jpegs_pass_the_truncation_checks():
 
 def test_tiff_named_jpg_is_decoded_and_identified():
   data = _image_bytes(_solid(16, 12, (10, 200, 30)), 'TIFF')
-  out = images.process_image(
-      data, images.ImageConfig(height=12, width=16, storage='uint8'),
+  out = processing.process_image(
+      data, processing.ImageConfig(height=12, width=16, storage='uint8'),
       'photos/cat/x.jpg')
   assert out.source_format == 'TIFF'
-  got = images.decode_stored(out.data, 'uint8', 12, 16, 3)
+  got = processing.decode_stored(out.data, 'uint8', 12, 16, 3)
   assert (got == (10, 200, 30)).all()
 
 
 @pytest.mark.skipif(not features.check('avif'), reason='no AVIF codec')
 def test_avif_named_jpg_is_decoded_and_identified():
   data = _image_bytes(_solid(16, 12, (10, 200, 30)), 'AVIF', quality=95)
-  out = images.process_image(
-      data, images.ImageConfig(height=12, width=16, storage='uint8'), 'x.jpg')
+  out = processing.process_image(
+      data, processing.ImageConfig(height=12, width=16, storage='uint8'),
+      'x.jpg')
   assert out.source_format == 'AVIF'
 
 
@@ -1004,29 +1008,29 @@ def _iso_bmff_head(brand: bytes, compatible=(b'mif1',)) -> bytes:
      'not a readable image: unknown content (format not recognised)'),
 ])
 def test_content_pillow_cannot_read_names_its_format(head, name, reason):
-  with pytest.raises(images.BadImageError) as info:
-    images.process_image(head, images.ImageConfig(), name)
+  with pytest.raises(processing.BadImageError) as info:
+    processing.process_image(head, processing.ImageConfig(), name)
   assert info.value.reason == reason
 
 
 @pytest.mark.skipif(not features.check('avif'), reason='no AVIF codec')
 def test_avif_that_does_not_decode_says_so():
-  with pytest.raises(images.BadImageError) as info:
-    images.process_image(_iso_bmff_head(b'avif'), images.ImageConfig(),
-                         'x.jpg')
+  with pytest.raises(processing.BadImageError) as info:
+    processing.process_image(_iso_bmff_head(b'avif'), processing.ImageConfig(),
+                             'x.jpg')
   assert info.value.reason == (
       'not a JPEG: AVIF content (its AVIF data does not decode)')
 
 
 def test_sniff_format():
-  assert images.sniff_format(_iso_bmff_head(b'avif')) == 'AVIF'
-  assert images.sniff_format(_iso_bmff_head(b'heix')) == 'HEIC'
-  assert images.sniff_format(_iso_bmff_head(b'mif1', (b'avif',))) == 'AVIF'
-  assert images.sniff_format(_iso_bmff_head(b'mif1', ())) == 'HEIF'
-  assert images.sniff_format(b'\xff\x0a\x00') == 'JPEG XL'
-  assert images.sniff_format(b'%PDF-1.7') == 'PDF'
-  assert images.sniff_format(b'  <svg xmlns="..."/>') == 'SVG'
-  assert images.sniff_format(b'plain text') is None
+  assert processing.sniff_format(_iso_bmff_head(b'avif')) == 'AVIF'
+  assert processing.sniff_format(_iso_bmff_head(b'heix')) == 'HEIC'
+  assert processing.sniff_format(_iso_bmff_head(b'mif1', (b'avif',))) == 'AVIF'
+  assert processing.sniff_format(_iso_bmff_head(b'mif1', ())) == 'HEIF'
+  assert processing.sniff_format(b'\xff\x0a\x00') == 'JPEG XL'
+  assert processing.sniff_format(b'%PDF-1.7') == 'PDF'
+  assert processing.sniff_format(b'  <svg xmlns="..."/>') == 'SVG'
+  assert processing.sniff_format(b'plain text') is None
 
 
 def _corrupt_png() -> bytes:
@@ -1080,11 +1084,11 @@ def test_truncated_png_is_bad():
 
 def test_over_pixel_limit_is_bad_and_names_the_limit():
   data = _image_bytes(_solid(40, 25, RED), 'PNG')  # 1000 pixels
-  err = _assert_bad(data, 'limit', images.ImageConfig(max_pixels=999))
+  err = _assert_bad(data, 'limit', processing.ImageConfig(max_pixels=999))
   assert '999' in err.reason
   assert '40x25' in err.reason
   # Exactly at the limit is fine.
-  images.process_image(data, images.ImageConfig(max_pixels=1000))
+  processing.process_image(data, processing.ImageConfig(max_pixels=1000))
 
 
 def _png_header_only(width, height) -> bytes:
@@ -1102,11 +1106,11 @@ def _png_header_only(width, height) -> bytes:
 def test_pixel_limit_is_checked_before_decoding():
   # 100000 x 100000 would need 10 GB to decode; it must be refused first.
   err = _assert_bad(_png_header_only(100_000, 100_000), 'limit')
-  assert str(images.ImageConfig().max_pixels) in err.reason
+  assert str(processing.ImageConfig().max_pixels) in err.reason
 
 
 def test_is_image_path():
-  assert images.is_image_path('a/b/C.JPG')
-  assert images.is_image_path('x.webp')
-  assert not images.is_image_path('notes.txt')
-  assert not images.is_image_path('image.jpg.tmp')
+  assert processing.is_image_path('a/b/C.JPG')
+  assert processing.is_image_path('x.webp')
+  assert not processing.is_image_path('notes.txt')
+  assert not processing.is_image_path('image.jpg.tmp')

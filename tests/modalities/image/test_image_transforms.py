@@ -14,12 +14,12 @@ import imagegen
 from pipelines import options as options_lib
 from transforms.modalities.image.pipeline import PlanCopies
 from transforms.modalities.image import decode
-from transforms.modalities.image import processing as images
-from transforms.modalities.image import preprocessing as normalize
-from transforms.modalities.image import features as schema
+from transforms.modalities.image import processing
+from transforms.modalities.image import preprocessing
+from transforms.modalities.image import features
 from transforms.core import shuffle
-from transforms.output import shards as sinks
-from transforms.modalities.image import inputs as sources
+from transforms.output import shards
+from transforms.modalities.image import inputs
 from transforms.output import tfrecord_files
 
 
@@ -27,33 +27,33 @@ def test_list_and_decode_images(tmp_path):
   good = imagegen.write_good_images(str(tmp_path))
   bad = imagegen.write_bad_images(str(tmp_path))
   ratios = (('train', 0.5), ('test', 0.5))
-  cfg = images.ImageConfig(height=32, width=48, max_pixels=1_000_000)
+  cfg = processing.ImageConfig(height=32, width=48, max_pixels=1_000_000)
   with TestPipeline() as p:
-    listed = p | sources.ListImageInputs(str(tmp_path), False, ratios, None)
+    listed = p | inputs.ListImageInputs(str(tmp_path), False, ratios, None)
     decoded = (listed.refs
                | beam.Map(lambda r: (r, 0, True, None))
                | decode.DecodeImages(cfg))
     examples = decoded.examples | 'OneEach' >> beam.FlatMap(lambda xs: xs)
-    assert_that(listed[sources.SKIPPED]
+    assert_that(listed[inputs.SKIPPED]
                 | 'SkippedName' >> beam.Map(
                     lambda s: os.path.basename(s['input'])),
                 equal_to(['README.txt']), label='Skipped')
     assert_that(examples
-                | beam.Map(lambda e: e[schema.LABEL_TEXT])
+                | beam.Map(lambda e: e[features.LABEL_TEXT])
                 | beam.combiners.Count.PerElement(),
                 equal_to(list(good.items())), label='Labels')
-    assert_that(decoded[sources.DEAD]
+    assert_that(decoded[inputs.DEAD]
                 | beam.Map(lambda d: (os.path.basename(d['input']),
                                       d['stage'])),
                 equal_to([(name, 'decode') for name in bad]), label='Dead')
 
     def check_example(examples):
       for e in examples:
-        img = images.decode_stored(e[schema.IMAGE], 'jpeg', 32, 48, 3)
+        img = processing.decode_stored(e[features.IMAGE], 'jpeg', 32, 48, 3)
         assert img.shape == (32, 48, 3)
         assert e['split'] in ('train', 'test')
-        assert len(e[schema.CHANNEL_MEAN]) == 3
-        assert all(0 <= m <= 1 for m in e[schema.CHANNEL_MEAN])
+        assert len(e[features.CHANNEL_MEAN]) == 3
+        assert all(0 <= m <= 1 for m in e[features.CHANNEL_MEAN])
     assert_that(examples, check_example, label='Shapes')
 
 
@@ -81,14 +81,14 @@ def test_shuffle_keeps_every_record_and_mixes_the_written_order(tmp_path):
 
 def test_fingerprint_does_not_depend_on_order_or_sharding():
   records = [f'r{i}'.encode() for i in range(100)] + [b'r1']  # a duplicate
-  expected = format(sum(sinks.record_digest(r) for r in records) % (1 << 128),
+  expected = format(sum(shards.record_digest(r) for r in records) % (1 << 128),
                     '032x')
   with TestPipeline() as p:
     fp = (p | beam.Create(list(reversed(records)))
-          | beam.CombineGlobally(sinks.FingerprintFn()))
+          | beam.CombineGlobally(shards.FingerprintFn()))
     assert_that(fp, equal_to([{'fingerprint': expected, 'records': 101}]))
   # A duplicate changes the fingerprint (a sum, not an XOR).
-  without = format(sum(sinks.record_digest(r) for r in records[:-1]) %
+  without = format(sum(shards.record_digest(r) for r in records[:-1]) %
                    (1 << 128), '032x')
   assert without != expected
 
@@ -102,11 +102,11 @@ def _config(**flags):
 
 
 def test_plan_copies_oversample_undersample_and_weight():
-  refs = ([sources.InputRef(f'/a{i}', f'a{i}', 'a', 'train')
+  refs = ([inputs.InputRef(f'/a{i}', f'a{i}', 'a', 'train')
            for i in range(40)] +
-          [sources.InputRef(f'/b{i}', f'b{i}', 'b', 'train')
+          [inputs.InputRef(f'/b{i}', f'b{i}', 'b', 'train')
            for i in range(10)] +
-          [sources.InputRef(f'/t{i}', f't{i}', 'b', 'test') for i in range(5)])
+          [inputs.InputRef(f'/t{i}', f't{i}', 'b', 'test') for i in range(5)])
   counts = [(('train', 'a'), 40), (('train', 'b'), 10), (('test', 'b'), 5)]
 
   def written_per_class(plans):
@@ -151,27 +151,27 @@ def test_preprocessing_fn_zscore_uses_full_pass_statistics(tmp_path):
   for i, px in enumerate(pixels):
     flat = px.reshape(-1, c).astype(np.float64) / 255.0
     rows.append({
-        schema.IMAGE: px.tobytes(),
-        schema.CHANNEL_MEAN: flat.mean(axis=0).astype(np.float32),
-        schema.CHANNEL_MEAN_SQUARES: (flat**2).mean(axis=0).astype(
+        features.IMAGE: px.tobytes(),
+        features.CHANNEL_MEAN: flat.mean(axis=0).astype(np.float32),
+        features.CHANNEL_MEAN_SQUARES: (flat**2).mean(axis=0).astype(
             np.float32),
-        schema.ID: f'id{i}'.encode(), schema.LABEL_TEXT: b'x',
-        schema.ORIGINAL_HEIGHT: h, schema.ORIGINAL_WIDTH: w,
+        features.ID: f'id{i}'.encode(), features.LABEL_TEXT: b'x',
+        features.ORIGINAL_HEIGHT: h, features.ORIGINAL_WIDTH: w,
     })
   everything = np.stack(pixels).reshape(-1, c).astype(np.float64) / 255.0
   mean, std = everything.mean(axis=0), everything.std(axis=0)
   metadata = dataset_metadata.DatasetMetadata.from_feature_spec(
-      normalize.raw_feature_spec(c))
-  fn = normalize.make_preprocessing_fn('uint8', h, w, c, 'zscore')
+      preprocessing.raw_feature_spec(c))
+  fn = preprocessing.make_preprocessing_fn('uint8', h, w, c, 'zscore')
   def check(results):
     assert len(results) == len(rows)
-    by_id = {r[schema.ID]: r for r in results}
+    by_id = {r[features.ID]: r for r in results}
     for i, px in enumerate(pixels):
-      got = np.asarray(by_id[f'id{i}'.encode()][schema.IMAGE])
+      got = np.asarray(by_id[f'id{i}'.encode()][features.IMAGE])
       want = (px.astype(np.float64) / 255.0 - mean) / std
       assert got.shape == (h, w, c)
       np.testing.assert_allclose(got, want, atol=1e-4)
-      assert by_id[f'id{i}'.encode()][schema.LABEL_TEXT] == b'x'
+      assert by_id[f'id{i}'.encode()][features.LABEL_TEXT] == b'x'
 
   with TestPipeline() as p:
     with tft_beam.Context(temp_dir=str(tmp_path)):
@@ -190,17 +190,17 @@ def test_preprocessing_fn_scale_and_none_decode_jpeg(tmp_path, method, low,
   from PIL import Image  # pylint: disable=import-outside-toplevel
   arr = np.zeros((8, 8, 3), np.uint8)
   arr[:, 4:] = 255
-  row = {schema.IMAGE: imagegen.jpeg_bytes(Image.fromarray(arr), quality=95),
-         schema.CHANNEL_MEAN: np.full(3, 0.5, np.float32),
-         schema.CHANNEL_MEAN_SQUARES: np.full(3, 0.5, np.float32),
-         schema.ID: b'i', schema.LABEL_TEXT: b'x',
-         schema.ORIGINAL_HEIGHT: 8, schema.ORIGINAL_WIDTH: 8}
+  row = {features.IMAGE: imagegen.jpeg_bytes(Image.fromarray(arr), quality=95),
+         features.CHANNEL_MEAN: np.full(3, 0.5, np.float32),
+         features.CHANNEL_MEAN_SQUARES: np.full(3, 0.5, np.float32),
+         features.ID: b'i', features.LABEL_TEXT: b'x',
+         features.ORIGINAL_HEIGHT: 8, features.ORIGINAL_WIDTH: 8}
   metadata = dataset_metadata.DatasetMetadata.from_feature_spec(
-      normalize.raw_feature_spec(3))
-  fn = normalize.make_preprocessing_fn('jpeg', 8, 8, 3, method)
+      preprocessing.raw_feature_spec(3))
+  fn = preprocessing.make_preprocessing_fn('jpeg', 8, 8, 3, method)
   def check(results):
     [result] = results
-    img = np.asarray(result[schema.IMAGE])
+    img = np.asarray(result[features.IMAGE])
     assert img.shape == (8, 8, 3)
     assert img.dtype == np.float32
     assert abs(float(img[:, :2].mean()) - low) < 0.02 * (high - low)
@@ -249,12 +249,13 @@ def test_records_of_a_list_are_those_of_each_example_alone(storage, weighted):
   for i in range(11):
     image = (rng.bytes(int(rng.integers(0, 300))) if storage == 'jpeg' else
              rng.normal(size=(4, 3, 3)).astype(np.float32))
-    example = {schema.ID: f'train/{i} (copy).jpg',
-               schema.LABEL_TEXT: list(label_ids)[i % 3], schema.IMAGE: image,
-               schema.ORIGINAL_HEIGHT: 2**33 + i, schema.ORIGINAL_WIDTH: i,
+    example = {features.ID: f'train/{i} (copy).jpg',
+               features.LABEL_TEXT: list(label_ids)[i % 3],
+               features.IMAGE: image,
+               features.ORIGINAL_HEIGHT: 2**33 + i, features.ORIGINAL_WIDTH: i,
                'split': 'train', 'copy': 0}
     if weighted:
-      example[schema.WEIGHT] = 0.1 * (i + 1)
+      example[features.WEIGHT] = 0.1 * (i + 1)
     examples.append(example)
   together = records.to_records(examples, label_ids)
   assert together == [records.to_records([ex], label_ids)[0]
@@ -263,21 +264,23 @@ def test_records_of_a_list_are_those_of_each_example_alone(storage, weighted):
   for example, record in zip(examples, together):
     parsed = tf.train.Example.FromString(record).features.feature
     assert sorted(parsed) == sorted(
-        [schema.IMAGE, schema.LABEL, schema.LABEL_TEXT, schema.ID,
-         schema.ORIGINAL_HEIGHT, schema.ORIGINAL_WIDTH] +
-        ([schema.WEIGHT] if weighted else []))
+        [features.IMAGE, features.LABEL, features.LABEL_TEXT, features.ID,
+         features.ORIGINAL_HEIGHT, features.ORIGINAL_WIDTH] +
+        ([features.WEIGHT] if weighted else []))
     if storage == 'jpeg':
-      assert parsed[schema.IMAGE].bytes_list.value == [example[schema.IMAGE]]
+      assert parsed[features.IMAGE].bytes_list.value == [
+          example[features.IMAGE]]
     else:
-      assert parsed[schema.IMAGE].float_list.value == pytest.approx(
-          example[schema.IMAGE].ravel().tolist())
-    assert parsed[schema.LABEL].int64_list.value == [
-        label_ids[example[schema.LABEL_TEXT]]]
-    assert parsed[schema.LABEL_TEXT].bytes_list.value == [
-        example[schema.LABEL_TEXT].encode()]
-    assert parsed[schema.ID].bytes_list.value == [example[schema.ID].encode()]
-    assert parsed[schema.ORIGINAL_HEIGHT].int64_list.value == [
-        example[schema.ORIGINAL_HEIGHT]]
+      assert parsed[features.IMAGE].float_list.value == pytest.approx(
+          example[features.IMAGE].ravel().tolist())
+    assert parsed[features.LABEL].int64_list.value == [
+        label_ids[example[features.LABEL_TEXT]]]
+    assert parsed[features.LABEL_TEXT].bytes_list.value == [
+        example[features.LABEL_TEXT].encode()]
+    assert parsed[features.ID].bytes_list.value == [
+        example[features.ID].encode()]
+    assert parsed[features.ORIGINAL_HEIGHT].int64_list.value == [
+        example[features.ORIGINAL_HEIGHT]]
     if weighted:
-      assert parsed[schema.WEIGHT].float_list.value == pytest.approx(
-          [example[schema.WEIGHT]])
+      assert parsed[features.WEIGHT].float_list.value == pytest.approx(
+          [example[features.WEIGHT]])

@@ -28,8 +28,8 @@ from apache_beam.testing.util import equal_to
 import numpy as np
 
 from transforms.modalities.sensor import pipeline as sensor_pipeline
-from transforms.modalities.sensor import preprocessing as st
-from transforms.modalities.sensor import windows as win
+from transforms.modalities.sensor import preprocessing
+from transforms.modalities.sensor import windows as sensor_windows
 
 START = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z in ns
 SOURCES = ('a.csv', 'b.csv')  # the files the rows are spread over
@@ -45,7 +45,7 @@ GAP_S = 30  # the seconds of the dropouts put into the series
 
 
 def _settings(length, stride, rule, chunk_rows, cutoff):
-  return win.SensorConfig(
+  return sensor_windows.SensorConfig(
       timestamp_column='time', timestamp_unit='s', entity_column='device',
       label_column='label', channels=(), window_length=length,
       window_stride=stride, window_label=rule, missing='drop',
@@ -100,7 +100,7 @@ def _batches(rows, cutoff):
           'entity': np.array([r[0] for r in part], object),
           'label': np.array([r[4] for r in part], object),
           'values': np.stack([r[5] for r in part]),
-          'split': win.time_splits(time, [cutoff]),
+          'split': sensor_windows.time_splits(time, [cutoff]),
       })
   return out
 
@@ -174,10 +174,12 @@ def _expected(rows, sc, cutoff):
 
 def _windows_of(batch):
   """A window batch -> one tuple per window."""
-  for i, window_id in enumerate(batch[st.ID]):
-    yield (window_id, batch[st.ENTITY][i], batch[st.LABEL_TEXT][i],
-           int(batch[st.START_TIME][i]), int(batch[st.END_TIME][i]),
-           np.asarray(batch[st.VALUES][i]), int(batch['split'][i]))
+  for i, window_id in enumerate(batch[preprocessing.ID]):
+    yield (window_id, batch[preprocessing.ENTITY][i],
+           batch[preprocessing.LABEL_TEXT][i],
+           int(batch[preprocessing.START_TIME][i]),
+           int(batch[preprocessing.END_TIME][i]),
+           np.asarray(batch[preprocessing.VALUES][i]), int(batch['split'][i]))
 
 
 def _check_windows(expected):
@@ -238,7 +240,8 @@ def test_chunked_windows_equal_windows_of_the_sorted_series():
       assert_that(windows, _check_windows(expected), label=f'Windows{tag}')
       for name in ('windows', 'crossing'):
         assert_that(out[name] | f'Count{name}{tag}' >> beam.Map(
-            lambda b: len(b[st.ID])), _at_least_one(f'{name} windows'),
+            lambda b: len(b[preprocessing.ID])),
+                    _at_least_one(f'{name} windows'),
                     label=f'Some{name}{tag}')
       # Every observation is windowed once, in its split.
       observations = [r for e in ENTITY_ROWS
@@ -258,7 +261,7 @@ def test_chunked_windows_equal_windows_of_the_sorted_series():
                   label=f'Dead{tag}')
       shapes = (out['shapes'] | f'AllShapes{tag}' >> beam.Flatten()
                 | f'Shapes{tag}' >> beam.CombinePerKey(
-                    win.SeriesShape.merge)
+                    sensor_windows.SeriesShape.merge)
                 | f'ShapeCounts{tag}' >> beam.Map(lambda kv: (kv[0], (
                     kv[1]['duplicates_dropped'], kv[1]['conflicting_rows'],
                     kv[1]['gaps'], kv[1]['too_long']))))
@@ -280,8 +283,9 @@ def _streamed_grid_windows(rows, sc, cutoff):
     max_gap = 3 * int(steps[(len(steps) - 1) // 2])
     names = np.array(sorted({r[4] for r in mine}))
     codes = np.searchsorted(names, [r[4] for r in mine]).astype(np.int32)
-    streamer = win.StreamWindower(sc.window_length, sc.window_stride,
-                                  {entity: max_gap}, sc.resample, (cutoff,))
+    streamer = sensor_windows.StreamWindower(sc.window_length, sc.window_stride,
+                                             {entity: max_gap}, sc.resample,
+                                             (cutoff,))
     done = streamer.add(entity, time, np.stack([r[5] for r in mine]),
                         codes, (time >= cutoff).astype(np.int8))
     if done is None:

@@ -20,7 +20,7 @@ import sensorgen
 from pipelines import preprocess
 from pipelines import validate
 from transforms.modalities.sensor import checks as sensor_checks
-from transforms.validation import dataset_checks as qc
+from transforms.validation import dataset_checks
 
 BASE = ['--modality', 'sensor', '--direct_running_mode', 'in_memory',
         '--direct_num_workers', '1']
@@ -277,7 +277,7 @@ def test_a_window_before_the_cutoff_in_test_fails_naming_it(time_windows,
 
 
 def _content(*groups):
-  return qc.content_findings(groups)
+  return dataset_checks.content_findings(groups)
 
 
 def test_the_same_row_twice_in_two_splits_fails_with_a_hash_split():

@@ -4,7 +4,7 @@ the Example encoder."""
 import numpy as np
 import pytest
 
-from transforms.modalities.sensor import preprocessing as st
+from transforms.modalities.sensor import preprocessing
 
 
 def _analyze_and_transform(tmp_path, train, values, normalization,
@@ -15,19 +15,22 @@ def _analyze_and_transform(tmp_path, train, values, normalization,
   import tensorflow_transform as tft
   import tensorflow_transform.beam as tft_beam
   channels = train.shape[1]
-  config = st.analysis_adapter_config(length, channels)
-  fn = st.make_preprocessing_fn(channels, normalization, impute, bucketize)
+  config = preprocessing.analysis_adapter_config(length, channels)
+  fn = preprocessing.make_preprocessing_fn(channels, normalization, impute,
+                                           bucketize)
   out = str(tmp_path / 'tft')
   with beam.Pipeline() as p:
     with tft_beam.Context(temp_dir=str(tmp_path / 'tmp'),
                           force_tf_compat_v1=False):
       batches = p | beam.Create([
-          st.analysis_record_batch(train[:40], length, channels, block=7),
-          st.analysis_record_batch(train[40:], length, channels, block=7)])
+          preprocessing.analysis_record_batch(train[:40], length, channels,
+                                              block=7),
+          preprocessing.analysis_record_batch(train[40:], length, channels,
+                                              block=7)])
       transform_fn = (batches, config) | tft_beam.AnalyzeDataset(fn)
       _ = transform_fn | tft_beam.WriteTransformFn(out)
   layer = tft.TFTransformOutput(out).transform_features_layer()
-  result = layer(st.transform_inputs(values))
+  result = layer(preprocessing.transform_inputs(values))
   return {k: v.numpy() for k, v in result.items()}
 
 
@@ -42,9 +45,9 @@ def test_zscore_uses_training_mean_and_std_and_imputes(tmp_path):
   probe = np.array([[300.5, 1.0], [np.nan, -2.0]], np.float32)
   out = _analyze_and_transform(tmp_path, train, probe, 'zscore', impute=True)
   expected = (np.where(np.isnan(probe), mean, probe) - mean) / std
-  np.testing.assert_allclose(out[st.VALUES], expected, rtol=1e-3,
+  np.testing.assert_allclose(out[preprocessing.VALUES], expected, rtol=1e-3,
                              atol=1e-3)
-  assert out[st.VALUES][1, 0] == pytest.approx(0.0, abs=1e-3)
+  assert out[preprocessing.VALUES][1, 0] == pytest.approx(0.0, abs=1e-3)
 
 
 def test_minmax_on_windows_and_quantile_buckets(tmp_path):
@@ -54,10 +57,10 @@ def test_minmax_on_windows_and_quantile_buckets(tmp_path):
   out = _analyze_and_transform(tmp_path, train, window, 'minmax',
                                bucketize=4, length=3)
   # A constant channel keeps x - min instead of dividing by zero.
-  np.testing.assert_allclose(out[st.VALUES][0],
+  np.testing.assert_allclose(out[preprocessing.VALUES][0],
                              [[0.0, 0.0], [1.0, 0.0], [60 / 99, 2.0]],
                              atol=1e-6)
-  buckets = out[st.BUCKETS][0]
+  buckets = out[preprocessing.BUCKETS][0]
   assert buckets.shape == (3, 2)
   assert buckets[:, 0].tolist() == [0, 3, 2]
   assert buckets.min() >= 0 and buckets.max() <= 3
@@ -69,7 +72,7 @@ def test_channel_stats_match_numpy_in_any_grouping():
                   axis=1)
   data[::10, 1] = np.nan
   data[5, 1] = np.inf
-  fn = st.ChannelStatsFn()
+  fn = preprocessing.ChannelStatsFn()
   accs = [fn.add_input(fn.create_accumulator(), part)
           for part in np.array_split(data, 7)]
   out = fn.extract_output(fn.merge_accumulators(accs))
@@ -86,28 +89,32 @@ def test_channel_stats_match_numpy_in_any_grouping():
 
 def test_records_are_deterministic_and_follow_the_spec():
   import tensorflow as tf
-  spec = st.feature_spec(2, 3, 0, with_entity=True, with_weight=False)
+  spec = preprocessing.feature_spec(2, 3, 0, with_entity=True,
+                                    with_weight=False)
   batch = {
-      st.VALUES: np.arange(12, dtype=np.float32).reshape(2, 2, 3),
-      st.LABEL_TEXT: ['run', 'walk'], st.ID: ['d1#0', 'd1#2'],
-      st.ENTITY: ['d1', 'd1'], st.START_TIME: np.array([1, 3]),
-      st.END_TIME: np.array([2, 4]),
+      preprocessing.VALUES: np.arange(12, dtype=np.float32).reshape(2, 2, 3),
+      preprocessing.LABEL_TEXT: ['run', 'walk'],
+      preprocessing.ID: ['d1#0', 'd1#2'],
+      preprocessing.ENTITY: ['d1', 'd1'],
+      preprocessing.START_TIME: np.array([1, 3]),
+      preprocessing.END_TIME: np.array([2, 4]),
   }
   ids = {'run': 0, 'walk': 1}
-  first = st.to_example_records(batch, ids, spec)
-  assert first == st.to_example_records(batch, ids, spec)
+  first = preprocessing.to_example_records(batch, ids, spec)
+  assert first == preprocessing.to_example_records(batch, ids, spec)
   parse_spec = {
-      st.VALUES: tf.io.FixedLenFeature([2, 3], tf.float32),
-      st.LABEL: tf.io.FixedLenFeature([], tf.int64),
-      st.LABEL_TEXT: tf.io.FixedLenFeature([], tf.string),
-      st.ID: tf.io.FixedLenFeature([], tf.string),
-      st.ENTITY: tf.io.FixedLenFeature([], tf.string),
-      st.START_TIME: tf.io.FixedLenFeature([], tf.int64),
-      st.END_TIME: tf.io.FixedLenFeature([], tf.int64),
+      preprocessing.VALUES: tf.io.FixedLenFeature([2, 3], tf.float32),
+      preprocessing.LABEL: tf.io.FixedLenFeature([], tf.int64),
+      preprocessing.LABEL_TEXT: tf.io.FixedLenFeature([], tf.string),
+      preprocessing.ID: tf.io.FixedLenFeature([], tf.string),
+      preprocessing.ENTITY: tf.io.FixedLenFeature([], tf.string),
+      preprocessing.START_TIME: tf.io.FixedLenFeature([], tf.int64),
+      preprocessing.END_TIME: tf.io.FixedLenFeature([], tf.int64),
   }
   parsed = tf.io.parse_example(first, parse_spec)
-  np.testing.assert_array_equal(parsed[st.VALUES].numpy(), batch[st.VALUES])
-  assert parsed[st.LABEL].numpy().tolist() == [0, 1]
-  assert parsed[st.END_TIME].numpy().tolist() == [2, 4]
+  np.testing.assert_array_equal(parsed[preprocessing.VALUES].numpy(),
+                                batch[preprocessing.VALUES])
+  assert parsed[preprocessing.LABEL].numpy().tolist() == [0, 1]
+  assert parsed[preprocessing.END_TIME].numpy().tolist() == [2, 4]
   example = tf.train.Example.FromString(first[0])
   assert set(example.features.feature) == set(spec)

@@ -366,8 +366,9 @@ def test_the_statistics_pass_counts_intervals_the_same_in_any_batches(
   assert stats.repeats == int((steps == 0).sum())
   assert stats.out_of_order == int((steps < 0).sum()) and not stats.ordered
   want = np.sort(steps[steps > 0])
-  from transforms.modalities.sensor import windows as win  # pylint: disable=import-outside-toplevel
-  assert win.sketch_median(stats.intervals) == want[(len(want) - 1) // 2]
+  from transforms.modalities.sensor import windows as sensor_windows  # pylint: disable=import-outside-toplevel
+  assert (sensor_windows.sketch_median(stats.intervals)
+          == want[(len(want) - 1) // 2])
 
 
 def test_the_sample_logs_repeat_rows_and_have_a_dropout(tmp_path):

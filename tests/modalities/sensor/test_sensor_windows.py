@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from transforms.core import splits as split_lib
-from transforms.modalities.sensor import windows as win
+from transforms.modalities.sensor import windows
 
 
 def _brute_force(times, values, labels, length, stride, rule):
@@ -27,8 +27,8 @@ def _brute_force(times, values, labels, length, stride, rule):
 def _chunked(times, values, labels, length, stride, rule, chunk_rows):
   """The same windows, built chunk by chunk as the pipeline does."""
   n = len(times)
-  chunk = win.chunk_index(times, int(times.min()), int(times.max()), n,
-                          chunk_rows)
+  chunk = windows.chunk_index(times, int(times.min()), int(times.max()), n,
+                              chunk_rows)
   counts = {int(c): int((chunk == c).sum()) for c in np.unique(chunk)}
   offsets = dict(zip(sorted(counts), np.cumsum(
       [0] + [counts[c] for c in sorted(counts)]).tolist()))
@@ -37,16 +37,16 @@ def _chunked(times, values, labels, length, stride, rule, chunk_rows):
   split = np.zeros(n, np.int8)
   for c in counts:
     mask = chunk == c
-    order = win.sort_rows(times[mask], np.zeros(mask.sum(), np.int64),
-                          rows[mask])
+    order = windows.sort_rows(times[mask], np.zeros(mask.sum(), np.int64),
+                              rows[mask])
     offset = offsets[c]
     t, v, lab, sp = (times[mask][order], values[mask][order],
                      labels[mask][order], split[mask][order])
-    starts, frags = win.segment_windows([0, n], offset, offset + len(t),
-                                        length, stride)
+    starts, frags = windows.segment_windows([0, n], offset, offset + len(t),
+                                            length, stride)
     local = starts - offset
     names, codes = np.unique(lab, return_inverse=True)
-    chosen = win.window_labels(codes, local, length, rule, len(names))
+    chosen = windows.window_labels(codes, local, length, rule, len(names))
     for s, l in zip(local.tolist(), chosen.tolist()):
       built.append((offset + s, t[s], t[s + length - 1],
                     v[s:s + length], names[l]))
@@ -54,11 +54,11 @@ def _chunked(times, values, labels, length, stride, rule, chunk_rows):
       fragments.setdefault(k, []).append(
           (pos, t[lo:hi], v[lo:hi], lab[lo:hi], sp[lo:hi]))
   for k, pieces in fragments.items():
-    whole = win.assemble(pieces, length)
+    whole = windows.assemble(pieces, length)
     assert whole is not None, f'window {k} has a gap'
     t, v, lab, _ = whole
     names, codes = np.unique(lab, return_inverse=True)
-    [l] = win.window_labels(codes, np.array([0]), length, rule, len(names))
+    [l] = windows.window_labels(codes, np.array([0]), length, rule, len(names))
     built.append((k, t[0], t[-1], v, names[l]))
   return sorted(built, key=lambda w: w[0])
 
@@ -79,61 +79,62 @@ def test_chunked_windows_equal_the_in_memory_windows(length, stride,
   labels = np.array(['a', 'b', 'c'])[rng.integers(0, 3, n)]
   expected = _brute_force(times, values, labels, length, stride, rule)
   got = _chunked(times, values, labels, length, stride, rule, chunk_rows)
-  assert len(got) == len(expected) == win.window_count(n, length, stride)
+  assert len(got) == len(expected) == windows.window_count(n, length, stride)
   for (s1, a1, b1, v1, l1), (s2, a2, b2, v2, l2) in zip(got, expected):
     assert (s1, a1, b1, l1) == (s2, a2, b2, l2)
     np.testing.assert_array_equal(v1, v2)
 
 
 def test_window_count():
-  assert win.window_count(100, 50, 25) == 3
-  assert win.window_count(49, 50, 25) == 0
-  assert win.window_count(50, 50, 25) == 1
-  assert win.window_count(10, 3, 3) == 3
+  assert windows.window_count(100, 50, 25) == 3
+  assert windows.window_count(49, 50, 25) == 0
+  assert windows.window_count(50, 50, 25) == 1
+  assert windows.window_count(10, 3, 3) == 3
 
 
 def test_majority_ties_go_to_the_smallest_code():
   codes = np.array([1, 0, 1, 0])
-  assert win.window_labels(codes, np.array([0]), 4, 'majority', 2) == [0]
-  assert win.window_labels(codes, np.array([0]), 3, 'majority', 2) == [1]
-  assert win.window_labels(codes, np.array([0, 1]), 2, 'last', 2).tolist(
+  assert windows.window_labels(codes, np.array([0]), 4, 'majority', 2) == [0]
+  assert windows.window_labels(codes, np.array([0]), 3, 'majority', 2) == [1]
+  assert windows.window_labels(codes, np.array([0, 1]), 2, 'last', 2).tolist(
   ) == [0, 1]
 
 
 def test_assemble_refuses_gaps_and_short_windows():
   piece = lambda pos, n: (pos, np.arange(n), np.zeros((n, 1)),
                           np.array(['a'] * n), np.zeros(n, np.int8))
-  assert win.assemble([piece(0, 3), piece(3, 2)], 5) is not None
-  assert win.assemble([piece(3, 2), piece(0, 3)], 5)[0].tolist() == [
+  assert windows.assemble([piece(0, 3), piece(3, 2)], 5) is not None
+  assert windows.assemble([piece(3, 2), piece(0, 3)], 5)[0].tolist() == [
       0, 1, 2, 0, 1]
-  assert win.assemble([piece(0, 3), piece(4, 1)], 5) is None
-  assert win.assemble([piece(0, 3)], 5) is None
+  assert windows.assemble([piece(0, 3), piece(4, 1)], 5) is None
+  assert windows.assemble([piece(0, 3)], 5) is None
 
 
 def test_chunks_follow_time_and_hold_about_chunk_rows():
   times = np.arange(10_000, dtype=np.int64) * 10**9
-  chunk = win.chunk_index(times, 0, int(times[-1]), 10_000, 1000)
+  chunk = windows.chunk_index(times, 0, int(times[-1]), 10_000, 1000)
   assert chunk.min() == 0 and chunk.max() == 9
   assert np.all(np.diff(chunk) >= 0)
   assert max(np.bincount(chunk)) <= 1001
   # One chunk when the entity is small or its times are all equal.
-  assert win.chunk_index(times[:5], 0, 4, 5, 1000).tolist() == [0] * 5
-  assert win.chunk_index(np.zeros(5, np.int64), 0, 0, 5000, 1000).tolist(
+  assert windows.chunk_index(times[:5], 0, 4, 5, 1000).tolist() == [0] * 5
+  assert windows.chunk_index(np.zeros(5, np.int64), 0, 0, 5000, 1000).tolist(
   ) == [0] * 5
 
 
 def test_time_splits_and_parse_time():
-  cut = [win.parse_time('2024-03-01'), win.parse_time('2024-03-15T00:00Z')]
-  times = np.array([win.parse_time('2024-02-28T23:59:59'),
-                    win.parse_time('2024-03-01T00:00:00+00:00'),
-                    win.parse_time('2024-03-20T00:00:00+02:00')])
-  assert win.time_splits(times, cut).tolist() == [0, 1, 2]
-  assert win.parse_time('1700000000', 's') == 1700000000 * 10**9
-  assert win.parse_time('1.5', 'ms') == 1_500_000
-  assert win.parse_time('2024-03-01T02:00:00+02:00') == cut[0]
+  cut = [windows.parse_time('2024-03-01'),
+         windows.parse_time('2024-03-15T00:00Z')]
+  times = np.array([windows.parse_time('2024-02-28T23:59:59'),
+                    windows.parse_time('2024-03-01T00:00:00+00:00'),
+                    windows.parse_time('2024-03-20T00:00:00+02:00')])
+  assert windows.time_splits(times, cut).tolist() == [0, 1, 2]
+  assert windows.parse_time('1700000000', 's') == 1700000000 * 10**9
+  assert windows.parse_time('1.5', 'ms') == 1_500_000
+  assert windows.parse_time('2024-03-01T02:00:00+02:00') == cut[0]
   with pytest.raises(ValueError, match='not an ISO-8601 time'):
-    win.parse_time('yesterday')
-  assert win.format_time(cut[0]).startswith('2024-03-01T00:00:00')
+    windows.parse_time('yesterday')
+  assert windows.format_time(cut[0]).startswith('2024-03-01T00:00:00')
 
 
 def test_hash_splits_are_stable_and_follow_ratios():
@@ -160,19 +161,19 @@ def test_group_rows_is_a_stable_grouping_in_key_order(keys):
   keys = np.array(keys, dtype=object)
   as_text = keys.astype(str)
   want = [(k, np.flatnonzero(as_text == k)) for k in np.unique(as_text)]
-  got = win.group_rows(keys)
+  got = windows.group_rows(keys)
   assert [k for k, _ in got] == [str(k) for k, _ in want]
   assert all(isinstance(k, str) for k, _ in got)
   for (_, rows), (_, expected) in zip(got, want):
     assert rows.tolist() == expected.tolist()
-  unicode = win.group_rows(as_text)
+  unicode = windows.group_rows(as_text)
   assert [(k, r.tolist()) for k, r in unicode] == [
       (k, r.tolist()) for k, r in got]
 
 
 def test_group_rows_past_16_bit_key_numbers():
   keys = np.array([f'k{i}' for i in range(40000)] * 2, dtype=object)
-  got = win.group_rows(keys)
+  got = windows.group_rows(keys)
   assert len(got) == 40000
   assert got[0][0] == 'k0' and got[0][1].tolist() == [0, 40000]
   assert all(len(rows) == 2 for _, rows in got)
@@ -183,7 +184,7 @@ def test_label_codes_over_batches_give_what_unique_of_the_names_gives():
   # trailing NUL (str arrays drop it, so 'b\x00' is 'b'), numbers.
   batches = [['walk', 'run', 'walk', ''], ['été', 'b', 'run'],
              ['b\x00', 'walk', 'Z', 7], ['zz'] * 3]
-  table = win.LabelCodes()
+  table = windows.LabelCodes()
   held_codes, held_names = [], []
   for batch in batches:
     labels = np.array(batch, dtype=object)
@@ -196,7 +197,7 @@ def test_label_codes_over_batches_give_what_unique_of_the_names_gives():
     codes_so_far = np.concatenate(held_codes)
     names_so_far = np.concatenate(held_names)
     want_names, want_index = np.unique(names_so_far, return_inverse=True)
-    got_names, got_index = win.sorted_labels(codes_so_far, table.names)
+    got_names, got_index = windows.sorted_labels(codes_so_far, table.names)
     assert got_names.tolist() == want_names.tolist()
     assert got_index.tolist() == want_index.tolist()
   assert sorted(table.names.tolist()) == sorted(
@@ -222,13 +223,13 @@ def test_segment_windows_over_chunks_give_each_window_once(seed):
   n = int(rng.integers(0, 90))
   length, stride = int(rng.integers(1, 12)), int(rng.integers(1, 15))
   times = np.cumsum(rng.choice([1, 1, 1, 2, 9], n)).astype(np.int64)
-  cuts = win.gap_positions(times, 3).tolist()
+  cuts = windows.gap_positions(times, 3).tolist()
   bounds = [0] + cuts + [n]
   want = _segments_brute_force(times, 3, length, stride)
   edges = sorted({0, n} | set(rng.integers(0, n + 1, 4).tolist()))
   inside, pieces = [], {}
   for lo, hi in zip(edges, edges[1:]):
-    starts, fragments = win.segment_windows(bounds, lo, hi, length, stride)
+    starts, fragments = windows.segment_windows(bounds, lo, hi, length, stride)
     assert all(lo <= s and s + length <= hi for s in starts.tolist())
     inside += starts.tolist()
     for start, position, r0, r1 in fragments:
@@ -238,7 +239,7 @@ def test_segment_windows_over_chunks_give_each_window_once(seed):
            np.zeros(r1 - r0), np.zeros(r1 - r0, np.int8)))
   crossing = []
   for start, parts in pieces.items():
-    whole = win.assemble(parts, length)
+    whole = windows.assemble(parts, length)
     assert whole is not None, f'window {start} is not whole'
     assert whole[0].tolist() == list(range(start, start + length))
     crossing.append(start)
@@ -253,7 +254,7 @@ def test_the_stream_windower_cuts_at_gaps_like_the_sorted_series(seed):
   length, stride = int(rng.integers(1, 12)), int(rng.integers(1, 15))
   times = np.cumsum(rng.choice([1, 1, 1, 2, 9], n)).astype(np.int64)
   values = np.arange(n, dtype=np.float32)[:, None]
-  streamer = win.StreamWindower(length, stride, {'e': 3})
+  streamer = windows.StreamWindower(length, stride, {'e': 3})
   got = []
   edges = sorted({0, n} | set(rng.integers(0, n + 1, 5).tolist()))
   for lo, hi in zip(edges, edges[1:]):
@@ -281,8 +282,8 @@ def test_rows_at_one_time_are_one_observation_or_all_conflicting():
   values = np.array([[0.], [1], [1], [1], [2], [2.5], [np.nan], [np.nan],
                      [3]])
   labels = np.array(['a', 'a', 'a', 'a', 'a', 'a', 'b', 'b', 'b'])
-  kept, conflicting, duplicates, runs = win.duplicate_runs(times, values,
-                                                           labels)
+  kept, conflicting, duplicates, runs = windows.duplicate_runs(times, values,
+                                                               labels)
   # Time 2: three equal rows (one kept); 3: values differ (both out);
   # 4: NaN equals NaN (one kept).
   assert kept.tolist() == [1, 1, 0, 0, 0, 0, 1, 0, 1]
@@ -290,51 +291,51 @@ def test_rows_at_one_time_are_one_observation_or_all_conflicting():
   assert duplicates == 3 and runs == [(4, 6)]
   # A label that differs is a conflict too.
   labels[3] = 'b'
-  kept, conflicting, duplicates, runs = win.duplicate_runs(times, values,
-                                                           labels)
+  kept, conflicting, duplicates, runs = windows.duplicate_runs(times, values,
+                                                               labels)
   assert conflicting[1:4].all() and not kept[1:4].any()
   assert duplicates == 1 and runs == [(1, 4), (4, 6)]
 
 
 def test_the_median_interval_is_exact_for_loggers_and_close_for_jitter():
   regular = np.full(1000, 15_625_000)
-  assert win.sketch_median(win.interval_sketch(regular)) == 15_625_000
+  assert windows.sketch_median(windows.interval_sketch(regular)) == 15_625_000
   # Lower middle of an even count, over merged sketches.
-  a, b = win.interval_sketch(np.array([1, 2])), win.interval_sketch(
+  a, b = windows.interval_sketch(np.array([1, 2])), windows.interval_sketch(
       np.array([3, 4]))
-  assert win.sketch_median(win.merge_sketches(a, b)) == 2
-  assert win.sketch_median(win.merge_sketches(None, None)) is None
+  assert windows.sketch_median(windows.merge_sketches(a, b)) == 2
+  assert windows.sketch_median(windows.merge_sketches(None, None)) is None
   rng = np.random.default_rng(0)
   jittered = rng.normal(15_625_000, 1_000_000, 20_000).astype(np.int64)
-  parts = [win.interval_sketch(p) for p in np.array_split(jittered, 7)]
+  parts = [windows.interval_sketch(p) for p in np.array_split(jittered, 7)]
   merged = parts[0]
   for part in parts[1:]:
-    merged = win.merge_sketches(merged, part)
+    merged = windows.merge_sketches(merged, part)
   assert merged[0] == 'bins'  # too many distinct intervals to count
-  assert abs(win.sketch_median(merged) / np.median(jittered) - 1) < 0.011
+  assert abs(windows.sketch_median(merged) / np.median(jittered) - 1) < 0.011
 
 
 def test_max_gap_and_window_span_bound():
-  assert win.entity_max_gap(win.AUTO_GAP, 100) == 300
-  assert win.entity_max_gap(win.AUTO_GAP, None) is None
-  assert win.entity_max_gap(None, 100) is None
-  assert win.entity_max_gap(5_000, 100) == 5_000
-  assert win.span_bound(128, 100, 300) == 128 * 100 + 300
-  assert win.span_bound(128, 100, None) is None
-  assert win.parse_duration('2s') == 2 * 10**9
-  assert win.parse_duration('500ms') == 500 * 10**6
-  assert win.parse_duration('1.5', 'ms') == 1_500_000
-  assert win.parse_duration('1min') == 60 * 10**9
+  assert windows.entity_max_gap(windows.AUTO_GAP, 100) == 300
+  assert windows.entity_max_gap(windows.AUTO_GAP, None) is None
+  assert windows.entity_max_gap(None, 100) is None
+  assert windows.entity_max_gap(5_000, 100) == 5_000
+  assert windows.span_bound(128, 100, 300) == 128 * 100 + 300
+  assert windows.span_bound(128, 100, None) is None
+  assert windows.parse_duration('2s') == 2 * 10**9
+  assert windows.parse_duration('500ms') == 500 * 10**6
+  assert windows.parse_duration('1.5', 'ms') == 1_500_000
+  assert windows.parse_duration('1min') == 60 * 10**9
   for bad in ('soon', '-2s', '0'):
     with pytest.raises(ValueError):
-      win.parse_duration(bad)
+      windows.parse_duration(bad)
 
 
 def test_grid_points_interpolate_and_take_the_label_before():
   time = np.array([0, 10, 20, 35, 40])
   values = np.arange(5, dtype=np.float32)[:, None] * 10
   labels = np.array(list('abcde'))
-  grid, vals, lab, split, filled = win.grid_points(
+  grid, vals, lab, split, filled = windows.grid_points(
       time, values, labels, np.zeros(5, np.int8), 10, 0)
   assert grid.tolist() == [0, 10, 20, 30, 40]
   np.testing.assert_allclose(vals[:, 0], [0, 10, 20, 20 + 10 * 10 / 15, 40],
@@ -343,19 +344,19 @@ def test_grid_points_interpolate_and_take_the_label_before():
   # 30 is 5 (half a period) from its nearest observation: filled.
   assert filled == 1 and split.tolist() == [0] * 5
   # Splits by time follow the grid time, not the observation before it.
-  _, _, _, split, _ = win.grid_points(time, values, labels,
-                                      np.zeros(5, np.int8), 10, 0,
-                                      cutoffs=[25])
+  _, _, _, split, _ = windows.grid_points(time, values, labels,
+                                          np.zeros(5, np.int8), 10, 0,
+                                          cutoffs=[25])
   assert split.tolist() == [0, 0, 0, 1, 1]
   # In two pieces, the second knowing the observation before it.
-  first = win.grid_points(time[:3], values[:3], labels[:3],
-                          np.zeros(3, np.int8), 10, 0)
-  second = win.grid_points(time[3:], values[3:], labels[3:],
-                           np.zeros(2, np.int8), 10, 0,
-                           prev=(20, values[2], 'c', 0))
+  first = windows.grid_points(time[:3], values[:3], labels[:3],
+                              np.zeros(3, np.int8), 10, 0)
+  second = windows.grid_points(time[3:], values[3:], labels[3:],
+                               np.zeros(2, np.int8), 10, 0,
+                               prev=(20, values[2], 'c', 0))
   assert first[0].tolist() + second[0].tolist() == grid.tolist()
-  assert win.grid_count(40, 0, 10, prev=20) == 2
-  assert win.grid_count(20, 0, 10) == 3
+  assert windows.grid_count(40, 0, 10, prev=20) == 2
+  assert windows.grid_count(20, 0, 10) == 3
 
 
 @pytest.mark.parametrize('seed', range(20))
@@ -368,18 +369,18 @@ def test_the_stream_windower_resamples_like_each_whole_segment(seed):
   values = rng.normal(size=(n, 2)).astype(np.float32)
   labels = rng.integers(0, 3, n).astype(np.int32)
   splits = np.zeros(n, np.int8)
-  cuts = win.gap_positions(times, max_gap).tolist()
+  cuts = windows.gap_positions(times, max_gap).tolist()
   grids, want, offset = [], [], 0
   for a, b in zip([0] + cuts, cuts + [n]):
-    grid = win.grid_points(times[a:b], values[a:b], labels[a:b],
-                           splits[a:b], period, int(times[a]))
+    grid = windows.grid_points(times[a:b], values[a:b], labels[a:b],
+                               splits[a:b], period, int(times[a]))
     grids.append(grid)
     want += [offset + k * stride
-             for k in range(win.window_count(len(grid[0]), length, stride))]
+             for k in range(windows.window_count(len(grid[0]), length, stride))]
     offset += len(grid[0])
   grid_time = np.concatenate([g[0] for g in grids])
   grid_values = np.concatenate([g[1] for g in grids])
-  streamer = win.StreamWindower(length, stride, {'e': max_gap}, period)
+  streamer = windows.StreamWindower(length, stride, {'e': max_gap}, period)
   got = []
   edges = sorted({0, n} | set(rng.integers(0, n + 1, 4).tolist()))
   for lo, hi in zip(edges, edges[1:]):
@@ -406,12 +407,12 @@ def test_same_time_in_file_order_keeps_samples_and_drops_repeats():
   sources = np.array([0, 0, 0, 0, 1, 1, 0, 1, 1, 0])
   values = np.array([[1.], [2], [3], [4], [3], [4], [5], [5], [6], [7]])
   labels = np.array(['a'] * 10)
-  kept, conflicting, duplicates, runs = win.duplicate_runs(
+  kept, conflicting, duplicates, runs = windows.duplicate_runs(
       times, values, labels, sources)
   assert kept.tolist() == [1, 1, 1, 1, 0, 0, 1, 0, 1, 1]
   assert not conflicting.any() and runs == [] and duplicates == 3
   # Equal rows of one time in one file are two samples (a flat signal).
-  kept, _, duplicates, _ = win.duplicate_runs(
+  kept, _, duplicates, _ = windows.duplicate_runs(
       np.array([5, 5]), np.array([[1.], [1.]]), np.array(['a', 'a']),
       np.array([0, 0]))
   assert kept.tolist() == [1, 1] and duplicates == 0

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import sensorlogs as sl
+import sensorlogs
 
-P = sl.PERIOD_NS
+P = sensorlogs.PERIOD_NS
 N = 6400  # rows per entity at the default 100 s
 
 
@@ -19,16 +19,16 @@ N = 6400  # rows per entity at the default 100 s
 def cases(tmp_path_factory):
   """{case: (folder, rows written, reference at L=128, S=64)}."""
   out = {}
-  for name in list(sl.CASES) + ['everything', 'interleaved_rotated']:
+  for name in list(sensorlogs.CASES) + ['everything', 'interleaved_rotated']:
     folder = tmp_path_factory.mktemp(name)
     if name == 'everything':
-      df = sl.write_logs(folder, rotated=True, dropout=True, clock_jump=True,
-                         conflict=True)
+      df = sensorlogs.write_logs(folder, rotated=True, dropout=True,
+                                 clock_jump=True, conflict=True)
     elif name == 'interleaved_rotated':
-      df = sl.write_logs(folder, interleaved=True, rotated=True)
+      df = sensorlogs.write_logs(folder, interleaved=True, rotated=True)
     else:
-      df = sl.write_case(folder, name)
-    out[name] = (folder, df, sl.reference(df, 128, 64))
+      df = sensorlogs.write_case(folder, name)
+    out[name] = (folder, df, sensorlogs.reference(df, 128, 64))
   return out
 
 
@@ -78,18 +78,19 @@ def test_counts_of_each_case(cases, name):
 
 def test_files_hold_what_the_frame_says(cases):
   for name, (folder, df, _) in cases.items():
-    pd.testing.assert_frame_equal(_frame(df), _frame(sl.read_logs(folder)),
+    pd.testing.assert_frame_equal(_frame(df),
+                                  _frame(sensorlogs.read_logs(folder)),
                                   check_dtype=False, obj=name)
     # Rows count from 0 in each file, the header not counted.
     for _, in_file in df.groupby('file'):
       assert in_file['row'].tolist() == list(range(len(in_file)))
-    assert list(df.columns) == ['time', 'entity', *sl.CHANNELS, 'label',
+    assert list(df.columns) == ['time', 'entity', *sensorlogs.CHANNELS, 'label',
                                 'file', 'row']
     assert df['time'].dtype == np.int64
 
 
 def test_the_same_arguments_write_the_same_files(tmp_path, cases):
-  again = sl.write_case(tmp_path, 'rotated')
+  again = sensorlogs.write_case(tmp_path, 'rotated')
   pd.testing.assert_frame_equal(again, cases['rotated'][1])
   folder = cases['rotated'][0]
   for f in again['file'].unique():
@@ -99,11 +100,11 @@ def test_the_same_arguments_write_the_same_files(tmp_path, cases):
 def test_regular_looks_like_a_daphnet_recording(cases):
   folder, df, ref = cases['regular']
   assert df['time'].diff().dropna().isin([P, -(N - 1) * P + 5 * 10**6]).all()
-  values = df[list(sl.CHANNELS)].to_numpy()
+  values = df[list(sensorlogs.CHANNELS)].to_numpy()
   assert values.min() >= -2000 and values.max() <= 2000
   assert np.array_equal(values, np.rint(values))
   # Gravity on the y axes.
-  for sensor in sl.SENSORS:
+  for sensor in sensorlogs.SENSORS:
     assert 800 < df[f'{sensor}_y'].mean() < 1200
     assert abs(df[f'{sensor}_x'].mean()) < 300
   # Walking moves the ankle most; rest hardly at all.
@@ -113,9 +114,9 @@ def test_regular_looks_like_a_daphnet_recording(cases):
   for _, rows in df.groupby('entity'):
     labels = rows['label'].to_numpy()
     starts = np.flatnonzero(np.r_[True, labels[1:] != labels[:-1], True])
-    assert set(labels) == set(sl.LABELS)
-    assert np.diff(starts)[:-1].min() >= 2 * sl.RATE_HZ
-    assert np.diff(starts).max() <= 8 * sl.RATE_HZ
+    assert set(labels) == set(sensorlogs.LABELS)
+    assert np.diff(starts)[:-1].min() >= 2 * sensorlogs.RATE_HZ
+    assert np.diff(starts).max() <= 8 * sensorlogs.RATE_HZ
   shape = ref.entities['S01']
   assert shape['median_interval_ns'] == P == 15_625_000
   assert shape['max_gap_ns'] == 3 * P
@@ -129,10 +130,10 @@ def test_regular_looks_like_a_daphnet_recording(cases):
 def test_rotated_logs_repeat_five_rows_at_each_cut(cases):
   _, df, ref = cases['rotated']
   for entity, rows in df.groupby('entity'):
-    names = sl.file_names(True, entity)
+    names = sensorlogs.file_names(True, entity)
     assert sorted(rows['file'].unique()) == sorted(names)
     assert sorted(names) == [names[1], names[2], names[0]]
-    key = list(sl.CHANNELS) + ['time', 'label']
+    key = list(sensorlogs.CHANNELS) + ['time', 'label']
     for older, newer in zip(names, names[1:]):
       tail = rows[rows['file'] == older].iloc[-5:][key].reset_index(drop=True)
       head = rows[rows['file'] == newer].iloc[:5][key].reset_index(drop=True)
@@ -168,8 +169,8 @@ def test_dropout_is_one_gap_of_ten_seconds_and_two_segments(cases):
 
 def test_dropout_is_inside_the_second_file(cases):
   _, df, ref = cases['everything']
-  for entity in sl.ENTITIES:
-    second = df[df['file'] == sl.file_names(True, entity)[1]]
+  for entity in sensorlogs.ENTITIES:
+    second = df[df['file'] == sensorlogs.file_names(True, entity)[1]]
     steps = np.diff(second['time'].to_numpy())
     assert steps.max() == 641 * P
     assert 5 < np.argmax(steps) < len(second) - 5
@@ -195,8 +196,8 @@ def test_clock_jump_conflicts_with_the_rows_it_repeats(cases):
 
 
 def test_a_jump_off_the_sample_grid_only_interleaves(tmp_path):
-  df = sl.write_logs(tmp_path, clock_jump=True, jump_s=2.005)
-  ref = sl.reference(df, 128, 64)
+  df = sensorlogs.write_logs(tmp_path, clock_jump=True, jump_s=2.005)
+  ref = sensorlogs.reference(df, 128, 64)
   for shape in ref.entities.values():
     assert shape['conflicting_rows'] == 0 and shape['gaps'] == 0
     assert shape['out_of_order_rows'] == 1
@@ -207,14 +208,14 @@ def test_a_jump_off_the_sample_grid_only_interleaves(tmp_path):
 def test_conflict_dead_letters_both_rows(cases):
   _, df, ref = cases['conflict']
   assert len(ref.dead) == 4
-  for entity in sl.ENTITIES:
+  for entity in sensorlogs.ENTITIES:
     ids = sorted(i for i in ref.dead if i.startswith(entity + ' '))
     rows = [int(i.rsplit(':', 1)[1]) for i in ids]
     assert rows == [N // 4, N // 4 + 1]
     pair = df[(df['entity'] == entity) & df['row'].isin(rows)]
     assert pair['time'].nunique() == 1
-    changed = pair[list(sl.CHANNELS)].diff().iloc[1]
-    assert changed['ankle_x'] == sl.CONFLICT_DELTA
+    changed = pair[list(sensorlogs.CHANNELS)].diff().iloc[1]
+    assert changed['ankle_x'] == sensorlogs.CONFLICT_DELTA
     assert (changed.drop('ankle_x') == 0).all()
     assert ref.reasons[ids[0]] == ref.reasons[ids[1]] == (
         f'conflicting rows at the same time of entity {entity}: '
@@ -233,7 +234,7 @@ def test_jitter_keeps_the_median_interval(cases):
 
 def test_interleaved_entities_share_a_file(cases):
   _, df, ref = cases['interleaved']
-  assert df['file'].unique().tolist() == [sl.file_names(False)[0]]
+  assert df['file'].unique().tolist() == [sensorlogs.file_names(False)[0]]
   assert df['entity'].tolist()[:4] == ['S01', 'S02', 'S01', 'S02']
   assert df['time'].is_monotonic_increasing
   assert ref.entities['S01']['median_interval_ns'] == P
@@ -244,7 +245,7 @@ def test_interleaved_entities_share_a_file(cases):
 
 def test_the_nfd_file_name_survives(cases):
   folder, df, _ = cases['regular']
-  name = sl.file_names(False, 'S01')[0]
+  name = sensorlogs.file_names(False, 'S01')[0]
   assert name == unicodedata.normalize('NFD', 'S01 Séance 1.csv') != (
       unicodedata.normalize('NFC', name))
   assert name in os.listdir(folder)
@@ -254,25 +255,25 @@ def test_the_nfd_file_name_survives(cases):
 
 
 def test_epoch_milliseconds_as_daphnet_writes_them(tmp_path):
-  df = sl.write_logs(tmp_path, time_format='ms', seconds=40)
+  df = sensorlogs.write_logs(tmp_path, time_format='ms', seconds=40)
   assert (df['time'] % 10**6 == 0).all()
   steps = set(np.diff(df['time'][df['entity'] == 'S01']).tolist())
   assert steps == {15 * 10**6, 16 * 10**6}
-  ref = sl.reference(df, 128, 64)
+  ref = sensorlogs.reference(df, 128, 64)
   assert ref.entities['S01']['median_interval_ns'] == 16 * 10**6
-  assert sl.pipeline_flags('ms')[2:4] == ['--timestamp_unit', 'ms']
+  assert sensorlogs.pipeline_flags('ms')[2:4] == ['--timestamp_unit', 'ms']
   text = (tmp_path / df['file'][0]).read_text(encoding='utf-8')
   assert text.splitlines()[2].startswith('1767258000015,S01,')
   assert text.splitlines()[3].startswith('1767258000031,S01,')
-  pd.testing.assert_frame_equal(_frame(df), _frame(sl.read_logs(
+  pd.testing.assert_frame_equal(_frame(df), _frame(sensorlogs.read_logs(
       tmp_path, 'ms')), check_dtype=False)
 
 
 def test_oddities_need_room(tmp_path):
   with pytest.raises(ValueError):
-    sl.write_logs(tmp_path, dropout=True, seconds=20)
+    sensorlogs.write_logs(tmp_path, dropout=True, seconds=20)
   with pytest.raises(ValueError):
-    sl.write_logs(tmp_path, clock_jump=True, jump_s=20)
+    sensorlogs.write_logs(tmp_path, clock_jump=True, jump_s=20)
 
 
 # The reference on small hand-made tables.
@@ -289,18 +290,18 @@ def _rows(times, values, labels, files=None, rows=None, entity='e'):
 def test_reference_keeps_the_first_duplicate_by_time_file_row():
   df = _rows([0, 10, 10, 20], [1, 2, 2, 3], ['x'] * 4,
              files=['b.csv', 'b.csv', 'a.csv', 'b.csv'], rows=[0, 1, 0, 2])
-  ref = sl.reference(df, 0)
+  ref = sensorlogs.reference(df, 0)
   assert set(ref.observations) == {'b.csv:0', 'a.csv:0', 'b.csv:2'}
   shape = ref.entities['e']
   assert shape['duplicates_dropped'] == 1 and 'windows' not in shape
   # Row numbers compare as numbers, not text.
   df = _rows([5, 5], [1, 1], ['x', 'x'], rows=[10, 9])
-  assert set(sl.reference(df, 0).observations) == {'f.csv:9'}
+  assert set(sensorlogs.reference(df, 0).observations) == {'f.csv:9'}
 
 
 def test_reference_nan_equals_nan_and_labels_count():
   df = _rows([0, 0, 1, 1], [np.nan, np.nan, 1, 1], ['x', 'x', 'x', 'y'])
-  ref = sl.reference(df, 0)
+  ref = sensorlogs.reference(df, 0)
   assert ref.entities['e']['duplicates_dropped'] == 1
   assert ref.dead == {'f.csv:2', 'f.csv:3'}
   assert ref.entities['e']['observations'] == 1
@@ -310,23 +311,23 @@ def test_reference_median_interval_of_the_sorted_observations():
   # File order 0, 30, 10, 20: one row out of order; sorted, the
   # observations are 10 apart (the file's steps 30 and -20 are not).
   df = _rows([0, 30, 10, 20], [0, 0, 0, 0], ['x'] * 4)
-  shape = sl.reference(df, 0).entities['e']
+  shape = sensorlogs.reference(df, 0).entities['e']
   assert shape['median_interval_ns'] == 10
   assert shape['out_of_order_rows'] == 1
   assert shape['max_gap_ns'] == 30
-  one = sl.reference(_rows([0], [0], ['x']), 0).entities['e']
+  one = sensorlogs.reference(_rows([0], [0], ['x']), 0).entities['e']
   assert one['median_interval_ns'] is None and one['max_gap_ns'] is None
   assert one['segments'] == 1 and one['gaps'] == 0
   # Of an even count of intervals, the lower middle one.
   df = _rows([0, 10, 30, 60, 100], [0] * 5, ['x'] * 5)
-  assert sl.reference(df, 0).entities['e']['median_interval_ns'] == 20
+  assert sensorlogs.reference(df, 0).entities['e']['median_interval_ns'] == 20
 
 
 def test_reference_windows_gaps_and_too_long():
   # 40 rows 1 apart, then holes of 3 (not a gap at max_gap 3) from row 20.
   times = list(range(20)) + [20 + 3 * i for i in range(20)]
   df = _rows(times, np.arange(40), ['x'] * 14 + ['y'] + ['x'] * 25)
-  ref = sl.reference(df, 10, 5)
+  ref = sensorlogs.reference(df, 10, 5)
   shape = ref.entities['e']
   assert shape['median_interval_ns'] == 1 and shape['gaps'] == 0
   # A window may span 10 * 1 + 3 = 13: those with 3 or more holes inside
@@ -339,23 +340,23 @@ def test_reference_windows_gaps_and_too_long():
   assert ref.windows['e#5'][1] == 'y' and ref.windows['e#10'][1] == 'x'
   np.testing.assert_array_equal(ref.windows['e#5'][0][:, 0], np.arange(5, 15))
   # A fixed max_gap of 2 cuts at each hole; none never cuts.
-  cut = sl.reference(df, 10, 5, max_gap_ns=2).entities['e']
+  cut = sensorlogs.reference(df, 10, 5, max_gap_ns=2).entities['e']
   assert cut['gaps'] == 19 and cut['segments'] == 20
   assert cut['windows']['in_segments'] == 3
   assert cut['longest_gap_ns'] == 3
-  never = sl.reference(df, 10, 5, max_gap_ns=None)
+  never = sensorlogs.reference(df, 10, 5, max_gap_ns=None)
   assert never.entities['e']['windows']['formed'] == 7
   assert never.entities['e']['max_gap_ns'] is None
 
 
 def test_reference_majority_label_ties_go_to_the_first_name():
   df = _rows(range(4), range(4), ['walk', 'rest', 'rest', 'walk'])
-  assert sl.reference(df, 4, 4, label_rule='majority').windows['e#0'][1] == (
-      'rest')
-  assert sl.reference(df, 4, 4).windows['e#0'][1] == 'walk'
+  assert sensorlogs.reference(
+      df, 4, 4, label_rule='majority').windows['e#0'][1] == ('rest')
+  assert sensorlogs.reference(df, 4, 4).windows['e#0'][1] == 'walk'
 
 
 def test_reference_without_an_entity_column():
   df = _rows(range(3), range(3), ['x'] * 3).drop(columns='entity')
-  ref = sl.reference(df, 2, 1)
+  ref = sensorlogs.reference(df, 2, 1)
   assert list(ref.entities) == [''] and set(ref.windows) == {'#0', '#1'}

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from transforms.modalities.text import inputs as text_io
+from transforms.modalities.text import inputs
 from transforms.modalities.text.inputs import TextColumns
 from transforms.core.errors import UsageError
 
@@ -42,8 +42,8 @@ def _collect(batches):
 
 
 def _read(path, fmt, columns=COLS, source='f', **kwargs):
-  return _collect(text_io.iter_table_batches(path, fmt, columns, source,
-                                             **kwargs))
+  return _collect(inputs.iter_table_batches(path, fmt, columns, source,
+                                            **kwargs))
 
 
 def _jsonl(*records):
@@ -56,7 +56,7 @@ def _jsonl(*records):
 
 def test_list_inputs_single_table_file(tmp_path):
   path = _write(tmp_path, 'docs.csv', 'text,label\na,b\n')
-  assert text_io.list_inputs(path) == ('table', [path], str(tmp_path))
+  assert inputs.list_inputs(path) == ('table', [path], str(tmp_path))
 
 
 def test_list_inputs_glob_keeps_non_empty_table_files(tmp_path):
@@ -64,7 +64,7 @@ def test_list_inputs_glob_keeps_non_empty_table_files(tmp_path):
   b = _write(tmp_path, 'b/part2.jsonl', '{"text": "a", "label": "b"}\n')
   _write(tmp_path, 'a/empty.csv', b'')
   _write(tmp_path, 'a/readme.md', 'notes')
-  kind, files, root = text_io.list_inputs(str(tmp_path / '*' / '*'))
+  kind, files, root = inputs.list_inputs(str(tmp_path / '*' / '*'))
   assert (kind, files, root) == ('table', sorted([a, b]), str(tmp_path))
 
 
@@ -78,28 +78,28 @@ def test_list_inputs_class_folders(tmp_path):
   _write(tmp_path, '.ipynb_checkpoints/004.txt', 'hidden folder')
   _write(tmp_path, 'pos/.hidden.txt', 'hidden file')
   for root in (str(tmp_path), str(tmp_path) + '/'):
-    assert text_io.list_inputs(root) == ('folder', sorted(expected),
-                                         str(tmp_path))
+    assert inputs.list_inputs(root) == ('folder', sorted(expected),
+                                        str(tmp_path))
 
 
 def test_list_inputs_errors(tmp_path):
   with pytest.raises(UsageError, match='does not exist'):
-    text_io.list_inputs(str(tmp_path / 'missing'))
+    inputs.list_inputs(str(tmp_path / 'missing'))
   with pytest.raises(UsageError, match='does not exist'):
-    text_io.list_inputs(str(tmp_path / 'missing.csv'))
+    inputs.list_inputs(str(tmp_path / 'missing.csv'))
   with pytest.raises(UsageError, match='no files match'):
-    text_io.list_inputs(str(tmp_path / '*.csv'))
+    inputs.list_inputs(str(tmp_path / '*.csv'))
   _write(tmp_path, 'flat/doc.txt', 'no class folder')
   _write(tmp_path, 'flat/pos/deeper/doc.txt', 'too deep')
   with pytest.raises(UsageError, match=r'<label>/\*\.txt'):
-    text_io.list_inputs(str(tmp_path / 'flat'))
+    inputs.list_inputs(str(tmp_path / 'flat'))
   empty = _write(tmp_path, 'empty.csv', b'')
   with pytest.raises(UsageError, match='is empty'):
-    text_io.list_inputs(empty)
+    inputs.list_inputs(empty)
   with pytest.raises(UsageError, match='every file matching'):
-    text_io.list_inputs(str(tmp_path / 'empty*'))
+    inputs.list_inputs(str(tmp_path / 'empty*'))
   with pytest.raises(UsageError, match='none of the 1 files'):
-    text_io.list_inputs(str(tmp_path / 'flat' / '*.txt'))
+    inputs.list_inputs(str(tmp_path / 'flat' / '*.txt'))
 
 
 # --- check_columns --------------------------------------------------------
@@ -112,35 +112,35 @@ def test_check_columns_csv_tsv_jsonl(tmp_path):
       {'text': 'a'}, {'label': 'b', 'text': 'c'}))
   for path, fmt in ((csv_path, 'csv'), (tsv_path, 'tsv'),
                     (jsonl_path, 'jsonl')):
-    assert text_io.check_columns(path, fmt, 'text', 'label') == COLS
+    assert inputs.check_columns(path, fmt, 'text', 'label') == COLS
 
 
 def test_check_columns_errors_name_the_column(tmp_path):
   path = _write(tmp_path, 'a.csv', 'id,body,label\n1,a,b\n')
   with pytest.raises(UsageError) as e:
-    text_io.check_columns(path, 'csv', 'text', 'label')
+    inputs.check_columns(path, 'csv', 'text', 'label')
   assert str(e.value) == (f"the text column 'text' is not in the header of "
                           f'{path} (columns: id, body, label)')
   with pytest.raises(UsageError, match="label column 'y'.*body"):
-    text_io.check_columns(path, 'csv', 'body', 'y')
+    inputs.check_columns(path, 'csv', 'body', 'y')
   with pytest.raises(UsageError, match='both the text and the label'):
-    text_io.check_columns(path, 'csv', 'body', 'body')
+    inputs.check_columns(path, 'csv', 'body', 'body')
   twice = _write(tmp_path, 'b.csv', 'text,label,text\n')
   with pytest.raises(UsageError, match='more than once'):
-    text_io.check_columns(twice, 'csv', 'text', 'label')
+    inputs.check_columns(twice, 'csv', 'text', 'label')
   jsonl = _write(tmp_path, 'a.jsonl', _jsonl({'body': 'a', 'label': 'b'}))
   with pytest.raises(UsageError,
                      match=r"text column 'text' is not in the first 1 lines"
                            r'.*keys: body, label'):
-    text_io.check_columns(jsonl, 'jsonl', 'text', 'label')
+    inputs.check_columns(jsonl, 'jsonl', 'text', 'label')
   arrays = _write(tmp_path, 'b.jsonl', '[1]\n\n[2]\n')
   with pytest.raises(UsageError, match='none of the first 2 lines'):
-    text_io.check_columns(arrays, 'jsonl', 'text', 'label')
+    inputs.check_columns(arrays, 'jsonl', 'text', 'label')
   blank = _write(tmp_path, 'blank.csv', BOM + b'\n\n')
   with pytest.raises(UsageError, match='is empty'):
-    text_io.check_columns(blank, 'csv', 'text', 'label')
+    inputs.check_columns(blank, 'csv', 'text', 'label')
   with pytest.raises(ValueError, match='not a table format'):
-    text_io.check_columns(path, 'folder', 'text', 'label')
+    inputs.check_columns(path, 'folder', 'text', 'label')
 
 
 # --- CSV / TSV ------------------------------------------------------------
@@ -245,8 +245,8 @@ def test_csv_batches_continue_ids(tmp_path):
   assert labels == ['l0', 'l1', 'l0', 'l1', 'l0', 'l0', 'l1', 'l1']
   assert bad == [('f:5', 'row has 3 fields, the header has 2'),
                  ('f:8', 'empty text')]
-  for batch, _ in text_io.iter_table_batches(path, 'csv', COLS, 'f',
-                                             batch_rows=3):
+  for batch, _ in inputs.iter_table_batches(path, 'csv', COLS, 'f',
+                                            batch_rows=3):
     assert len(batch) <= 3
 
 
@@ -262,13 +262,13 @@ def test_csv_header_only_and_missing_column(tmp_path):
 def test_bad_arguments(tmp_path):
   path = _write(tmp_path, 'a.csv', 'text,label\na,b\n')
   with pytest.raises(ValueError, match='invalid_utf8'):
-    text_io.iter_table_batches(path, 'csv', COLS, 'f', invalid_utf8='ignore')
+    inputs.iter_table_batches(path, 'csv', COLS, 'f', invalid_utf8='ignore')
   with pytest.raises(ValueError, match='not a table format'):
-    text_io.iter_table_batches(path, 'folder', COLS, 'f')
+    inputs.iter_table_batches(path, 'folder', COLS, 'f')
   with pytest.raises(ValueError, match='batch_rows'):
-    text_io.iter_table_batches(path, 'csv', COLS, 'f', batch_rows=0)
+    inputs.iter_table_batches(path, 'csv', COLS, 'f', batch_rows=0)
   with pytest.raises(ValueError, match='batch_docs'):
-    text_io.iter_folder_batches([path], str(tmp_path), batch_docs=0)
+    inputs.iter_folder_batches([path], str(tmp_path), batch_docs=0)
 
 
 # --- JSON lines -----------------------------------------------------------
@@ -321,7 +321,7 @@ def test_jsonl_fast_path_numbers_and_nulls(tmp_path, monkeypatch):
   def no_slow_path(*args):
     raise AssertionError('the per-line path was used')
 
-  monkeypatch.setattr(text_io, '_json_lines', no_slow_path)
+  monkeypatch.setattr(inputs, '_json_lines', no_slow_path)
   path = _write(tmp_path, 'a.jsonl', BOM + _jsonl(
       {'text': 'a', 'label': 1}, {'text': None, 'label': 2}, '',
       {'label': 3}, {'text': 'd', 'label': None}, {'text': 'e', 'label': 0}
@@ -367,9 +367,9 @@ def test_jsonl_batches_continue_ids(tmp_path):
 
 
 def _folder_read(tmp_path, **kwargs):
-  kind, files, root = text_io.list_inputs(str(tmp_path / 'docs'))
+  kind, files, root = inputs.list_inputs(str(tmp_path / 'docs'))
   assert kind == 'folder'
-  return _collect(text_io.iter_folder_batches(files, root, **kwargs))
+  return _collect(inputs.iter_folder_batches(files, root, **kwargs))
 
 
 def test_folder_round_trip(tmp_path):
@@ -409,7 +409,7 @@ def test_folder_unreadable_and_batches(tmp_path):
   files.insert(2, os.path.join(root, 'c0', 'gone.txt'))
   files.insert(4, os.path.join(root, 'c1', 'dir.txt'))
   ids, texts, labels, bad, count = _collect(
-      text_io.iter_folder_batches(files, root, batch_docs=2))
+      inputs.iter_folder_batches(files, root, batch_docs=2))
   assert count == 4
   assert ids == ['c0/0.txt', 'c1/1.txt', 'c0/2.txt', 'c1/3.txt', 'c0/4.txt']
   assert texts == [f'doc {i}' for i in range(5)]

@@ -18,7 +18,7 @@ import pytest
 import readback
 from pipelines import preprocess
 from pipelines import validate
-from transforms.modalities.text import preprocessing as tt
+from transforms.modalities.text import preprocessing
 from transforms.modalities.text import signatures
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
@@ -172,14 +172,15 @@ def test_every_pair_validation_finds_is_grouped_by_the_run(grouped,
   each pair it finds is one the run grouped, or one content (a copy in
   capitals or other spacing, which the run keeps as one)."""
   manifest = json.loads((grouped / 'manifest.json').read_text())
-  settings = tt.TextConfig(**{**manifest['config']['text'], 'ngrams': tuple(
-      manifest['config']['text']['ngrams'])})
+  settings = preprocessing.TextConfig(**{
+      **manifest['config']['text'],
+      'ngrams': tuple(manifest['config']['text']['ngrams'])})
   content = {}
   for split in manifest['splits']:
     records = readback.read_all(grouped, split)
     texts = [t.decode('utf-8') for t in records['text']]
     content.update(zip((i.decode('utf-8') for i in records['id']),
-                       tt.content_keys(texts, settings)))
+                       preprocessing.content_keys(texts, settings)))
   run_groups, found = readback.assert_near_duplicates_grouped(
       grouped, validated, content.__getitem__)
   # Copies of one content are pairs to validation, not groups of the run.

@@ -29,12 +29,12 @@ import range_runs
 import readback
 from transforms.core import bands
 from transforms.core import processes
-from transforms.modalities.text import inputs as text_io
-from transforms.modalities.text import preprocessing as tt
+from transforms.modalities.text import inputs
+from transforms.modalities.text import preprocessing
 from transforms.modalities.text import ranges as text_ranges
 from transforms.modalities.text import signature_kernels
 from transforms.modalities.text import signatures
-from transforms.sources import tables as tabular
+from transforms.sources import tables
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
 TEXT = ['--modality', 'text', '--text_column', 'text', '--label_column',
@@ -96,8 +96,8 @@ def _lone_quotes_csv(rows=300, seed=9) -> bytes:
 def _whole(path):
   """(ids, texts, labels, bad) read in one piece."""
   ids, texts, labels, bad = [], [], [], []
-  for docs, dead in text_io.iter_table_batches(
-      path, 'csv', text_io.TextColumns('text', 'label'), 'f'):
+  for docs, dead in inputs.iter_table_batches(
+      path, 'csv', inputs.TextColumns('text', 'label'), 'f'):
     ids += docs.ids
     texts += docs.text
     labels += docs.label
@@ -110,11 +110,11 @@ def _ranged(path, ranges):
   when a range did not end between records."""
   ids, texts, labels, bad = [], [], [], []
   offset = 0
-  make_ids = text_io.table_ids('f')
+  make_ids = inputs.table_ids('f')
   for start, end in ranges.spans:
-    found = text_io.parse_csv_range(path, 'csv',
-                                    text_io.TextColumns('text', 'label'),
-                                    'replace', ranges.header, start, end)
+    found = inputs.parse_csv_range(path, 'csv',
+                                   inputs.TextColumns('text', 'label'),
+                                   'replace', ranges.header, start, end)
     if found is None:
       return None
     for docs, dead in found.batches:
@@ -129,14 +129,14 @@ def _ranged(path, ranges):
 def test_ranges_end_between_records_and_read_as_one_piece(tmp_path):
   path = tmp_path / 'docs.csv'
   path.write_bytes(_quoted_csv())
-  ranges = tabular.csv_ranges(str(path), 'csv', RANGE, quotes=True)
+  ranges = tables.csv_ranges(str(path), 'csv', RANGE, quotes=True)
   assert ranges is not None and len(ranges.spans) >= 4
   whole = _whole(str(path))
   assert _ranged(str(path), ranges) == whole
   # What the fixture is about.
   reasons = [reason for _, reason in whole[3]]
   assert any('fields' in r for r in reasons), reasons
-  assert text_io.EMPTY_TEXT in reasons and text_io.MISSING_LABEL in reasons
+  assert inputs.EMPTY_TEXT in reasons and inputs.MISSING_LABEL in reasons
   assert any('\n' in t for t in whole[1]) and any('"' in t for t in whole[1])
   assert any('\ufffd' in t for t in whole[1])  # invalid UTF-8, replaced
 
@@ -148,33 +148,33 @@ def test_a_range_cut_inside_a_quoted_field_is_refused(tmp_path):
   header = data[:data.index(b'\n') + 1]
   # Cut right after the newline inside the first quoted multi-line text.
   inside = data.index(b'line one\n') + len(b'line one\n')
-  columns = text_io.TextColumns('text', 'label')
-  assert text_io.parse_csv_range(str(path), 'csv', columns, 'replace',
-                                 header, len(header), inside) is None
+  columns = inputs.TextColumns('text', 'label')
+  assert inputs.parse_csv_range(str(path), 'csv', columns, 'replace',
+                                header, len(header), inside) is None
   # The same range ended at the end of that record is read.
   after = data.index(b'\n', data.index(b'line two')) + 1
-  found = text_io.parse_csv_range(str(path), 'csv', columns, 'replace',
-                                  header, len(header), after)
+  found = inputs.parse_csv_range(str(path), 'csv', columns, 'replace',
+                                 header, len(header), after)
   assert found is not None and 'line one\nline two' in found.batches[-1][0].text[-1]
 
 
 def test_lone_quotes_are_caught_and_read_in_one_piece(tmp_path):
   path = tmp_path / 'docs.csv'
   path.write_bytes(_lone_quotes_csv())
-  ranges = tabular.csv_ranges(str(path), 'csv', RANGE, quotes=True)
+  ranges = tables.csv_ranges(str(path), 'csv', RANGE, quotes=True)
   assert ranges is not None
   # The ranges before the lone quote end between records; after it, the
   # count of quotes put a cut inside a quoted field: the check sees it.
-  columns = text_io.TextColumns('text', 'label')
-  first = text_io.parse_csv_range(str(path), 'csv', columns, 'replace',
-                                  ranges.header, *ranges.spans[0])
+  columns = inputs.TextColumns('text', 'label')
+  first = inputs.parse_csv_range(str(path), 'csv', columns, 'replace',
+                                 ranges.header, *ranges.spans[0])
   assert first is not None and first.records > 10
   assert _ranged(str(path), ranges) is None
   whole = _whole(str(path))
   assert len(whole[1]) == 301 and 'a 5" screen' in whole[1]
   quoted = [t for t in whole[1] if t != 'a 5" screen']
   assert all(t.endswith(f'\nsecond line, {i}') for i, t in enumerate(quoted))
-  assert [reason for _, reason in whole[3]] == [text_io.MISSING_LABEL] * 2
+  assert [reason for _, reason in whole[3]] == [inputs.MISSING_LABEL] * 2
 
 
 @pytest.mark.parametrize('extra', [[], ['--split_key', 'id'],
@@ -187,7 +187,7 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
     tmp_path, monkeypatch, extra, kind):
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv() if kind == 'quoted' else _lone_quotes_csv())
-  monkeypatch.setattr(tabular, 'RANGE_BYTES', RANGE)
+  monkeypatch.setattr(tables, 'RANGE_BYTES', RANGE)
   ranged, whole = range_runs.run_with_and_without_workers(
       src, tmp_path, TEXT + extra + LOCAL)
   # A contents pass first, for the near-duplicate groups (the default) or
@@ -205,12 +205,12 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
   if kind == 'quoted':
     reasons = [reason for _, reason, _ in ranged[2]]
     assert any('fields' in r for r in reasons), reasons
-    assert text_io.MISSING_LABEL in reasons
+    assert inputs.MISSING_LABEL in reasons
   else:
     # Rows 10 and 292: the second is read after the ranges stopped.
     assert [(i, r) for i, r, _ in ranged[2]] == [
-        ('docs.csv:10', text_io.MISSING_LABEL),
-        ('docs.csv:292', text_io.MISSING_LABEL)]
+        ('docs.csv:10', inputs.MISSING_LABEL),
+        ('docs.csv:292', inputs.MISSING_LABEL)]
   if kind == 'quoted' and extra == ['--drop_duplicates']:
     assert any('duplicate' in r for _, r, _ in ranged[2]), ranged[2]
   # The digests kept between passes went with the publish.
@@ -226,7 +226,7 @@ def test_without_worker_processes_the_file_is_read_in_one_piece(
   """Workers that cannot start: a warning, and the same records."""
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv())
-  monkeypatch.setattr(tabular, 'RANGE_BYTES', RANGE)
+  monkeypatch.setattr(tables, 'RANGE_BYTES', RANGE)
   range_runs.assert_same_without_workers(src, tmp_path, monkeypatch, caplog,
                                          TEXT + LOCAL, 'read CSV ranges')
 
@@ -242,8 +242,8 @@ def test_an_odd_count_of_quotes_does_not_make_one_range_of_the_rest(
             for _ in range(400)]
   path = tmp_path / 'docs.csv'
   path.write_bytes(b'\n'.join(lines) + b'\n')
-  monkeypatch.setattr(tabular, '_QUOTED_LINE_SEARCH', 300)
-  ranges = tabular.csv_ranges(str(path), 'csv', RANGE, quotes=True)
+  monkeypatch.setattr(tables, '_QUOTED_LINE_SEARCH', 300)
+  ranges = tables.csv_ranges(str(path), 'csv', RANGE, quotes=True)
   assert len(ranges.spans) >= 5
   assert all(end - start < RANGE + 300 + 200 for start, end in ranges.spans)
   assert ranges.spans[0][0] == len(lines[0]) + 1
@@ -253,7 +253,7 @@ def test_an_odd_count_of_quotes_does_not_make_one_range_of_the_rest(
 
 
 def _rule(by_content=True, max_tokens=64):
-  settings = tt.TextConfig(
+  settings = preprocessing.TextConfig(
       text_column='text', label_column='label', lowercase=True,
       strip_punctuation=False, max_tokens=max_tokens, vocab_size=0,
       min_frequency=1, oov_buckets=1, ngrams=(1, 1), output='ids',
@@ -290,9 +290,9 @@ def test_a_ranges_keys_are_kept_for_the_later_passes(tmp_path, monkeypatch):
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv())
   path, folder = str(src), str(tmp_path / 'keys')
-  ranges = tabular.csv_ranges(path, 'csv', RANGE, quotes=True)
+  ranges = tables.csv_ranges(path, 'csv', RANGE, quotes=True)
   start, end = ranges.spans[1]
-  columns = text_io.TextColumns('text', 'label')
+  columns = inputs.TextColumns('text', 'label')
 
   def read(rule, digests_needed=True, signatures_needed=False):
     return text_ranges.read_range(path, 'csv', columns, 'replace',
@@ -348,8 +348,8 @@ def test_a_range_read_for_its_keys_only_comes_without_its_texts(tmp_path):
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv())
   path, folder = str(src), str(tmp_path / 'keys')
-  ranges = tabular.csv_ranges(path, 'csv', RANGE, quotes=True)
-  columns = text_io.TextColumns('text', 'label')
+  ranges = tables.csv_ranges(path, 'csv', RANGE, quotes=True)
+  columns = inputs.TextColumns('text', 'label')
   for start, end in ranges.spans[:3]:
 
     def read(texts_needed, signatures_needed, start=start, end=end):

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from transforms.core import bands
-from transforms.core import near_duplicates as nd
+from transforms.core import near_duplicates
 from transforms.modalities.text import signature_kernels
-from transforms.modalities.text import signatures as sg
+from transforms.modalities.text import signatures
 
 WORDS = [f'w{i}' for i in range(3000)]
 
@@ -28,7 +28,7 @@ def _pairs(words):
 
 
 def _jaccard(a: str, b: str) -> float:
-  pa, pb = _pairs(sg.words(a)), _pairs(sg.words(b))
+  pa, pb = _pairs(signatures.words(a)), _pairs(signatures.words(b))
   return len(pa & pb) / len(pa | pb)
 
 
@@ -37,13 +37,13 @@ def test_case_punctuation_and_spacing_do_not_change_a_signature():
           'HOPE IS THE THING WITH FEATHERS THAT PERCHES IN THE SOUL',
           'hope  is the\tthing with\nfeathers -- that perches in the soul!',
           '"Hope" is the thing with feathers; that perches in the soul...']
-  sigs = sg.signatures(same)
+  sigs = signatures.signatures(same)
   assert (sigs == sigs[0]).all()
   # Unicode punctuation and capitals too.
-  accents = sg.signatures(['Ça va, MONDE\u00a0! \u00ab oui \u00bb',
-                           'ça va monde oui'])
+  accents = signatures.signatures(['Ça va, MONDE\u00a0! \u00ab oui \u00bb',
+                                   'ça va monde oui'])
   assert (accents[0] == accents[1]).all()
-  other = sg.signatures(['Hope is the thing without feathers'])[0]
+  other = signatures.signatures(['Hope is the thing without feathers'])[0]
   assert (other != sigs[0]).any()
 
 
@@ -52,11 +52,11 @@ def test_the_batch_finds_the_words_plain_python_finds():
   texts = ['', '   ', '!!!', 'one', 'A, b; C. d!', 'tab\there\nnew line',
            'nul\x00inside the text', 'caf\u00e9 na\u00efve \u2014 r\u00e9sum\u00e9',
            'x' * 300] + [_doc(rng, int(n)) for n in rng.integers(1, 40, 50)]
-  hashes, counts = sg._word_hashes(texts)  # pylint: disable=protected-access
-  assert counts.tolist() == [len(sg.words(t)) for t in texts]
-  assert sg.words('nul\x00inside') == [b'nul', b'inside']
+  hashes, counts = signatures._word_hashes(texts)  # pylint: disable=protected-access
+  assert counts.tolist() == [len(signatures.words(t)) for t in texts]
+  assert signatures.words('nul\x00inside') == [b'nul', b'inside']
   # Equal words hash equally, wherever they are; different ones do not.
-  flat = [w for t in texts for w in sg.words(t)]
+  flat = [w for t in texts for w in signatures.words(t)]
   by_word = {}
   for word, h in zip(flat, hashes.tolist()):
     assert by_word.setdefault(word, h) == h
@@ -66,10 +66,10 @@ def test_the_batch_finds_the_words_plain_python_finds():
 def test_a_signature_does_not_depend_on_its_batch():
   rng = np.random.default_rng(1)
   texts = [_doc(rng, int(n)) for n in rng.integers(1, 80, 2500)]
-  together = sg.signatures(texts)  # signed in chunks of 1,000
+  together = signatures.signatures(texts)  # signed in chunks of 1,000
   for k in (0, 7, 999, 1000, 2499):
-    assert (sg.signatures([texts[k]])[0] == together[k]).all()
-  assert (sg.signatures(texts[50:1120]) == together[50:1120]).all()
+    assert (signatures.signatures([texts[k]])[0] == together[k]).all()
+  assert (signatures.signatures(texts[50:1120]) == together[50:1120]).all()
 
 
 
@@ -85,13 +85,13 @@ def test_signatures_are_the_recorded_ones():
   texts = [''.join(str(rng.choice(words)) + str(rng.choice(seps))
                    for _ in range(int(n))) for n in rng.integers(0, 90, 200)]
   texts += ['', 'one', 'nul\x00inside', '...']
-  assert hashlib.sha256(sg.signatures(texts).tobytes()).hexdigest() == (
+  assert hashlib.sha256(signatures.signatures(texts).tobytes()).hexdigest() == (
       'c81cd15eec6f39455e81f5a70af60d47820513b02464a8082f8754301aba71d8')
 
 def test_documents_without_words_are_never_candidates():
-  sigs = sg.signatures(['', '...', 'a b'])
-  assert (sigs[:2] == sg.EMPTY).all()
-  measure = nd.measure_of(nd.document_rules())
+  sigs = signatures.signatures(['', '...', 'a b'])
+  assert (sigs[:2] == signatures.EMPTY).all()
+  measure = near_duplicates.measure_of(near_duplicates.document_rules())
   raw = np.ascontiguousarray(sigs).view(np.uint8)
   assert measure.usable(raw).tolist() == [False, False, True]
 
@@ -104,7 +104,7 @@ def test_the_estimate_follows_the_jaccard_similarity():
     b = list(a)
     for _ in range(int(rng.integers(0, len(a) // 2 + 1))):
       b[int(rng.integers(len(b)))] = str(rng.choice(WORDS))
-    sa, sb = sg.signatures([' '.join(a), ' '.join(b)])
+    sa, sb = signatures.signatures([' '.join(a), ' '.join(b)])
     errors.append((sa == sb).mean() - _jaccard(' '.join(a), ' '.join(b)))
   errors = np.asarray(errors)
   # 64 values: the standard error of a share is at most 1/16.
@@ -119,15 +119,15 @@ def test_bands_meet_as_often_as_the_formula_says(similarity):
   as text_candidate_probability says."""
   rng = np.random.default_rng(3)
   n = 4000
-  a = rng.integers(0, 2**32, size=(n, sg.BINS), dtype=np.uint64)
-  b = rng.integers(0, 2**32, size=(n, sg.BINS), dtype=np.uint64)
-  agree = rng.random((n, sg.BINS)) < similarity
+  a = rng.integers(0, 2**32, size=(n, signatures.BINS), dtype=np.uint64)
+  b = rng.integers(0, 2**32, size=(n, signatures.BINS), dtype=np.uint64)
+  agree = rng.random((n, signatures.BINS)) < similarity
   b[agree] = a[agree]
-  measure = nd.measure_of(nd.document_rules())
+  measure = near_duplicates.measure_of(near_duplicates.document_rules())
   ka = measure.keys(a.astype(np.uint32).view(np.uint8))
   kb = measure.keys(b.astype(np.uint32).view(np.uint8))
   met = (ka == kb).any(axis=1).mean()
-  expected = nd.text_candidate_probability(similarity)
+  expected = near_duplicates.text_candidate_probability(similarity)
   assert abs(met - expected) < 4 * np.sqrt(expected * (1 - expected) / n) + 0.005
 
 
@@ -137,21 +137,23 @@ def test_the_readers_band_keys_are_the_bandings():
   signatures without them; both are those recorded when the bands were
   defined (random values, documents without words, zeros)."""
   rng = np.random.default_rng(11)
-  sigs = rng.integers(0, 2**32, size=(300, sg.BINS),
+  sigs = rng.integers(0, 2**32, size=(300, signatures.BINS),
                       dtype=np.uint64).astype(np.uint32)
-  sigs[::9] = sg.EMPTY
+  sigs[::9] = signatures.EMPTY
   sigs[5] = 0
-  compiled = sg.band_keys(sigs)
-  plain = nd.measure_of(nd.document_rules()).keys(
+  compiled = signatures.band_keys(sigs)
+  plain = near_duplicates.measure_of(near_duplicates.document_rules()).keys(
       np.ascontiguousarray(sigs).view(np.uint8))
-  assert compiled.shape == (300, nd.BANDS)
+  assert compiled.shape == (300, near_duplicates.BANDS)
   assert np.array_equal(compiled, plain)
   assert hashlib.sha256(compiled.astype('<u8').tobytes()).hexdigest() == (
       '836c5fa76a7a7a1f6446ba1e83109895929400b03a110a0a0ed8933e94f33770')
   texts = [_doc(rng, int(n)) for n in rng.integers(1, 90, size=200)]
-  real = sg.signatures(texts)
-  assert np.array_equal(sg.band_keys(real), nd.measure_of(
-      nd.document_rules()).keys(np.ascontiguousarray(real).view(np.uint8)))
+  real = signatures.signatures(texts)
+  assert np.array_equal(
+      signatures.band_keys(real),
+      near_duplicates.measure_of(near_duplicates.document_rules()).keys(
+          np.ascontiguousarray(real).view(np.uint8)))
 
 
 def test_verification_keeps_pairs_at_the_similarity_and_no_others():
@@ -162,26 +164,28 @@ def test_verification_keeps_pairs_at_the_similarity_and_no_others():
   attributed = base + ['--', 'Mark', 'Twain']
   other = _doc(rng, 40)
   texts = [' '.join(base), ' '.join(one_word), ' '.join(attributed), other]
-  sigs = [s.tobytes() for s in sg.signatures(texts)]
-  found = nd.verified_pairs(sigs, nd.document_rules(similarity=0.5))
+  sigs = [s.tobytes() for s in signatures.signatures(texts)]
+  found = near_duplicates.verified_pairs(
+      sigs, near_duplicates.document_rules(similarity=0.5))
   assert {(i, j) for i, j, _ in found} == {(0, 1), (0, 2), (1, 2)}
   for i, j, estimate in found:
     assert abs(estimate - _jaccard(texts[i], texts[j])) < 0.2
   # At 0.99 only the copy with an attribution added (similarity 39/42) may
   # still pass; the others differ in too many values.
-  strict = nd.verified_pairs(sigs, nd.document_rules(similarity=0.99))
+  strict = near_duplicates.verified_pairs(
+      sigs, near_duplicates.document_rules(similarity=0.99))
   assert {(i, j) for i, j, _ in strict} <= {(0, 2)}
 
 
 def test_a_batch_of_carried_bytes_without_its_band_keys_is_refused():
   """The carried bytes of a signature cannot be banded again: a batch that
   sends only them must send its band keys too."""
-  sigs = sg.signatures(['one two three', 'four five six'])
+  sigs = signatures.signatures(['one two three', 'four five six'])
   raw = np.ascontiguousarray(sigs).view(np.uint8)
-  batch = nd.NearBatch(['a', 'b'], [f'{1:032x}', f'{2:032x}'], ['x', 'x'],
-                       ['train', 'train'], bands.carried(raw), None,
-                       bands.usable(raw))
-  fn = nd._BandFn(nd.document_rules())  # pylint: disable=protected-access
+  batch = near_duplicates.NearBatch(['a', 'b'], [f'{1:032x}', f'{2:032x}'],
+                                    ['x', 'x'], ['train', 'train'],
+                                    bands.carried(raw), None, bands.usable(raw))
+  fn = near_duplicates._BandFn(near_duplicates.document_rules())  # pylint: disable=protected-access
   fn.start_bundle()
   list(fn.process(batch))
   with pytest.raises(ValueError, match='needs its `keys`'):
@@ -205,8 +209,8 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
   from apache_beam.testing.test_pipeline import TestPipeline
   from apache_beam.testing.util import assert_that, equal_to
   # pylint: enable=import-outside-toplevel
-  monkeypatch.setattr(nd, '_FLUSH_ROWS', 32)
-  monkeypatch.setattr(nd, '_BLOCK', 16)
+  monkeypatch.setattr(near_duplicates, '_FLUSH_ROWS', 32)
+  monkeypatch.setattr(near_duplicates, '_BLOCK', 16)
   rng = np.random.default_rng(5)
   plates = [_doc(rng, 30).split() for _ in range(4)]
   texts, digests = [], []
@@ -221,23 +225,23 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
     texts.append(' '.join(words))
     digests.append(f'{hash(" ".join(words)) & (2**128 - 1):032x}'
                    if k % 50 != 7 else f'{7:032x}')
-  sigs = sg.signatures(texts)
-  rules = nd.document_rules()
-  batches = [nd.NearBatch([f'd{k:03d}' for k in range(lo, lo + 20)],
-                          digests[lo:lo + 20], ['x'] * 20, ['train'] * 20,
-                          np.ascontiguousarray(sigs[lo:lo + 20]).view(
-                              np.uint8),
-                          sg.band_keys(sigs[lo:lo + 20])
-                          if with_keys == 'all' or (
-                              with_keys == 'some' and lo % 40) else None)
+  sigs = signatures.signatures(texts)
+  rules = near_duplicates.document_rules()
+  batches = [near_duplicates.NearBatch(
+                 [f'd{k:03d}' for k in range(lo, lo + 20)],
+                 digests[lo:lo + 20], ['x'] * 20, ['train'] * 20,
+                 np.ascontiguousarray(sigs[lo:lo + 20]).view(np.uint8),
+                 signatures.band_keys(sigs[lo:lo + 20])
+                 if with_keys == 'all' or (
+                     with_keys == 'some' and lo % 40) else None)
              for lo in range(0, 400, 20)]
   if with_keys == 'compact':
     batches = [b._replace(signatures=bands.carried(b.signatures),
-                          keys=sg.band_keys(sigs[lo:lo + 20]),
+                          keys=signatures.band_keys(sigs[lo:lo + 20]),
                           usable=bands.usable(b.signatures))
                if lo % 40 else b
                for lo, b in zip(range(0, 400, 20), batches)]
-  measure = nd.measure_of(rules)
+  measure = near_duplicates.measure_of(rules)
   carried = measure.carried(np.ascontiguousarray(sigs).view(np.uint8))
   keys = measure.keys(np.ascontiguousarray(sigs).view(np.uint8))
   expected = set()
@@ -254,7 +258,7 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
   copies = sum(1 for d in digests if d == f'{7:032x}')
   with TestPipeline() as p:
     gathered = (p | beam.Create(batches)
-                | nd.GatherNearDuplicates(rules, str(tmp_path)))
+                | near_duplicates.GatherNearDuplicates(rules, str(tmp_path)))
     assert_that(gathered | beam.Map(lambda g: set(g[0])),
                 equal_to([expected]), label='pairs')
     assert_that(gathered | beam.Map(
@@ -270,7 +274,7 @@ def test_without_a_writable_cache_folder_the_loops_are_compiled_each_time(
   loops are then compiled in the process, and sign as before."""
   texts = ['The quick brown fox', 'the quick, brown fox!', 'one', '',
            'caf\u00e9 na\u00efve \u2014 r\u00e9sum\u00e9'] * 3
-  cached = sg.signatures(texts)
+  cached = signatures.signatures(texts)
   monkeypatch.setattr(numba_caching.CacheImpl, '_locator_classes', [])  # pylint: disable=protected-access
   try:
     with caplog.at_level(logging.INFO, signature_kernels.__name__):
@@ -279,7 +283,7 @@ def test_without_a_writable_cache_folder_the_loops_are_compiled_each_time(
       kernel = getattr(signature_kernels, name)
       assert isinstance(kernel._cache, numba_caching.NullCache)  # pylint: disable=protected-access
     assert 'compiled in each process' in caplog.text
-    assert (sg.signatures(texts) == cached).all()
+    assert (signatures.signatures(texts) == cached).all()
   finally:
     monkeypatch.undo()
     importlib.reload(signature_kernels)

@@ -13,18 +13,18 @@ from typing import Dict, List
 
 import numpy as np
 
-from transforms.modalities.image import features as schema
-from transforms.modalities.image import preprocessing as normalize
-from transforms.modalities.image import processing as images
+from transforms.modalities.image import features as image_features
+from transforms.modalities.image import preprocessing
+from transforms.modalities.image import processing
 from transforms.output import manifest as manifest_lib
-from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import dataset_checks as dataset_checks_lib
 from transforms.validation import html_report
 from transforms.validation import entries
 from transforms.validation import report as report_lib
 
 # Features whose statistics are kept per channel here (the picture), or
 # not at all (its near-duplicate signature), not as a whole.
-_OWN_STATS = frozenset({schema.IMAGE, schema.NEAR_SIGNATURE})
+_OWN_STATS = frozenset({image_features.IMAGE, image_features.NEAR_SIGNATURE})
 # Sample images in the report are thumbnails at most this wide and high.
 THUMBNAIL = 64
 # Tolerance between the manifest's normalization statistics and the ones
@@ -71,10 +71,10 @@ def _check_float32(values: Dict[str, list], manifest: dict, out: dict,
   img = manifest['image']
   h, w, c = img['height'], img['width'], img['channels']
   norm = manifest['normalization']
-  arr = np.asarray(values[schema.IMAGE], np.float32)
+  arr = np.asarray(values[image_features.IMAGE], np.float32)
   if not np.all(np.isfinite(arr)):
     raise ValueError('image has NaN or infinite values')
-  low, high = normalize.plausible_range(norm['method'], norm)
+  low, high = preprocessing.plausible_range(norm['method'], norm)
   if arr.min() < low or arr.max() > high:
     raise ValueError(f'image values [{arr.min():.3f}, {arr.max():.3f}] '
                      f'are outside the plausible range [{low:.3f}, '
@@ -83,7 +83,7 @@ def _check_float32(values: Dict[str, list], manifest: dict, out: dict,
   if _one_colour(_content(arr.reshape(h, w, c), values, manifest)):
     out['flags'] = ('blank',)
   if stats is not None:
-    quality_checks.add_record_stats(stats, values, manifest, _OWN_STATS)
+    dataset_checks_lib.add_record_stats(stats, values, manifest, _OWN_STATS)
     stats.add_channels('image', pixels, channel_names(c))
 
 
@@ -92,7 +92,8 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
   """An encoded (or raw uint8) image: decodes to the manifest's shape."""
   img = manifest['image']
   h, w, c = img['height'], img['width'], img['channels']
-  arr = images.decode_stored(values[schema.IMAGE][0], img['storage'], h, w, c)
+  arr = processing.decode_stored(values[image_features.IMAGE][0],
+                                 img['storage'], h, w, c)
   # Channel-major and contiguous: per-channel reductions over rows of an
   # [h * w, c] array are some 20 times slower.
   channels = np.ascontiguousarray(arr.reshape(-1, c).T)
@@ -107,22 +108,23 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
   # signature the run grouped the picture by. A JPEG-stored picture
   # carries it (features.NEAR_SIGNATURE: JPEG's noise moves a drawing's
   # pHash); other storages give back the pixels the run signed.
-  recorded = values.get(schema.NEAR_SIGNATURE)
+  recorded = values.get(image_features.NEAR_SIGNATURE)
   if recorded:
-    if len(recorded[0]) != images.SIGNATURE_BYTES:
-      raise ValueError(f'{schema.NEAR_SIGNATURE} has {len(recorded[0])} '
-                       f'bytes, not {images.SIGNATURE_BYTES}')
+    if len(recorded[0]) != processing.SIGNATURE_BYTES:
+      raise ValueError(f'{image_features.NEAR_SIGNATURE} has '
+                       f'{len(recorded[0])} bytes, not '
+                       f'{processing.SIGNATURE_BYTES}')
     out['signature'] = recorded[0]
   else:
-    out['signature'] = images.signature_of_pixels(arr[..., 0] if c == 1
-                                                  else arr)
+    out['signature'] = processing.signature_of_pixels(arr[..., 0] if c == 1
+                                                      else arr)
   low, high = channels.min(axis=1), channels.max(axis=1)
   if np.all(low == high) or (
       manifest['image'].get('resize_mode') == 'fit' and
       _one_colour(_content(arr, values, manifest))):
     out['flags'] = ('blank',)
   if stats is not None:
-    quality_checks.add_record_stats(stats, values, manifest, _OWN_STATS)
+    dataset_checks_lib.add_record_stats(stats, values, manifest, _OWN_STATS)
     stats.add_channel_sums('image', channel_names(c), h * w, low, high, sums,
                            squares)
 
@@ -159,8 +161,8 @@ def _content(arr: np.ndarray, values: Dict[str, list], manifest: dict
   if img.get('resize_mode') != 'fit':
     return arr
   height, width = img['height'], img['width']
-  orig_h = values[schema.ORIGINAL_HEIGHT][0]
-  orig_w = values[schema.ORIGINAL_WIDTH][0]
+  orig_h = values[image_features.ORIGINAL_HEIGHT][0]
+  orig_w = values[image_features.ORIGINAL_WIDTH][0]
   if orig_h < 1 or orig_w < 1:
     return arr
   scale = min(width / orig_w, height / orig_h)
@@ -232,7 +234,7 @@ def _statistics_reproduce(manifest: dict, by_split: Dict[str, List[dict]]
   pixels = sum(r['pixels'] for r in train)
   sums = np.sum([r['channel_sum'] for r in train], axis=0)
   squares = np.sum([r['channel_sum_squares'] for r in train], axis=0)
-  mean, std = images.zscore_from_sums(sums, squares, pixels)
+  mean, std = processing.zscore_from_sums(sums, squares, pixels)
   diff = max(np.max(np.abs(mean - norm['mean'])),
              np.max(np.abs(std - norm['std'])))
   return [entries.entry(
@@ -374,7 +376,8 @@ def check_transform(output: str, manifest: dict) -> dict:
     layer = tft.TFTransformOutput(
         manifest_lib.transform_path(output, manifest)
     ).transform_features_layer()
-    out = layer({schema.IMAGE: tf.constant(inputs)})[schema.IMAGE].numpy()
+    out = layer({image_features.IMAGE: tf.constant(inputs)})[
+        image_features.IMAGE].numpy()
   except Exception as e:  # pylint: disable=broad-except
     return {'ok': False, 'detail': f'the transform does not load or run: '
                                    f'{type(e).__name__}: {e}'}
@@ -423,7 +426,7 @@ def _compare_flat(black: np.ndarray, white: np.ndarray, norm: dict) -> dict:
 def supervised_feature(manifest: dict) -> str:
   """The image."""
   del manifest
-  return schema.IMAGE
+  return image_features.IMAGE
 
 
 def read_transform(output: str, manifest: dict):
@@ -446,8 +449,9 @@ def read_transform(output: str, manifest: dict):
 
   def transform(features):
     out = dict(features)
-    out[schema.IMAGE] = tf.ensure_shape(
-        layer({schema.IMAGE: features[schema.IMAGE]})[schema.IMAGE],
+    out[image_features.IMAGE] = tf.ensure_shape(
+        layer({image_features.IMAGE: features[image_features.IMAGE]})[
+            image_features.IMAGE],
         [None, h, w, c])
     return out
 

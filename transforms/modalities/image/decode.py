@@ -8,8 +8,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.modalities.image import processing as images
-from transforms.modalities.image import features as schema
+from transforms.modalities.image import processing
+from transforms.modalities.image import features
 from transforms.core import contents
 from transforms.core import metrics
 from transforms.core import processes as processes_lib
@@ -19,7 +19,7 @@ from transforms.core.dead_letters import dead_letter
 from transforms.sources import files
 
 # What the local worker processes that decode images import.
-WORKER_MODULES = (images.__name__,)
+WORKER_MODULES = (processing.__name__,)
 
 # Progress counters (core/progress.py; inputs.LISTED counts the inputs
 # listed): inputs looked at by the first pass (FindContentFn); decoded or
@@ -63,7 +63,7 @@ def start_head(cfg) -> None:
 
   processes_lib.start_head(
       cfg.local_processes, WORKER_MODULES, (kernel, settings),
-      images.process_inputs, calls(),
+      processing.process_inputs, calls(),
       depth=_PooledFn.DEPTH_PER_PROCESS * cfg.local_processes,
       budget=HEAD_START_BYTES,
       weigh=lambda out: len(out[0].data) if out[0] is not None else 0)
@@ -75,7 +75,7 @@ def read_bytes(path: str) -> bytes:
     return f.read()
 
 
-def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
+def example_from_image(ref, out: processing.ProcessedImage, copy: int = 0,
                        write: bool = True, weight=None) -> dict:
   """The pipeline's per-example dict for a decoded image.
 
@@ -91,8 +91,8 @@ def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
   example = {
       'copy': copy,
       'write': write,
-      schema.ID: ref.example_id,
-      schema.LABEL_TEXT: ref.label,
+      features.ID: ref.example_id,
+      features.LABEL_TEXT: ref.label,
       'split': ref.split,
       'input': ref.path,
       # What the file holds (Pillow's format name), whatever its name says;
@@ -104,15 +104,15 @@ def example_from_image(ref, out: images.ProcessedImage, copy: int = 0,
       # (core/near_duplicates.py); stored in the record with JPEG storage
       # only (features.NEAR_SIGNATURE).
       'signature': out.signature,
-      schema.IMAGE: out.data,
-      schema.ORIGINAL_HEIGHT: out.original_height,
-      schema.ORIGINAL_WIDTH: out.original_width,
-      schema.CHANNEL_MEAN: [s / count / 255.0 for s in out.channel_sum],
-      schema.CHANNEL_MEAN_SQUARES: [
+      features.IMAGE: out.data,
+      features.ORIGINAL_HEIGHT: out.original_height,
+      features.ORIGINAL_WIDTH: out.original_width,
+      features.CHANNEL_MEAN: [s / count / 255.0 for s in out.channel_sum],
+      features.CHANNEL_MEAN_SQUARES: [
           s / count / 65025.0 for s in out.channel_sum_squares],
   }
   if weight is not None:
-    example[schema.WEIGHT] = float(weight)
+    example[features.WEIGHT] = float(weight)
   return example
 
 
@@ -153,7 +153,7 @@ class _PooledFn(beam.DoFn):
   # Whether the main outputs of a call leave as lists (see above).
   LISTS = False
 
-  def __init__(self, cfg: images.ImageConfig, ratios, processes: int):
+  def __init__(self, cfg: processing.ImageConfig, ratios, processes: int):
     super().__init__()
     self._cfg, self._ratios, self._processes = cfg, ratios, processes
     self._ahead = None
@@ -217,11 +217,11 @@ class _PooledFn(beam.DoFn):
       rest = [one for one, result in zip(inputs, taken) if result is None]
     if self._ahead is None:
       yield from self._call_outputs(
-          keys, inputs, images.process_inputs(kernel, rest, self._cfg),
+          keys, inputs, processing.process_inputs(kernel, rest, self._cfg),
           None, taken)
       return
     if rest:
-      due = self._ahead.submit((keys, inputs, taken), images.process_inputs,
+      due = self._ahead.submit((keys, inputs, taken), processing.process_inputs,
                                kernel, rest, self._cfg)
     else:
       due = self._ahead.put((keys, inputs, taken), [])
@@ -263,7 +263,7 @@ class _PooledFn(beam.DoFn):
 
   def _alone(self, one):
     results, error = self._ahead.alone(
-        images.process_inputs, type(self)._kernel, [one], self._cfg)
+        processing.process_inputs, type(self)._kernel, [one], self._cfg)
     return (None, error) if error is not None else results[0]
 
   def _windowed(self, element, result, error, window, timestamp):
@@ -294,10 +294,10 @@ class DecodeImageFn(_PooledFn):
   bad.
   """
 
-  _kernel = staticmethod(images.process_image)
+  _kernel = staticmethod(processing.process_image)
   LISTS = True
 
-  def __init__(self, cfg: images.ImageConfig, ratios=None,
+  def __init__(self, cfg: processing.ImageConfig, ratios=None,
                processes: int = 0):
     super().__init__(cfg, ratios, processes)
     self._decoded = metrics.counter('image', 'decoded')
@@ -323,7 +323,7 @@ class DecodeImageFn(_PooledFn):
     yield example_from_image(ref, out, copy, write, weight)
 
 
-def decode_settings(cfg) -> images.ImageConfig:
+def decode_settings(cfg) -> processing.ImageConfig:
   """The image settings the decoding kernels run with: the run's, asking
   for near-duplicate signatures when the run looks for them (start_head
   and the pipeline must use the same, or the head start is not used)."""
@@ -335,7 +335,7 @@ def decode_settings(cfg) -> images.ImageConfig:
 
 def _dead_letter(ref, e: Exception, split: str) -> dict:
   """The dead letter of an input that could not be read or processed."""
-  if isinstance(e, images.BadImageError):
+  if isinstance(e, processing.BadImageError):
     return dead_letter(ref.path, e.stage, e.reason, split)
   if isinstance(e, processes_lib.Died):
     return dead_letter(ref.path, 'decode', str(e), split)
@@ -357,9 +357,9 @@ class FindContentFn(_PooledFn):
   not see it.
   """
 
-  _kernel = staticmethod(images.identify_content)
+  _kernel = staticmethod(processing.identify_content)
 
-  def __init__(self, cfg: images.ImageConfig, ratios=None,
+  def __init__(self, cfg: processing.ImageConfig, ratios=None,
                processes: int = 0):
     super().__init__(cfg, ratios, processes)
     self._identified = progress.counter('image', IDENTIFIED)
@@ -389,7 +389,7 @@ class FindContentAndSignatureFn(FindContentFn):
   signature from the same decode: InputRef -> (InputRef, digest,
   signature)."""
 
-  _kernel = staticmethod(images.identify_content_and_signature)
+  _kernel = staticmethod(processing.identify_content_and_signature)
 
   def _results(self, ref, result, error):
     digest, signature = result if error is None else (None, None)
@@ -407,7 +407,7 @@ class DecodeImages(beam.PTransform):
   (dead letters).
   """
 
-  def __init__(self, cfg: images.ImageConfig, ratios=None,
+  def __init__(self, cfg: processing.ImageConfig, ratios=None,
                processes: int = 0):
     super().__init__()
     self._cfg, self._ratios, self._processes = cfg, ratios, processes

@@ -54,7 +54,7 @@ import posixpath
 import apache_beam as beam
 import numpy as np
 
-from transforms.modalities.image import features as schema
+from transforms.modalities.image import features
 from transforms.core import contents as contents_lib
 from transforms.core import hold as hold_lib
 from transforms.core import near_duplicates as near_lib
@@ -66,9 +66,9 @@ from transforms.core.dead_letters import SKIPPED
 from transforms.core.dead_letters import dead_letter
 from transforms.core import skeleton
 from transforms.core.skeleton import records_key
-from transforms.modalities.image import inputs as sources
-from transforms.modalities.image import preprocessing as normalize
-from transforms.modalities.image import processing as images
+from transforms.modalities.image import inputs as image_inputs
+from transforms.modalities.image import preprocessing
+from transforms.modalities.image import processing
 from transforms.modalities.image import records as image_records
 from transforms.modalities.image import decode
 from transforms.modalities.image.decode import DecodeImages
@@ -130,7 +130,7 @@ class ReadImages(skeleton.ReadInputs):
     names, rules = cfg.split_names, cfg.contents
     # Split ratios when each example's split comes from its content.
     by_content = cfg.split_ratios if rules.split_key == 'content' else None
-    listed = pbegin | 'ListInputs' >> sources.ListImageInputs(
+    listed = pbegin | 'ListInputs' >> image_inputs.ListImageInputs(
         cfg.input, cfg.splits_from_input, cfg.split_ratios, manifest_format,
         cfg.settings.nested_folders)
     # -> InputRef per image (split by its id, replaced when by content)
@@ -256,10 +256,10 @@ class ReadImages(skeleton.ReadInputs):
     # The analyzers read only the per-image statistics, so the image bytes
     # are left out of the analysis input.
     out['analysis'] = train | 'ToAnalysisInput' >> beam.FlatMap(
-        lambda examples: [normalize.tft_input(ex, with_image=False)
+        lambda examples: [preprocessing.tft_input(ex, with_image=False)
                           for ex in examples])
     out['channel_stats'] = train | 'ChannelStats' >> beam.CombineGlobally(
-        normalize.PixelStatsFn())
+        preprocessing.PixelStatsFn())
     return out
 
   def _near_duplicate_groups(self):
@@ -304,7 +304,7 @@ def contents_pass(cfg) -> bool:
 def progress_measure(cfg) -> progress.ItemMeasure:
   """The progress line's measure: inputs done of inputs listed, per pass."""
   return progress.ItemMeasure(
-      'image', 'images', sources.LISTED,
+      'image', 'images', image_inputs.LISTED,
       (decode.IDENTIFIED, decode.PROCESSED, decode.SETTLED),
       passes=2 if contents_pass(cfg) else 1)
 
@@ -324,14 +324,15 @@ def _first_copies_per_split(examples):
 def _contents_of_first_copies(examples):
   """(content, (id, label, split)) of each first copy of a list of
   examples: what core/contents.ContentGroups reads."""
-  return [(ex['content'], (ex[schema.ID], ex[schema.LABEL_TEXT], ex['split']))
+  return [(ex['content'],
+           (ex[features.ID], ex[features.LABEL_TEXT], ex['split']))
           for ex in examples if ex['copy'] == 0]
 
 
 def _entries_of_first_copies(examples):
   """(id, content, label, split, signature) of each first copy of a list of
   examples: what core/near_duplicates.NearDuplicateGroups reads."""
-  return [(ex[schema.ID], ex['content'], ex[schema.LABEL_TEXT], ex['split'],
+  return [(ex[features.ID], ex['content'], ex[features.LABEL_TEXT], ex['split'],
            ex['signature']) for ex in examples if ex['copy'] == 0]
 
 
@@ -392,7 +393,7 @@ class _ReleaseFn(beam.DoFn):
         decision = decisions.get(ex['content'])
         if decision is not None:
           split, reason = near_lib.example_decision(
-              decision, ex[schema.LABEL_TEXT])
+              decision, ex[features.LABEL_TEXT])
           split = split or ex['split']
           if reason is not None:
             if ex['copy'] == 0:
@@ -402,7 +403,7 @@ class _ReleaseFn(beam.DoFn):
           if split != ex['split']:
             ex = {**ex, 'split': split}
         kept.append(ex)
-        size += len(ex[schema.IMAGE])
+        size += len(ex[features.IMAGE])
         if len(kept) >= _RELEASED or size >= _RELEASED_BYTES:
           yield kept
           kept, size = [], 0
@@ -475,7 +476,7 @@ class FormatCountsFn(beam.CombineFn):
     for found, path in inputs:
       found = found or 'unknown'
       formats[found] = formats.get(found, 0) + 1
-      expected = images.extension_format(path)
+      expected = processing.extension_format(path)
       if expected is not None and found != expected:
         ext = posixpath.splitext(path)[1].lower()
         key = f'{found} in {ext}'
@@ -499,14 +500,14 @@ class FormatCountsFn(beam.CombineFn):
 def _from_transformed(row, split):
   """A tf.Transform output row back into the pipeline's example dict."""
   return {
-      schema.ID: row[schema.ID].decode('utf-8'),
-      schema.LABEL_TEXT: row[schema.LABEL_TEXT].decode('utf-8'),
+      features.ID: row[features.ID].decode('utf-8'),
+      features.LABEL_TEXT: row[features.LABEL_TEXT].decode('utf-8'),
       'split': split,
-      schema.IMAGE: np.asarray(row[schema.IMAGE], np.float32),
-      schema.ORIGINAL_HEIGHT: int(row[schema.ORIGINAL_HEIGHT]),
-      schema.ORIGINAL_WIDTH: int(row[schema.ORIGINAL_WIDTH]),
-      **({schema.WEIGHT: float(row[schema.WEIGHT])}
-         if schema.WEIGHT in row else {}),
+      features.IMAGE: np.asarray(row[features.IMAGE], np.float32),
+      features.ORIGINAL_HEIGHT: int(row[features.ORIGINAL_HEIGHT]),
+      features.ORIGINAL_WIDTH: int(row[features.ORIGINAL_WIDTH]),
+      **({features.WEIGHT: float(row[features.WEIGHT])}
+         if features.WEIGHT in row else {}),
   }
 
 
@@ -552,7 +553,7 @@ def _label_counts(lists, split: str, label: str):
 
 def _labels_of(examples, split: str):
   """((split, label), examples) of a list of examples."""
-  counts = collections.Counter(ex[schema.LABEL_TEXT] for ex in examples)
+  counts = collections.Counter(ex[features.LABEL_TEXT] for ex in examples)
   return [((split, label), n) for label, n in counts.items()]
 
 
@@ -565,8 +566,8 @@ class BuildImageRecords(skeleton.BuildRecords):
     import tensorflow_transform.beam as tft_beam  # pylint: disable=import-outside-toplevel
     cfg = self._cfg
     float32 = cfg.settings.storage == 'float32'
-    with_signature = schema.signature_stored(cfg.settings.storage,
-                                             cfg.contents.near)
+    with_signature = features.signature_stored(cfg.settings.storage,
+                                               cfg.contents.near)
     out, before_all, after_all = {}, [], []
     for split in cfg.split_names:
       before_all.append(_label_counts(read[f'first[{split}]'], split,
@@ -575,7 +576,7 @@ class BuildImageRecords(skeleton.BuildRecords):
           beam.FlatMap(_only_written))
       if float32:
         rows = written | f'ToTransformInput[{split}]' >> beam.FlatMap(
-            lambda examples: [normalize.tft_input(ex) for ex in examples])
+            lambda examples: [preprocessing.tft_input(ex) for ex in examples])
         transformed = (((rows, analysis_metadata(cfg)), self._transform.fn)
                        | f'TransformDataset[{split}]' >> (
                            tft_beam.TransformDataset()))
@@ -596,15 +597,15 @@ def analysis_metadata(cfg):
   """The tf.Transform input schema of the image examples."""
   from tensorflow_transform.tf_metadata import dataset_metadata  # pylint: disable=import-outside-toplevel
   return dataset_metadata.DatasetMetadata.from_feature_spec(
-      normalize.raw_feature_spec(cfg.settings.channels,
-                                 cfg.rebalance == 'weight'))
+      preprocessing.raw_feature_spec(cfg.settings.channels,
+                                     cfg.rebalance == 'weight'))
 
 
 def preprocessing_fn(cfg):
   """The image preprocessing_fn: decode the stored image, normalize."""
   image = cfg.settings
   stored_format = 'uint8' if image.storage == 'float32' else image.storage
-  return normalize.make_preprocessing_fn(
+  return preprocessing.make_preprocessing_fn(
       stored_format, image.height, image.width, image.channels,
       cfg.normalization)
 
@@ -612,7 +613,7 @@ def preprocessing_fn(cfg):
 def feature_spec(cfg) -> dict:
   """The stored features."""
   image = cfg.settings
-  return schema.feature_spec(
+  return features.feature_spec(
       image.storage, image.height, image.width, image.channels,
       cfg.rebalance == 'weight',
-      schema.signature_stored(image.storage, cfg.contents.near))
+      features.signature_stored(image.storage, cfg.contents.near))

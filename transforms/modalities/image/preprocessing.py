@@ -9,8 +9,8 @@ The `preprocessing_fn` built here decodes the stored image and normalizes it:
   are tf.Transform analyzers (`tft.mean`) over the training split.
 
 The analyzers read the per-image channel means that the decode step computed
-(`schema.CHANNEL_MEAN`, `schema.CHANNEL_MEAN_SQUARES`), so the full pass does
-not decode any image a second time. Every stored image has the same size,
+(`features.CHANNEL_MEAN`, `features.CHANNEL_MEAN_SQUARES`), so the full pass
+does not decode any image a second time. Every stored image has the same size,
 so the mean of per-image means is the mean over all stored pixels, and
 std = sqrt(E[x^2] - E[x]^2) exactly.
 
@@ -23,32 +23,32 @@ import math
 import apache_beam as beam
 import numpy as np
 
-from transforms.modalities.image import features as schema
+from transforms.modalities.image import features
 
 NORMALIZATIONS = ('zscore', 'scale', 'none')
 # Floor under the standard deviation, so a constant channel does not divide
 # by zero (1/255: one grey level).
 MIN_STD = 1.0 / 255.0
 # Stored features passed through the transform unchanged.
-PASSTHROUGH = (schema.ID, schema.LABEL_TEXT, schema.ORIGINAL_HEIGHT,
-               schema.ORIGINAL_WIDTH)
+PASSTHROUGH = (features.ID, features.LABEL_TEXT, features.ORIGINAL_HEIGHT,
+               features.ORIGINAL_WIDTH)
 
 
 def raw_feature_spec(channels: int, with_weight: bool = False):
   """tf.Transform input spec: stored image (bytes) plus statistics inputs."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   spec = {
-      schema.IMAGE: tf.io.FixedLenFeature([], tf.string),
-      schema.CHANNEL_MEAN: tf.io.FixedLenFeature([channels], tf.float32),
-      schema.CHANNEL_MEAN_SQUARES: tf.io.FixedLenFeature([channels],
-                                                         tf.float32),
-      schema.ID: tf.io.FixedLenFeature([], tf.string),
-      schema.LABEL_TEXT: tf.io.FixedLenFeature([], tf.string),
-      schema.ORIGINAL_HEIGHT: tf.io.FixedLenFeature([], tf.int64),
-      schema.ORIGINAL_WIDTH: tf.io.FixedLenFeature([], tf.int64),
+      features.IMAGE: tf.io.FixedLenFeature([], tf.string),
+      features.CHANNEL_MEAN: tf.io.FixedLenFeature([channels], tf.float32),
+      features.CHANNEL_MEAN_SQUARES: tf.io.FixedLenFeature([channels],
+                                                           tf.float32),
+      features.ID: tf.io.FixedLenFeature([], tf.string),
+      features.LABEL_TEXT: tf.io.FixedLenFeature([], tf.string),
+      features.ORIGINAL_HEIGHT: tf.io.FixedLenFeature([], tf.int64),
+      features.ORIGINAL_WIDTH: tf.io.FixedLenFeature([], tf.int64),
   }
   if with_weight:
-    spec[schema.WEIGHT] = tf.io.FixedLenFeature([], tf.float32)
+    spec[features.WEIGHT] = tf.io.FixedLenFeature([], tf.float32)
   return spec
 
 
@@ -72,7 +72,7 @@ def make_preprocessing_fn(stored_format: str, height: int, width: int,
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
 
-    raw = inputs[schema.IMAGE]
+    raw = inputs[features.IMAGE]
     if stored_format == 'uint8':
       image = tf.reshape(tf.io.decode_raw(raw, tf.uint8),
                          [-1, height, width, channels])
@@ -89,13 +89,14 @@ def make_preprocessing_fn(stored_format: str, height: int, width: int,
     else:
       out = tf.cast(image, tf.float32) / 255.0
       if normalization == 'zscore':
-        mean = tft.mean(inputs[schema.CHANNEL_MEAN], reduce_instance_dims=False)
-        mean_sq = tft.mean(inputs[schema.CHANNEL_MEAN_SQUARES],
+        mean = tft.mean(inputs[features.CHANNEL_MEAN],
+                        reduce_instance_dims=False)
+        mean_sq = tft.mean(inputs[features.CHANNEL_MEAN_SQUARES],
                            reduce_instance_dims=False)
         std = tf.sqrt(tf.maximum(mean_sq - tf.square(mean), MIN_STD**2))
         out = (out - mean) / std
-    outputs = {schema.IMAGE: out}
-    for key in PASSTHROUGH + (schema.WEIGHT,):
+    outputs = {features.IMAGE: out}
+    for key in PASSTHROUGH + (features.WEIGHT,):
       if key in inputs:
         outputs[key] = inputs[key]
     return outputs
@@ -113,17 +114,17 @@ def tft_input(example: dict, with_image: bool = True) -> dict:
       image bytes (the bulk of the data) are replaced by b''.
   """
   return {
-      schema.IMAGE: example[schema.IMAGE] if with_image else b'',
-      schema.CHANNEL_MEAN: np.asarray(example[schema.CHANNEL_MEAN],
-                                      np.float32),
-      schema.CHANNEL_MEAN_SQUARES: np.asarray(
-          example[schema.CHANNEL_MEAN_SQUARES], np.float32),
-      schema.ID: example[schema.ID].encode('utf-8'),
-      schema.LABEL_TEXT: example[schema.LABEL_TEXT].encode('utf-8'),
-      schema.ORIGINAL_HEIGHT: example[schema.ORIGINAL_HEIGHT],
-      schema.ORIGINAL_WIDTH: example[schema.ORIGINAL_WIDTH],
-      **({schema.WEIGHT: np.float32(example[schema.WEIGHT])}
-         if schema.WEIGHT in example else {}),
+      features.IMAGE: example[features.IMAGE] if with_image else b'',
+      features.CHANNEL_MEAN: np.asarray(example[features.CHANNEL_MEAN],
+                                        np.float32),
+      features.CHANNEL_MEAN_SQUARES: np.asarray(
+          example[features.CHANNEL_MEAN_SQUARES], np.float32),
+      features.ID: example[features.ID].encode('utf-8'),
+      features.LABEL_TEXT: example[features.LABEL_TEXT].encode('utf-8'),
+      features.ORIGINAL_HEIGHT: example[features.ORIGINAL_HEIGHT],
+      features.ORIGINAL_WIDTH: example[features.ORIGINAL_WIDTH],
+      **({features.WEIGHT: np.float32(example[features.WEIGHT])}
+         if features.WEIGHT in example else {}),
   }
 
 
@@ -143,8 +144,8 @@ class PixelStatsFn(beam.CombineFn):
     last bit, as adding them one element each)."""
     n, s, sq = acc
     for example in examples:
-      m = np.asarray(example[schema.CHANNEL_MEAN], np.float64)
-      m2 = np.asarray(example[schema.CHANNEL_MEAN_SQUARES], np.float64)
+      m = np.asarray(example[features.CHANNEL_MEAN], np.float64)
+      m2 = np.asarray(example[features.CHANNEL_MEAN_SQUARES], np.float64)
       n, s, sq = (n + 1, m if s is None else s + m,
                   m2 if sq is None else sq + m2)
     return n, s, sq

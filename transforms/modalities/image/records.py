@@ -8,7 +8,7 @@ from typing import List, Sequence
 
 import numpy as np
 
-from transforms.modalities.image import features as schema
+from transforms.modalities.image import features
 from transforms.output import example_encoding
 
 
@@ -28,7 +28,7 @@ def to_records(examples: Sequence[dict], label_ids: dict,
     Deterministically serialized tf.train.Example bytes, one per example.
   """
   n = len(examples)
-  images = [ex[schema.IMAGE] for ex in examples]
+  images = [ex[features.IMAGE] for ex in examples]
   if all(isinstance(image, bytes) for image in images):
     image_column = ('bytes', images)
   else:
@@ -39,23 +39,24 @@ def to_records(examples: Sequence[dict], label_ids: dict,
     return np.array([ex[key] for ex in examples], np.int64).reshape(n, 1)
 
   columns = {
-      schema.IMAGE: image_column,
-      schema.LABEL: ('int64', np.array(
-          [label_ids[ex[schema.LABEL_TEXT]] for ex in examples],
+      features.IMAGE: image_column,
+      features.LABEL: ('int64', np.array(
+          [label_ids[ex[features.LABEL_TEXT]] for ex in examples],
           np.int64).reshape(n, 1)),
-      schema.LABEL_TEXT: ('bytes', [ex[schema.LABEL_TEXT] for ex in examples]),
-      schema.ID: ('bytes', [ex[schema.ID] for ex in examples]),
-      schema.ORIGINAL_HEIGHT: ('int64', ints(schema.ORIGINAL_HEIGHT)),
-      schema.ORIGINAL_WIDTH: ('int64', ints(schema.ORIGINAL_WIDTH)),
+      features.LABEL_TEXT: ('bytes',
+                            [ex[features.LABEL_TEXT] for ex in examples]),
+      features.ID: ('bytes', [ex[features.ID] for ex in examples]),
+      features.ORIGINAL_HEIGHT: ('int64', ints(features.ORIGINAL_HEIGHT)),
+      features.ORIGINAL_WIDTH: ('int64', ints(features.ORIGINAL_WIDTH)),
   }
   if with_signature:
     signatures = [ex['signature'] for ex in examples]
     if not all(signatures):
       raise ValueError('an example to be stored with its near-duplicate '
                        'signature has none')
-    columns[schema.NEAR_SIGNATURE] = ('bytes', signatures)
-  if n and schema.WEIGHT in examples[0]:
-    columns[schema.WEIGHT] = ('float32', np.array(
-        [ex[schema.WEIGHT] for ex in examples], np.float32).reshape(n, 1))
+    columns[features.NEAR_SIGNATURE] = ('bytes', signatures)
+  if n and features.WEIGHT in examples[0]:
+    columns[features.WEIGHT] = ('float32', np.array(
+        [ex[features.WEIGHT] for ex in examples], np.float32).reshape(n, 1))
   return example_encoding.encode(columns, n)
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from transforms.modalities.sensor import windows
 from transforms.output import manifest as manifest_lib
-from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import dataset_checks as dataset_checks_lib
 from transforms.validation import html_report
 from transforms.validation import entries
 from transforms.validation import report as report_lib
@@ -69,7 +69,7 @@ def check_values(values: Dict[str, list], manifest: dict, out: dict,
   out['values'] = values['values']
   _identify(values, manifest, out)
   if stats is not None:
-    quality_checks.add_record_stats(stats, values, manifest, _OWN_STATS)
+    dataset_checks_lib.add_record_stats(stats, values, manifest, _OWN_STATS)
     if 'values' in values:
       channels = manifest['sensor']['channels']
       arr = np.asarray(values['values'], np.float64).reshape(
@@ -249,7 +249,7 @@ def _time_leakage(manifest: dict, by_split: Dict[str, List[dict]]) -> dict:
   """--split_by time: the splits' time ranges follow the cut-offs in
   order and do not overlap."""
   names = list(manifest['splits'])
-  spans = {name: quality_checks.merge_time_ranges(
+  spans = {name: dataset_checks_lib.merge_time_ranges(
       r.get('time_range') for r in by_split.get(name, [])) for name in names}
   problems = []
   for i, early in enumerate(names):
@@ -357,7 +357,7 @@ SERIES_KINDS = ('unknown_entity', 'too_long', 'stored_twice',
                 'repeated_observation')
 # Examples kept per kind (the first by entity and place in its series),
 # and shown in a check's detail.
-MAX_SERIES_EXAMPLES = quality_checks.MAX_LISTED
+MAX_SERIES_EXAMPLES = dataset_checks_lib.MAX_LISTED
 SHOWN_EXAMPLES = 5
 
 _NOT_RECORDED = ('not recorded: the manifest has no sensor.time (it was '

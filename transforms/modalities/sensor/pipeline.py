@@ -37,18 +37,18 @@ import numpy as np
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.core import batches as batch_examples
+from transforms.core import batches
 from transforms.core import metrics
 from transforms.core import processes
 from transforms.core import progress
 from transforms.core import shuffle
 from transforms.core import skeleton
 from transforms.core.skeleton import records_key
-from transforms.modalities.sensor import preprocessing as st
+from transforms.modalities.sensor import preprocessing
 from transforms.modalities.sensor import ranges as sensor_ranges
 from transforms.sources import files as files_lib
-from transforms.sources import tables as tabular
-from transforms.modalities.sensor import windows as win
+from transforms.sources import tables
+from transforms.modalities.sensor import windows
 from transforms.core.errors import UsageError
 from transforms.core.dead_letters import dead_letter
 
@@ -70,7 +70,7 @@ def worker_modules(cfg, plan: 'SensorInput'):
     return ()
   files = glob.glob(plan.pattern) if glob.has_magic(plan.pattern) else [
       plan.pattern]
-  return (WORKER_MODULES if any(map(tabular.ranges_possible, files))
+  return (WORKER_MODULES if any(map(tables.ranges_possible, files))
           else ())
 
 
@@ -78,7 +78,7 @@ class SensorInput(NamedTuple):
   """What the launch-time input check found."""
   pattern: str  # file pattern listed in the pipeline
   root: str  # folder example ids are relative to
-  columns: tabular.Columns
+  columns: tables.Columns
 
 
 def _listing_pattern(path: str):
@@ -97,7 +97,7 @@ def _is_file(path: str) -> bool:
   except Exception:  # pylint: disable=broad-except
     return False
   return len(matched) == 1 and matched[0].path.rstrip('/') == path.rstrip(
-      '/') and tabular.format_of(path) is not None
+      '/') and tables.format_of(path) is not None
 
 
 def list_files(pattern: str) -> List[str]:
@@ -106,7 +106,7 @@ def list_files(pattern: str) -> List[str]:
   except Exception:  # pylint: disable=broad-except
     return []
   return sorted(m.path for m in matched
-                if tabular.format_of(m.path) and m.size_in_bytes > 0)
+                if tables.format_of(m.path) and m.size_in_bytes > 0)
 
 
 def check_input(cfg) -> SensorInput:
@@ -127,11 +127,11 @@ def check_input(cfg) -> SensorInput:
                      'JSONL or Parquet file')
   first = files[0]
   try:
-    names, numeric = tabular.read_header(first, tabular.format_of(first))
-    columns = tabular.resolve_columns(
+    names, numeric = tables.read_header(first, tables.format_of(first))
+    columns = tables.resolve_columns(
         names, numeric, sc.timestamp_column, sc.entity_column,
         sc.label_column, sc.channels or None)
-  except tabular.ColumnError as e:
+  except tables.ColumnError as e:
     raise UsageError(f'{posixpath.basename(first)}: {e}') from None
   return SensorInput(pattern, root, columns)
 
@@ -152,7 +152,7 @@ def input_bytes(pattern: str) -> Optional[int]:
   except Exception:  # pylint: disable=broad-except
     return None
   return sum(m.size_in_bytes for m in matched
-             if tabular.format_of(m.path)) or None
+             if tables.format_of(m.path)) or None
 
 
 class _ReadRowsFn(beam.DoFn):
@@ -173,17 +173,17 @@ class _ReadRowsFn(beam.DoFn):
     order. A large local CSV or TSV file is parsed in byte ranges by the
     local worker processes (--local_processes), which also find the rows'
     splits, while this thread works on the rows before."""
-    fmt = tabular.format_of(path)
-    ranges = (tabular.csv_ranges(path, fmt)
+    fmt = tables.format_of(path)
+    ranges = (tables.csv_ranges(path, fmt)
               if self._cfg.local_processes > 0 else None)
     ahead = self._workers.start() if ranges is not None else None
     if ahead is not None:
       yield from self._range_batches(path, fmt, ranges, ahead)
       return
     reads = files_lib.ReadCount()
-    for rows, bad in tabular.iter_batches(path, fmt, self._plan.columns,
-                                          self._cfg.settings.timestamp_unit,
-                                          reads=reads):
+    for rows, bad in tables.iter_batches(path, fmt, self._plan.columns,
+                                         self._cfg.settings.timestamp_unit,
+                                         reads=reads):
       self._bytes_read.inc(reads.take())
       yield rows, bad, sensor_ranges.row_splits(rows, self._rule)
     self._bytes_read.inc(reads.take())
@@ -210,15 +210,15 @@ class _ReadRowsFn(beam.DoFn):
         break
       found, splits = result
       for (rows, bad), split in zip(found.batches, splits):
-        yield tabular.shift_rows(rows, bad, offset) + (split,)
+        yield tables.shift_rows(rows, bad, offset) + (split,)
       offset += found.records
       self._bytes_read.inc(end - start)
     if rest_from is None:
       return
     reads = files_lib.ReadCount()
-    for rows, bad in tabular.iter_csv_from(path, fmt, columns, unit,
-                                           ranges.header, rest_from, offset,
-                                           reads=reads):
+    for rows, bad in tables.iter_csv_from(path, fmt, columns, unit,
+                                          ranges.header, rest_from, offset,
+                                          reads=reads):
       self._bytes_read.inc(reads.take())
       yield rows, bad, sensor_ranges.row_splits(rows, self._rule)
     self._bytes_read.inc(reads.take())
@@ -232,8 +232,8 @@ class _ReadRowsFn(beam.DoFn):
 
 
 def _take_rows(rows, keep):
-  return tabular.RowBatch(rows.row[keep], rows.time[keep], rows.entity[keep],
-                          rows.label[keep], rows.values[keep])
+  return tables.RowBatch(rows.row[keep], rows.time[keep], rows.entity[keep],
+                         rows.label[keep], rows.values[keep])
 
 
 class RowStatisticsFn(_ReadRowsFn):
@@ -249,7 +249,7 @@ class RowStatisticsFn(_ReadRowsFn):
     self._rows = progress.counter('sensor', 'rows')
 
   def process(self, path):
-    source = batch_examples.source_name(self._plan.root, path)
+    source = batches.source_name(self._plan.root, path)
     # What this file shows of each entity, emitted once at its end.
     seen = _FileEntities()
     try:
@@ -259,7 +259,7 @@ class RowStatisticsFn(_ReadRowsFn):
         if len(rows.row):
           self._parsed.inc(len(rows.row))
           yield from self._batch(source, rows, split, seen)
-    except tabular.ColumnError as e:
+    except tables.ColumnError as e:
       yield beam.pvalue.TaggedOutput(
           DEAD, dead_letter(source, 'read', str(e)))
       yield beam.pvalue.TaggedOutput(COUNTS, (('', 'inputs'), 1))
@@ -307,7 +307,7 @@ class RowStatisticsFn(_ReadRowsFn):
 
   def _summaries(self, source, rows, split, seen):
     sc, names = self._cfg.settings, self._cfg.split_names
-    for entity, idx in win.group_rows(rows.entity):
+    for entity, idx in windows.group_rows(rows.entity):
       seen.add(entity, rows.time[idx])
     labels = sorted(set(rows.label.tolist()))
     yield beam.pvalue.TaggedOutput(LABELS, labels)
@@ -326,8 +326,9 @@ class RowStatisticsFn(_ReadRowsFn):
       if name == 'train':
         train = rows.values[in_split]
         yield beam.pvalue.TaggedOutput(TRAIN_VALUES, train)
-        yield beam.pvalue.TaggedOutput(ANALYSIS, st.analysis_record_batch(
-            train, sc.window_length, train.shape[1]))
+        yield beam.pvalue.TaggedOutput(
+            ANALYSIS, preprocessing.analysis_record_batch(
+                train, sc.window_length, train.shape[1]))
 
 
 class RowExamplesFn(_ReadRowsFn):
@@ -343,18 +344,18 @@ class RowExamplesFn(_ReadRowsFn):
 
   def process(self, path, entity_stats):
     sc = self._cfg.settings
-    source = batch_examples.source_name(self._plan.root, path)
+    source = batches.source_name(self._plan.root, path)
     gaps = _MaxGaps(sc.max_gap, entity_stats)
-    streamer = win.StreamWindower(
+    streamer = windows.StreamWindower(
         sc.window_length, sc.window_stride, gaps, sc.resample,
         sc.time_cutoffs if sc.split_by == 'time' else None)
-    labels = win.LabelCodes()
+    labels = windows.LabelCodes()
     try:
       for rows, _, split in self._batches(path):
         if len(rows.row):
           yield from self._batch(source, rows, split, streamer, labels,
                                  entity_stats, gaps)
-    except tabular.ColumnError:
+    except tables.ColumnError:
       return  # the statistics pass dead-lettered the file
     for entity, shape in streamer.shapes():
       shape.update(median_interval_ns=gaps.median(entity),
@@ -376,13 +377,13 @@ class RowExamplesFn(_ReadRowsFn):
               entity_stats, gaps):
     """Streams the entities in strictly increasing time in this file only;
     the others go to the (entity, chunk) grouping. The streamed rows'
-    labels are held as codes (`labels`, a win.LabelCodes for the file)."""
+    labels are held as codes (`labels`, a windows.LabelCodes for the file)."""
     sc, names = self._cfg.settings, self._cfg.split_names
     chunked = np.ones(len(rows.row), bool)
     streamed = np.zeros(len(names), np.int64)
     completed, too_long = [], {}
     codes = None
-    for entity, idx in win.group_rows(rows.entity):
+    for entity, idx in windows.group_rows(rows.entity):
       if not _streamable(entity_stats[entity]):
         continue
       chunked[idx] = False
@@ -412,7 +413,7 @@ class RowExamplesFn(_ReadRowsFn):
     if completed:
       # One batch per input batch: normalizing and encoding pay per call.
       yield beam.pvalue.TaggedOutput('windows',
-                                     batch_examples.concat_batches(completed))
+                                     batches.concat_batches(completed))
     if not sc.windowed and not chunked.all():
       keep = ~chunked
       yield {'source': source, 'row': rows.row[keep], 'time': rows.time[keep],
@@ -437,10 +438,10 @@ def _key_by_chunk(batch, entity_stats, chunk_rows):
   label_names, label_codes = np.unique(batch['label'].astype(str),
                                        return_inverse=True)
   code_type = np.uint16 if len(label_names) < 1 << 16 else np.int64
-  for entity, idx in win.group_rows(batch['entity']):
+  for entity, idx in windows.group_rows(batch['entity']):
     count, t_min, t_max = entity_stats[entity][:3]
-    chunk = win.chunk_index(batch['time'][idx], t_min, t_max, count,
-                            chunk_rows)
+    chunk = windows.chunk_index(batch['time'][idx], t_min, t_max, count,
+                                chunk_rows)
     for c in np.unique(chunk).tolist():
       part = idx[chunk == c]
       yield ((entity, int(c)), {
@@ -477,10 +478,10 @@ class SortChunks(beam.DoFn):
     sources = np.concatenate([np.full(len(p['row']), p['source'], object)
                               for p in pieces]).astype(str)
     source_names, source_codes = np.unique(sources, return_inverse=True)
-    order = win.sort_rows(cat['time'], source_codes, cat['row'])
+    order = windows.sort_rows(cat['time'], source_codes, cat['row'])
     cat = {k: v[order] for k, v in cat.items()}
     source_codes = source_codes[order]
-    kept, conflicting, duplicates, runs = win.duplicate_runs(
+    kept, conflicting, duplicates, runs = windows.duplicate_runs(
         cat['time'], cat['values'], cat['label'],
         source_codes if self._sc.same_time == 'file_order' else None)
     ids = None
@@ -507,7 +508,7 @@ class SortChunks(beam.DoFn):
     yield beam.pvalue.TaggedOutput('intervals', (entity, (
         chunk, int(time[0]) if len(time) else None,
         int(time[-1]) if len(time) else None,
-        win.interval_sketch(steps) if len(steps) else None)))
+        windows.interval_sketch(steps) if len(steps) else None)))
     if ids is not None:
       cat['id'] = ids
     yield (entity, chunk), (cat, duplicates, int(conflicting.sum()))
@@ -533,13 +534,13 @@ def _entity_intervals(item, setting):
   for _, first, end, part in sorted(parts, key=lambda x: x[0]):
     if first is None:
       continue
-    sketch = win.merge_sketches(sketch, part)
+    sketch = windows.merge_sketches(sketch, part)
     if last is not None:
-      sketch = win.merge_sketches(sketch, win.interval_sketch(
+      sketch = windows.merge_sketches(sketch, windows.interval_sketch(
           np.array([first - last])))
     last = end
-  median = win.sketch_median(sketch)
-  return entity, (median, win.entity_max_gap(setting, median))
+  median = windows.sketch_median(sketch)
+  return entity, (median, windows.entity_max_gap(setting, median))
 
 
 def _chunk_gaps(item, intervals):
@@ -549,7 +550,7 @@ def _chunk_gaps(item, intervals):
   label, split) or None))."""
   (entity, chunk), (c, duplicates, conflicts) = item
   time = c['time']
-  cuts = win.gap_positions(time, intervals[entity][1])
+  cuts = windows.gap_positions(time, intervals[entity][1])
   gaps = [(int(i), int(time[i - 1]), int(time[i])) for i in cuts.tolist()]
   last = ((int(time[-1]),) + tuple(c[k][-1] for k in ('values', 'label',
                                                      'split'))
@@ -601,8 +602,8 @@ def _entity_plan(item, intervals, sc):
         sizes.append(firsts[k] - lasts[k - 1])
         anchor, previous = firsts[k], None
       if period:
-        total += win.grid_count(lasts[k], anchor, period,
-                                None if previous is None else previous[0])
+        total += windows.grid_count(lasts[k], anchor, period,
+                                    None if previous is None else previous[0])
       else:
         total += ends[k] - starts[k]
       previous = (lasts[k],)
@@ -618,7 +619,7 @@ def _entity_plan(item, intervals, sc):
       'duplicates_dropped': sum(x[5] for x in summaries),
       'conflicting_rows': sum(x[6] for x in summaries),
       'in_segments': sum(
-          win.window_count(int(r), sc.window_length, sc.window_stride)
+          windows.window_count(int(r), sc.window_length, sc.window_stride)
           for r in segment_rows.tolist()) if sc.windowed else 0,
       'rows_resampled': total if period else 0,
       'median_interval_ns': median, 'max_gap_ns': max_gap,
@@ -656,7 +657,7 @@ class WindowChunks(beam.DoFn):
                                                   {'rows_filled': filled}))
     time, values, label, split = series
     offset, n = plan['offsets'][chunk], len(time)
-    starts, fragments = win.segment_windows(
+    starts, fragments = windows.segment_windows(
         plan['bounds'], offset, offset + n, sc.window_length,
         sc.window_stride)
     for start, position, lo, hi in fragments:
@@ -678,7 +679,7 @@ def _chunk_grid(series, lead, max_gap, sc):
   """A chunk's observations (time, values, label, split) -> its grid rows
   (grid_points of each stretch between gaps) and the grid rows filled."""
   time = series[0]
-  cuts = [0] + win.gap_positions(time, max_gap).tolist() + [len(time)]
+  cuts = [0] + windows.gap_positions(time, max_gap).tolist() + [len(time)]
   anchor, previous = lead
   cutoffs = sc.time_cutoffs if sc.split_by == 'time' else None
   parts, filled = [], 0
@@ -686,7 +687,7 @@ def _chunk_grid(series, lead, max_gap, sc):
     if k:
       anchor, previous = int(time[lo]), None
     piece = tuple(a[lo:hi] for a in series)
-    found = win.grid_points(*piece, sc.resample, anchor, previous, cutoffs)
+    found = windows.grid_points(*piece, sc.resample, anchor, previous, cutoffs)
     previous = tuple(a[-1] for a in piece)
     if found is not None:
       parts.append(found[:4])
@@ -700,7 +701,7 @@ def _span_bound(sc, median, max_gap):
   """The longest time a window may span: window_length rows at the
   entity's sampling interval (the grid's period with --resample) and one
   gap."""
-  return win.span_bound(sc.window_length, sc.resample or median, max_gap)
+  return windows.span_bound(sc.window_length, sc.resample or median, max_gap)
 
 
 def window_batch(entity, global_starts, starts, time, values, label, split,
@@ -708,7 +709,7 @@ def window_batch(entity, global_starts, starts, time, values, label, split,
   """The windows starting at `starts` of a sorted series, as a batch, and
   how many were left out for spanning more than `bound` ns (None: no
   bound) -> (batch or None, left out). `label` holds the rows' label names,
-  or with `label_names` their codes (win.LabelCodes)."""
+  or with `label_names` their codes (windows.LabelCodes)."""
   length = sc.window_length
   lost = 0
   if bound is not None:
@@ -722,23 +723,24 @@ def window_batch(entity, global_starts, starts, time, values, label, split,
   if label_names is None:
     names, codes = np.unique(label, return_inverse=True)
   else:
-    names, codes = win.sorted_labels(label, label_names)
-  label_codes = win.window_labels(codes, starts, length, sc.window_label,
-                                  len(names))
+    names, codes = windows.sorted_labels(label, label_names)
+  label_codes = windows.window_labels(codes, starts, length, sc.window_label,
+                                      len(names))
   first, last = split[starts], split[starts + length - 1]
   return {
-      st.ID: [f'{entity}#{s}' for s in global_starts.tolist()],
-      st.ENTITY: [entity] * len(starts),
-      st.LABEL_TEXT: names[label_codes].tolist(),
-      st.START_TIME: time[starts], st.END_TIME: time[starts + length - 1],
-      st.VALUES: values[index],
+      preprocessing.ID: [f'{entity}#{s}' for s in global_starts.tolist()],
+      preprocessing.ENTITY: [entity] * len(starts),
+      preprocessing.LABEL_TEXT: names[label_codes].tolist(),
+      preprocessing.START_TIME: time[starts],
+      preprocessing.END_TIME: time[starts + length - 1],
+      preprocessing.VALUES: values[index],
       'split': np.where(first == last, first, -1).astype(np.int8),
   }, lost
 
 
 def _assemble(item, intervals, sc):
   (entity, start), pieces = item
-  whole = win.assemble(list(pieces), sc.window_length)
+  whole = windows.assemble(list(pieces), sc.window_length)
   # An incomplete window (None) is left out; the windows-formed check of
   # the quality gate reports it.
   if whole is None:
@@ -757,21 +759,22 @@ def _chunk_rows(item, with_entity):
   """A chunk's observations as row examples."""
   (entity, _), (c, _, _) = item
   return {
-      st.ID: c['id'].tolist(),
-      st.ENTITY: [entity if with_entity else ''] * len(c['time']),
-      st.LABEL_TEXT: c['label'].tolist(),
-      st.TIME: c['time'], st.VALUES: c['values'], 'split': c['split'],
+      preprocessing.ID: c['id'].tolist(),
+      preprocessing.ENTITY: [entity if with_entity else ''] * len(c['time']),
+      preprocessing.LABEL_TEXT: c['label'].tolist(),
+      preprocessing.TIME: c['time'], preprocessing.VALUES: c['values'],
+      'split': c['split'],
   }
 
 
 def _row_examples(batch, with_entity):
   ids = [f'{batch["source"]}:{r}' for r in batch['row'].tolist()]
   return {
-      st.ID: ids,
-      st.ENTITY: batch['entity'].astype(str).tolist() if with_entity else
-                 [''] * len(ids),
-      st.LABEL_TEXT: batch['label'].astype(str).tolist(),
-      st.TIME: batch['time'], st.VALUES: batch['values'],
+      preprocessing.ID: ids,
+      preprocessing.ENTITY: (batch['entity'].astype(str).tolist()
+                             if with_entity else [''] * len(ids)),
+      preprocessing.LABEL_TEXT: batch['label'].astype(str).tolist(),
+      preprocessing.TIME: batch['time'], preprocessing.VALUES: batch['values'],
       'split': batch['split'],
   }
 
@@ -803,12 +806,12 @@ def manifest_section(cfg, values, splits):
       'window_length': sc.window_length,
       'window_stride': sc.window_stride if sc.windowed else 0,
       'window_label': sc.window_label if sc.windowed else None,
-      'value_shape': st.value_shape(sc.window_length,
-                                    len(values['columns']['channels'])),
+      'value_shape': preprocessing.value_shape(
+          sc.window_length, len(values['columns']['channels'])),
       'time_unit': 'ns since 1970-01-01T00:00:00Z',
       'missing': sc.missing,
       'split_by': sc.split_by,
-      'time_cutoffs': [win.format_time(t) for t in sc.time_cutoffs],
+      'time_cutoffs': [windows.format_time(t) for t in sc.time_cutoffs],
       'entities': len(entity_rows),
       # Windowed while reading (in one file, in time order); the others
       # were grouped by (entity, time chunk).
@@ -867,7 +870,7 @@ def _time_shape(sc, entity_stats, shapes) -> dict:
   entities = {}
   for entity, stats in sorted(entity_stats):
     stats = EntityStats(*stats)
-    part = win.SeriesShape.merge([shapes.get(entity, {})])
+    part = windows.SeriesShape.merge([shapes.get(entity, {})])
     shape = {
         'rows': stats.rows, 'observations': part['observations'],
         'median_interval_ns': part['median_interval_ns'],
@@ -889,7 +892,7 @@ def _time_shape(sc, entity_stats, shapes) -> dict:
       if sc.resample and part['first_ns'] is not None:
         rows = (part['last_ns'] - part['first_ns']) // sc.resample + 1
       shape['windows'] = {
-          'without_gaps': win.window_count(
+          'without_gaps': windows.window_count(
               rows, sc.window_length, sc.window_stride),
           'in_segments': part['in_segments'],
           'too_long': part['too_long'],
@@ -926,19 +929,19 @@ class ReadRows(skeleton.ReadInputs):
              | 'ListFiles' >> fileio.MatchAll()
              | 'Paths' >> beam.Map(lambda m: m.path)
              | 'TableFilesOnly' >> beam.Filter(
-                 lambda p: tabular.format_of(p) is not None))
+                 lambda p: tables.format_of(p) is not None))
     stats_out = (files
                  | 'SpreadFilesA' >> beam.Reshuffle()
                  | 'ParseForStatistics' >> beam.ParDo(
                      RowStatisticsFn(cfg, plan)).with_outputs(
                          DEAD, ENTITY_STATS, COUNTS, LABELS, ANALYSIS,
                          TRAIN_VALUES, ROW_CLASSES))
-    counts = batch_examples.sum_counts(stats_out[COUNTS], 'SumCounts')
+    counts = batches.sum_counts(stats_out[COUNTS], 'SumCounts')
     # -> ((split, 'inputs'|'dead'|'dropped'|'used'), rows)
     columns = plan.columns
     return {
         'dead': stats_out[DEAD],
-        'inputs': batch_examples.inputs_per_split(counts, 'Inputs'),
+        'inputs': batches.inputs_per_split(counts, 'Inputs'),
         'labels': stats_out[LABELS],
         'analysis': stats_out[ANALYSIS],
         'skipped': pbegin | 'NothingSkipped' >> beam.Create([0]),
@@ -948,7 +951,7 @@ class ReadRows(skeleton.ReadInputs):
                              lambda vs: _merge_ranges(vs))),
         # -> (entity, (rows, first time, last time, source, ordered))
         'train_stats': stats_out[TRAIN_VALUES] | 'TrainStats' >> (
-            beam.CombineGlobally(st.ChannelStatsFn())),
+            beam.CombineGlobally(preprocessing.ChannelStatsFn())),
         'row_classes': stats_out[ROW_CLASSES],
         'columns': pbegin | 'Columns' >> beam.Create([{
             'timestamp': columns.timestamp, 'entity': columns.entity,
@@ -1059,9 +1062,9 @@ def _series_examples(read, cfg, plan):
         lambda _: False)
   shapes = (shape_parts
             | 'AllShapeParts' >> beam.Flatten()
-            | 'SeriesShapes' >> beam.CombinePerKey(win.SeriesShape.merge))
-  time_counts = batch_examples.sum_counts(chunked['counts'],
-                                          'SumTimeCounts')
+            | 'SeriesShapes' >> beam.CombinePerKey(windows.SeriesShape.merge))
+  time_counts = batches.sum_counts(chunked['counts'],
+                                   'SumTimeCounts')
   return branches, rows_windowed, {
       'dead': chunked['dead'], 'time_counts': time_counts, 'shapes': shapes}
 
@@ -1074,10 +1077,10 @@ def _class_counts(read, cfg, normalized):
     return read['row_classes'] | 'NoClassCounts' >> beam.Filter(
         lambda _: False)
   if not cfg.settings.windowed:
-    return batch_examples.sum_counts(read['row_classes'], 'CountRowClasses')
+    return batches.sum_counts(read['row_classes'], 'CountRowClasses')
   return ([part | f'WindowClasses[{name}]' >> beam.FlatMap(
       lambda b: [((names[s], l), 1) for s, l in zip(
-          b['split'].tolist(), b[st.LABEL_TEXT]) if s >= 0])
+          b['split'].tolist(), b[preprocessing.LABEL_TEXT]) if s >= 0])
            for name, part in normalized]
           | 'AllWindowClasses' >> beam.Flatten()
           | 'CountWindowClasses' >> beam.CombinePerKey(sum))
@@ -1092,8 +1095,8 @@ class BuildSensorRecords(skeleton.BuildRecords):
     sc = cfg.settings
     examples, rows_windowed, series = _series_examples(read, cfg, plan)
     normalized = [(name, part | f'Normalize[{name}]' >> beam.ParDo(
-        batch_examples.ApplyTransform(self._staging, _transform_inputs,
-                                      st.VALUES),
+        batches.ApplyTransform(self._staging, _transform_inputs,
+                               preprocessing.VALUES),
         beam.pvalue.AsList(transform.done))) for name, part in examples]
     class_counts = _class_counts(read, cfg, normalized)
     buckets = (read['entity_stats'] if sc.windowed else read['counts']) | (
@@ -1102,7 +1105,7 @@ class BuildSensorRecords(skeleton.BuildRecords):
                 _expected_examples(stats, sc))))
     spec = feature_spec(cfg, plan)
     parts = [part | f'ToRecords[{name}]' >> beam.ParDo(
-        batch_examples.ToRecords(cfg, functools.partial(_encode, spec=spec)),
+        batches.ToRecords(cfg, functools.partial(_encode, spec=spec)),
         beam.pvalue.AsSingleton(transform.label_ids),
         beam.pvalue.AsList(class_counts),
         beam.pvalue.AsSingleton(buckets)).with_outputs(
@@ -1115,13 +1118,13 @@ class BuildSensorRecords(skeleton.BuildRecords):
 
     # Not flattened first: ShuffleRecords spills each part on local runs.
     per_split = tuple(p.records for p in parts) | 'ShuffleRecords' >> (
-        batch_examples.ShuffleRecords(cfg.split_names,
-                                      self.spill_folder()))
+        batches.ShuffleRecords(cfg.split_names,
+                               self.spill_folder()))
     out = {records_key(s): r for s, r in zip(cfg.split_names, per_split)}
     out.update(
-        before=batch_examples.sum_counts(tagged('before'), 'SumBefore'),
-        after=batch_examples.sum_counts(tagged('after'), 'SumAfter'),
-        formed=batch_examples.sum_counts(tagged('formed'), 'SumFormed'),
+        before=batches.sum_counts(tagged('before'), 'SumBefore'),
+        after=batches.sum_counts(tagged('after'), 'SumAfter'),
+        formed=batches.sum_counts(tagged('formed'), 'SumFormed'),
         rows_windowed=rows_windowed, **series)
     return out
 
@@ -1130,17 +1133,19 @@ def analysis(cfg, plan: SensorInput):
   """(the analysis input's Arrow schema, the preprocessing_fn)."""
   sc = cfg.settings
   channels = len(plan.columns.channels)
-  return (st.analysis_adapter_config(sc.window_length, channels),
-          st.make_preprocessing_fn(channels, cfg.normalization,
-                                   sc.missing == 'impute', sc.bucketize))
+  return (preprocessing.analysis_adapter_config(sc.window_length, channels),
+          preprocessing.make_preprocessing_fn(channels, cfg.normalization,
+                                              sc.missing == 'impute',
+                                              sc.bucketize))
 
 
 def feature_spec(cfg, plan: SensorInput) -> dict:
   """The stored features."""
   sc = cfg.settings
-  return st.feature_spec(sc.window_length, len(plan.columns.channels),
-                         sc.bucketize, plan.columns.entity is not None,
-                         cfg.rebalance == 'weight')
+  return preprocessing.feature_spec(sc.window_length,
+                                    len(plan.columns.channels), sc.bucketize,
+                                    plan.columns.entity is not None,
+                                    cfg.rebalance == 'weight')
 
 
 class EntityStats(NamedTuple):
@@ -1199,7 +1204,7 @@ class _FileEntities:
   def _count(self):
     for found in self._found.values():
       if found[6]:
-        found[7] = win.merge_sketches(found[7], win.interval_sketch(
+        found[7] = windows.merge_sketches(found[7], windows.interval_sketch(
             np.concatenate(found[6])))
         found[6] = []
     self._waiting = 0
@@ -1233,13 +1238,13 @@ class _MaxGaps:
 
   def get(self, entity):
     if entity not in self._known:
-      self._known[entity] = win.entity_max_gap(self._setting, self.median(
+      self._known[entity] = windows.entity_max_gap(self._setting, self.median(
           entity))
     return self._known[entity]
 
   def median(self, entity):
     if entity not in self._medians:
-      self._medians[entity] = win.sketch_median(
+      self._medians[entity] = windows.sketch_median(
           EntityStats(*self._stats[entity]).intervals)
     return self._medians[entity]
 
@@ -1247,13 +1252,13 @@ class _MaxGaps:
 
 def _expected_examples(stats, sc) -> int:
   if sc.windowed:
-    return sum(win.window_count(es[0], sc.window_length, sc.window_stride)
+    return sum(windows.window_count(es[0], sc.window_length, sc.window_stride)
                for _, es in stats)
   return sum(n for (_, kind), n in stats if kind == 'used')
 
 
 def _encode(batch, label_ids, weights, spec):
-  return st.to_example_records(batch, label_ids, spec, weights)
+  return preprocessing.to_example_records(batch, label_ids, spec, weights)
 
 
 def _transform_inputs(batch, lo, hi):
@@ -1261,7 +1266,8 @@ def _transform_inputs(batch, lo, hi):
   # missing, TensorFlow first tries (and fails) to bind the call and formats
   # every input tensor into an error message, which costs ten times the
   # transform itself.
-  return st.transform_inputs(np.asarray(batch[st.VALUES][lo:hi], np.float32))
+  return preprocessing.transform_inputs(
+      np.asarray(batch[preprocessing.VALUES][lo:hi], np.float32))
 
 
 def _merge_ranges(values):
@@ -1276,6 +1282,6 @@ def _merge_ranges(values):
         merged.rows + v.rows, min(merged.first, v.first),
         max(merged.last, v.last), merged.source if same else None,
         merged.ordered and v.ordered,
-        win.merge_sketches(merged.intervals, v.intervals),
+        windows.merge_sketches(merged.intervals, v.intervals),
         merged.repeats + v.repeats, merged.out_of_order + v.out_of_order)
   return merged

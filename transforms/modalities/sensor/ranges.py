@@ -12,8 +12,8 @@ from typing import List, NamedTuple, Optional, Tuple
 import numpy as np
 
 from transforms.core import splits as split_lib
-from transforms.modalities.sensor import windows as win
-from transforms.sources import tables as tabular
+from transforms.modalities.sensor import windows
+from transforms.sources import tables
 
 
 class SplitRule(NamedTuple):
@@ -24,10 +24,10 @@ class SplitRule(NamedTuple):
   time_cutoffs: Tuple[int, ...]
 
 
-def row_splits(rows: tabular.RowBatch, rule: SplitRule) -> np.ndarray:
+def row_splits(rows: tables.RowBatch, rule: SplitRule) -> np.ndarray:
   """The split index (int8) of each row."""
   if rule.split_by == 'time':
-    return win.time_splits(rows.time, rule.time_cutoffs)
+    return windows.time_splits(rows.time, rule.time_cutoffs)
   if rule.split_by == 'entity':
     return split_lib.hash_splits(rows.entity, rule.ratios, rule.names)
   # A row is an observation: its entity at its time. Keyed by that (not
@@ -38,12 +38,12 @@ def row_splits(rows: tabular.RowBatch, rule: SplitRule) -> np.ndarray:
   return split_lib.hash_splits(keys, rule.ratios, rule.names)
 
 
-def read_range(path: str, fmt: str, columns: tabular.Columns, unit: str,
+def read_range(path: str, fmt: str, columns: tables.Columns, unit: str,
                header: bytes, start: int, end: int, rule: SplitRule
-               ) -> Tuple[tabular.RangeRows, Optional[List[np.ndarray]]]:
+               ) -> Tuple[tables.RangeRows, Optional[List[np.ndarray]]]:
   """A range's rows (tables.parse_range) and the splits of each batch's
   good rows (None when the range holds a quote)."""
-  found = tabular.parse_range(path, fmt, columns, unit, header, start, end)
+  found = tables.parse_range(path, fmt, columns, unit, header, start, end)
   if found.quoted:
     return found, None
   return found, [row_splits(rows, rule) for rows, _ in found.batches]

@@ -12,7 +12,7 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from transforms.output import manifest as manifest_lib
-from transforms.validation import dataset_checks as quality_checks
+from transforms.validation import dataset_checks as dataset_checks_lib
 from transforms.validation import html_report
 from transforms.validation import report as report_lib
 
@@ -104,7 +104,7 @@ def has_oov(values: Dict[str, list], manifest: dict) -> bool:
 
 def _add_stats(stats, values: Dict[str, list], manifest: dict) -> None:
   """The plain features, the OOV share and the token count histogram."""
-  quality_checks.add_record_stats(stats, values, manifest, _OWN_STATS)
+  dataset_checks_lib.add_record_stats(stats, values, manifest, _OWN_STATS)
   first_oov = manifest['text']['vocabulary']['first_oov_id']
   if 'token_ids' in values:
     length = int(values['length'][0])
@@ -222,13 +222,13 @@ def check_transform(output: str, manifest: dict) -> dict:
     {'ok': bool, 'detail': str}.
   """
   import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
-  from transforms.modalities.text import preprocessing as tt  # pylint: disable=import-outside-toplevel
+  from transforms.modalities.text import preprocessing  # pylint: disable=import-outside-toplevel
   text = manifest['text']
   vocab = text['vocabulary']
   try:
     out = tft.TFTransformOutput(
         manifest_lib.transform_path(output, manifest))
-    tokens = out.vocabulary_by_name(tt.TOKENS_VOCABULARY)
+    tokens = out.vocabulary_by_name(preprocessing.TOKENS_VOCABULARY)
     layer = out.transform_features_layer()
   except Exception as e:  # pylint: disable=broad-except
     return {'ok': False, 'detail': f'the transform does not load: '
@@ -243,7 +243,7 @@ def check_transform(output: str, manifest: dict) -> dict:
   known = known if unigrams and len(known) == min(3, len(tokens)) else []
   unknown = 'qq' + 'x' * 40 + 'notatoken'
   try:
-    result = layer(tt.transform_inputs([unknown, ' '.join(known)]))
+    result = layer(preprocessing.transform_inputs([unknown, ' '.join(known)]))
   except Exception as e:  # pylint: disable=broad-except
     return {'ok': False, 'detail': f'the transform does not run: '
                                    f'{type(e).__name__}: {e}'}
@@ -258,18 +258,19 @@ def _probe_problems(result: dict, text: dict, known: List[str],
                     unigrams: bool) -> Tuple[List[str], str]:
   """(what is wrong with the transform's output for the two probes, what
   it gave them)."""
-  from transforms.modalities.text import preprocessing as tt  # pylint: disable=import-outside-toplevel
+  from transforms.modalities.text import preprocessing  # pylint: disable=import-outside-toplevel
   problems = []
-  oov = result[tt.OOV_TOKENS].numpy().tolist()
+  oov = result[preprocessing.OOV_TOKENS].numpy().tolist()
   if oov[0] != (1 if unigrams else 0):
     problems.append(f'an unknown word counted {oov[0]} unknown tokens')
   expected = list(range(1, len(known) + 1))
   if text['output'] == 'ids':
-    more, detail = _token_id_problems(result[tt.TOKEN_IDS], text, known,
-                                      expected, unigrams)
+    more, detail = _token_id_problems(result[preprocessing.TOKEN_IDS], text,
+                                      known, expected, unigrams)
   else:
-    more, detail = _term_problems(result[tt.TERM_IDS],
-                                  result[tt.TERM_WEIGHTS], known, expected)
+    more, detail = _term_problems(result[preprocessing.TERM_IDS],
+                                  result[preprocessing.TERM_WEIGHTS], known,
+                                  expected)
   return problems + more, detail
 
 

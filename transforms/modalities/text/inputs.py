@@ -16,7 +16,7 @@ Layers:
 Decisions:
 
 - Files are listed and opened with Beam's `FileSystems`, so `gs://` works.
-- Table files: the format comes from the extension (`tabular.format_of`):
+- Table files: the format comes from the extension (`tables_lib.format_of`):
   .csv; .tsv and .tab; .jsonl, .ndjson and .json (all read as JSON lines).
   A glob keeps only the matched files with one of those extensions and skips
   empty files; `root` is the deepest folder holding all of them.
@@ -28,7 +28,7 @@ Decisions:
   numbered from its first row, or None when the range did not end between
   records; the caller then reads the rest of the file in one piece from
   that range's start (`iter_table_batches` with `start`).
-- CSV/TSV are read the way `tabular` reads them: `pyarrow.csv.open_csv`,
+- CSV/TSV are read the way `tables_lib` reads them: `pyarrow.csv.open_csv`,
   single-threaded (so pyarrow reports the record number of a row with the
   wrong number of fields, which keeps the row indices exact), with only the
   text and label columns read, as *binary*: one bad byte then only costs a
@@ -36,7 +36,7 @@ Decisions:
   Quoting applies to TSV as well. Empty lines are not rows; a line of blanks
   is a one-field row (a dead letter). Memory: about one batch plus one
   pyarrow block (at least 1 MiB).
-- JSON lines: blocks of `batch_rows` non-blank lines (tabular's reader); a
+- JSON lines: blocks of `batch_rows` non-blank lines (tables_lib's reader); a
   block goes to `pyarrow.json` when every line starts with '{' and the block
   is valid UTF-8, and the text and label columns come back as strings,
   integers, booleans or nulls. Anything else (a bad line, floats, nested
@@ -78,7 +78,7 @@ import pyarrow.csv as pa_csv
 
 from transforms.core import label_text
 from transforms.core.errors import UsageError
-from transforms.sources import tables as tabular
+from transforms.sources import tables as tables_lib
 # Shared private helpers of the sensor reader (same file handling).
 from transforms.sources.tables import _BOM
 from transforms.sources.tables import _column_list
@@ -147,7 +147,7 @@ class TextBatch:
 
 
 def _table_format(path: str) -> Optional[str]:
-  fmt = tabular.format_of(path)
+  fmt = tables_lib.format_of(path)
   return fmt if fmt in _TABLE_FORMATS else None
 
 
@@ -547,7 +547,7 @@ def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows,
       return
     except _BlockTooSmall as e:
       done = progress['next_row']
-      block = tabular.larger_block(e.block)
+      block = tables_lib.larger_block(e.block)
       if block is None:
         raise ValueError(f'cannot read {path} after data row {done}: a '
                          'field is larger than 1 GiB') from None
@@ -578,7 +578,7 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
   with _open(path, reads) as f:
     stream = f
     if start:
-      stream = io.BufferedReader(tabular._Prefixed(f, start[0], start[1]),
+      stream = io.BufferedReader(tables_lib._Prefixed(f, start[0], start[1]),
                                  1 << 20)
     try:
       reader = _open_binary_csv(stream, path, fmt, needed, batch_rows,
@@ -587,7 +587,7 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
       check_columns(path, fmt, columns.text, columns.label)
       raise
     except pa.ArrowInvalid as e:
-      if tabular.block_too_small(e):
+      if tables_lib.block_too_small(e):
         raise _BlockTooSmall(block) from None
       head, _ = _read_prefix(path, 1 << 16)
       head = head[len(_BOM):] if head.startswith(_BOM) else head
@@ -602,14 +602,14 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
         except StopIteration:
           return
         except pa.ArrowInvalid as e:
-          if tabular.block_too_small(e):
+          if tables_lib.block_too_small(e):
             raise _BlockTooSmall(block) from None
           raise ValueError(f'cannot read {path} after data row {next_row}: '
                            f'{e}') from None
 
     for piece in _even_batches(blocks(), batch_rows):
       n = piece.num_rows
-      rows, mine = tabular.take_row_numbers(next_row, n, skipped)
+      rows, mine = tables_lib.take_row_numbers(next_row, n, skipped)
       last = int(rows[-1])
       next_row = last + 1
       if last < skip_rows:
@@ -683,8 +683,8 @@ def parse_csv_range(path: str, fmt: str, columns: TextColumns,
 
   on_invalid_row = _skipping_into(skipped, 0)
   # The range in one block: no record straddles two blocks.
-  block = min(max(len(body), tabular._MIN_BLOCK_BYTES),
-              tabular._LARGEST_BLOCK_BYTES)
+  block = min(max(len(body), tables_lib._MIN_BLOCK_BYTES),
+              tables_lib._LARGEST_BLOCK_BYTES)
   table = _open_binary_csv(pa.BufferReader(body), path, fmt, needed,
                            batch_rows, on_invalid_row, block).read_all()
   n = table.num_rows - 1
@@ -695,7 +695,7 @@ def parse_csv_range(path: str, fmt: str, columns: TextColumns,
   replace = invalid_utf8 == 'replace'
   batches, next_row = [], 0
   for piece in _even_batches(iter(table.to_batches()), batch_rows):
-    rows, mine = tabular.take_row_numbers(next_row, piece.num_rows, skipped)
+    rows, mine = tables_lib.take_row_numbers(next_row, piece.num_rows, skipped)
     next_row = int(rows[-1]) + 1
     batches.append(_documents(piece.column(columns.text),
                               piece.column(columns.label), rows, list,

@@ -3,7 +3,7 @@ rows and declared in pipelines/options.py)."""
 
 from transforms.core import flags
 from transforms.core.errors import UsageError
-from transforms.modalities.text import preprocessing as text_transform
+from transforms.modalities.text import preprocessing
 
 
 def add_arguments(add) -> None:
@@ -41,13 +41,13 @@ def add_arguments(add) -> None:
       'dead_letter. Default: replace.')
 
 
-def settings(o) -> text_transform.TextConfig:
+def settings(o) -> preprocessing.TextConfig:
   """The checked text settings from the parsed flags."""
   try:
-    ngrams = text_transform.parse_ngrams(o.ngrams)
+    ngrams = preprocessing.parse_ngrams(o.ngrams)
   except ValueError as e:
     raise UsageError(f'--ngrams: {e}.') from None
-  return text_transform.TextConfig(
+  return preprocessing.TextConfig(
       text_column=str(o.text_column).strip(),
       label_column=str(o.label_column).strip(),
       lowercase=flags.boolean('lowercase', o.lowercase),
@@ -60,7 +60,7 @@ def settings(o) -> text_transform.TextConfig:
                                      100000),
       ngrams=ngrams,
       output=flags.choice('text_output', o.text_output,
-                          text_transform.OUTPUTS),
+                          preprocessing.OUTPUTS),
       keep_text=bool(o.keep_text),
       invalid_utf8=flags.choice('invalid_utf8', o.invalid_utf8,
                                 ('replace', 'dead_letter')))

@@ -36,7 +36,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.core import batches as batch_examples
+from transforms.core import batches
 from transforms.core import contents as contents_lib
 from transforms.core import metrics
 from transforms.core import near_duplicates as near_lib
@@ -48,9 +48,9 @@ from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.core.errors import UsageError
 from transforms.sources import files as files_lib
-from transforms.sources import tables as tabular
-from transforms.modalities.text import inputs as text_io
-from transforms.modalities.text import preprocessing as tt
+from transforms.sources import tables
+from transforms.modalities.text import inputs
+from transforms.modalities.text import preprocessing
 from transforms.modalities.text import ranges as text_ranges
 from transforms.output import manifest as manifest_lib
 from transforms.core.dead_letters import dead_letter
@@ -90,7 +90,7 @@ def worker_modules(cfg, plan: 'TextInput'):
   if cfg.local_processes <= 0 or plan.kind == 'folder':
     return ()
   return (reader_modules(cfg)
-          if any(map(tabular.ranges_possible, plan.files)) else ())
+          if any(map(tables.ranges_possible, plan.files)) else ())
 
 
 class TextInput(NamedTuple):
@@ -98,7 +98,7 @@ class TextInput(NamedTuple):
   kind: str  # 'table' or 'folder'
   files: List[str]
   root: str
-  columns: text_io.TextColumns
+  columns: inputs.TextColumns
   # Listed files whose names are not valid UTF-8 (as files.printable shows
   # them): each is one dead letter, not read.
   bad_names: Tuple[str, ...] = ()
@@ -118,8 +118,8 @@ def check_input(cfg) -> TextInput:
     UsageError: No documents, or columns that do not exist; one sentence.
   """
   tc = cfg.settings
-  kind, files, root = text_io.list_inputs(cfg.input)
-  columns = text_io.TextColumns(tc.text_column, tc.label_column)
+  kind, files, root = inputs.list_inputs(cfg.input)
+  columns = inputs.TextColumns(tc.text_column, tc.label_column)
   bad_names = tuple(files_lib.printable(p) for p in files
                     if files_lib.printable(p) != p)
   files = [p for p in files if files_lib.printable(p) == p]
@@ -128,8 +128,8 @@ def check_input(cfg) -> TextInput:
                      f'UTF-8 (such as {bad_names[0]})')
   if kind == 'table':
     for path in files:
-      columns = text_io.check_columns(path, tabular.format_of(path),
-                                      tc.text_column, tc.label_column)
+      columns = inputs.check_columns(path, tables.format_of(path),
+                                     tc.text_column, tc.label_column)
   plan = TextInput(kind, files, root, columns, bad_names)
   return plan._replace(input_bytes=input_bytes(cfg.input, plan))
 
@@ -171,8 +171,8 @@ class _ReadDocumentsFn(beam.DoFn):
     kind, payload = element
     ranges = ahead = None
     if kind != 'folder' and self._cfg.local_processes > 0:
-      ranges = tabular.csv_ranges(payload, tabular.format_of(payload),
-                                  quotes=True)
+      ranges = tables.csv_ranges(payload, tables.format_of(payload),
+                                 quotes=True)
     if ranges is not None:
       ahead = self._workers.start()
     if ahead is not None:
@@ -189,11 +189,11 @@ class _ReadDocumentsFn(beam.DoFn):
     kind, payload = element
     tc, plan = self._cfg.settings, self._plan
     if kind == 'folder':
-      return text_io.iter_folder_batches(payload, plan.root,
-                                         tc.invalid_utf8, reads=reads)
-    return text_io.iter_table_batches(
-        payload, tabular.format_of(payload), plan.columns,
-        batch_examples.source_name(plan.root, payload), tc.invalid_utf8,
+      return inputs.iter_folder_batches(payload, plan.root,
+                                        tc.invalid_utf8, reads=reads)
+    return inputs.iter_table_batches(
+        payload, tables.format_of(payload), plan.columns,
+        batches.source_name(plan.root, payload), tc.invalid_utf8,
         reads=reads, start=start)
 
   def _range_batches(self, path, ranges, ahead, digests_needed,
@@ -201,8 +201,8 @@ class _ReadDocumentsFn(beam.DoFn):
     """The file's ranges, read by worker processes, results in order; from
     the first range that did not end between records (or failed) on, the
     rest of the file in one piece, here (tables.csv_ranges)."""
-    fmt, plan = tabular.format_of(path), self._plan
-    make_ids = text_io.table_ids(batch_examples.source_name(plan.root, path))
+    fmt, plan = tables.format_of(path), self._plan
+    make_ids = inputs.table_ids(batches.source_name(plan.root, path))
     offset = 0  # records of the ranges before
     rest_from = None
 
@@ -226,8 +226,8 @@ class _ReadDocumentsFn(beam.DoFn):
       found, keys = result
       for (docs, bad), known in zip(found.batches, keys):
         bad_ids = ids([row for row, _ in bad])
-        yield (text_io.TextBatch(ids=ids(docs.ids), text=docs.text,
-                                 label=docs.label),
+        yield (inputs.TextBatch(ids=ids(docs.ids), text=docs.text,
+                                label=docs.label),
                [(i, reason) for i, (_, reason) in zip(bad_ids, bad)], known)
       offset += found.records
       self._bytes_read.inc(end - start)
@@ -270,9 +270,9 @@ def _subset(docs, keep: np.ndarray):
   if keep.all():
     return docs
   index = np.flatnonzero(keep).tolist()
-  return text_io.TextBatch(ids=[docs.ids[i] for i in index],
-                           text=[docs.text[i] for i in index],
-                           label=[docs.label[i] for i in index])
+  return inputs.TextBatch(ids=[docs.ids[i] for i in index],
+                          text=[docs.text[i] for i in index],
+                          label=[docs.label[i] for i in index])
 
 
 def _decided(docs, split, digests, dropped, near, names):
@@ -358,7 +358,7 @@ class DocumentStatisticsFn(_ReadDocumentsFn):
 
   @staticmethod
   def _analysis(pending):
-    batch = tt.analysis_record_batch(*pending)
+    batch = preprocessing.analysis_record_batch(*pending)
     pending[0].clear()
     pending[1].clear()
     return beam.pvalue.TaggedOutput(ANALYSIS, batch)
@@ -442,8 +442,8 @@ class DocumentBatchesFn(_ReadDocumentsFn):
       keep[list(near_dropped)] = False
       docs, split = _subset(docs, keep), moved[keep]
       if len(docs.ids):
-        yield {tt.ID: docs.ids, tt.TEXT: docs.text,
-               tt.LABEL_TEXT: docs.label, 'split': split}
+        yield {preprocessing.ID: docs.ids, preprocessing.TEXT: docs.text,
+               preprocessing.LABEL_TEXT: docs.label, 'split': split}
 
 
 def _contents_pass(cfg) -> bool:
@@ -453,26 +453,27 @@ def _contents_pass(cfg) -> bool:
 
 
 def _transform_inputs(batch, lo, hi):
-  return tt.transform_inputs(batch[tt.TEXT][lo:hi],
-                             batch[tt.LABEL_TEXT][lo:hi])
+  return preprocessing.transform_inputs(batch[preprocessing.TEXT][lo:hi],
+                                        batch[preprocessing.LABEL_TEXT][lo:hi])
 
 
 def _encode(batch, label_ids, weights, spec):
-  return tt.to_example_records(batch, label_ids, spec, weights)
+  return preprocessing.to_example_records(batch, label_ids, spec, weights)
 
 
 def _vocabulary_size(_, staging):
   import tensorflow_transform as tft  # pylint: disable=import-outside-toplevel
   return int(tft.TFTransformOutput(staging).vocabulary_size_by_name(
-      tt.TOKENS_VOCABULARY))
+      preprocessing.TOKENS_VOCABULARY))
 
 
 def manifest_section(cfg, values, splits):
   """The manifest's text section and (no) normalization."""
   tc = cfg.settings
-  per_split = tt.summarize(values['text_stats'], tc.max_tokens)
+  per_split = preprocessing.summarize(values['text_stats'], tc.max_tokens)
   for name, split in splits.items():
-    split['text'] = per_split.get(name, tt.summarize([], tc.max_tokens))
+    split['text'] = per_split.get(
+        name, preprocessing.summarize([], tc.max_tokens))
   section = {
       'columns': {'text': tc.text_column, 'label': tc.label_column},
       'input_kind': values['input_kind'],
@@ -491,7 +492,7 @@ def manifest_section(cfg, values, splits):
           # Ids: 0 padding, 1..size vocabulary, then the OOV buckets.
           'padding_id': 0,
           'first_oov_id': values['vocabulary_size'] + 1,
-          'file': f'transform_fn/assets/{tt.TOKENS_VOCABULARY}',
+          'file': f'transform_fn/assets/{preprocessing.TOKENS_VOCABULARY}',
           'statistics_split': 'train',
       },
   }
@@ -590,11 +591,11 @@ class ReadDocuments(skeleton.ReadInputs):
                  | 'AllCounts' >> beam.Flatten())
     else:
       counted = stats_out[COUNTS]
-    counts = batch_examples.sum_counts(counted, 'SumCounts')
+    counts = batches.sum_counts(counted, 'SumCounts')
     return {
         'dead': (tuple(dead) + (stats_out[DEAD],)
                  | 'AllDeadLetters' >> beam.Flatten()),
-        'inputs': batch_examples.inputs_per_split(counts, 'Inputs'),
+        'inputs': batches.inputs_per_split(counts, 'Inputs'),
         'labels': stats_out[LABELS],
         'analysis': stats_out[ANALYSIS],
         'skipped': pbegin | 'NothingSkipped' >> beam.Create([0]),
@@ -653,12 +654,12 @@ class BuildTextRecords(skeleton.BuildRecords):
                 **_side_inputs(
                     cfg, read['drops'], read['near'])))
     transformed = docs | 'Transform' >> beam.ParDo(
-        batch_examples.ApplyTransform(self._staging, _transform_inputs,
-                                      tt.ID),
+        batches.ApplyTransform(self._staging, _transform_inputs,
+                               preprocessing.ID),
         beam.pvalue.AsList(transform.done))
     if cfg.rebalance != 'none':
-      class_counts = batch_examples.sum_counts(read['classes'],
-                                               'CountClasses')
+      class_counts = batches.sum_counts(read['classes'],
+                                        'CountClasses')
     else:
       class_counts = read['classes'] | 'NoClassCounts' >> beam.Filter(
           lambda _: False)
@@ -666,19 +667,19 @@ class BuildTextRecords(skeleton.BuildRecords):
         'BucketCount' >> beam.Map(lambda stats: shuffle.shuffle_buckets(
             sum(n for (_, kind), n in stats if kind == 'used'))))
     records = transformed | 'ToRecords' >> beam.ParDo(
-        batch_examples.ToRecords(cfg, functools.partial(_encode, spec=spec),
-                                 tt.describe),
+        batches.ToRecords(cfg, functools.partial(_encode, spec=spec),
+                          preprocessing.describe),
         beam.pvalue.AsSingleton(transform.label_ids),
         beam.pvalue.AsList(class_counts),
         beam.pvalue.AsSingleton(buckets)).with_outputs(
             'formed', 'before', 'after', 'extra', main='records')
     per_split = records.records | 'ShuffleRecords' >> (
-        batch_examples.ShuffleRecords(cfg.split_names,
-                                      self.spill_folder()))
+        batches.ShuffleRecords(cfg.split_names,
+                               self.spill_folder()))
     out = {records_key(s): r for s, r in zip(cfg.split_names, per_split)}
     out.update(
-        before=batch_examples.sum_counts(records.before, 'SumBefore'),
-        after=batch_examples.sum_counts(records.after, 'SumAfter'),
+        before=batches.sum_counts(records.before, 'SumBefore'),
+        after=batches.sum_counts(records.after, 'SumAfter'),
         vocabulary_size=transform.done | 'VocabularySize' >> beam.Map(
             _vocabulary_size, self._staging),
         text_stats=records.extra)
@@ -687,9 +688,10 @@ class BuildTextRecords(skeleton.BuildRecords):
 
 def analysis(cfg):
   """(the analysis input's Arrow schema, the preprocessing_fn)."""
-  return tt.analysis_adapter_config(), tt.make_preprocessing_fn(cfg.settings)
+  return (preprocessing.analysis_adapter_config(),
+          preprocessing.make_preprocessing_fn(cfg.settings))
 
 
 def feature_spec(cfg) -> dict:
   """The stored features."""
-  return tt.feature_spec(cfg.settings, cfg.rebalance == 'weight')
+  return preprocessing.feature_spec(cfg.settings, cfg.rebalance == 'weight')

@@ -28,15 +28,15 @@ import numpy as np
 
 from transforms.core import bands
 from transforms.core import splits as split_lib
-from transforms.modalities.text import inputs as text_io
-from transforms.modalities.text import preprocessing as tt
+from transforms.modalities.text import inputs
+from transforms.modalities.text import preprocessing
 from transforms.modalities.text import signatures as text_signatures
 
 
 class KeyRule(NamedTuple):
   """How a document's content digest and split are found (from the run's
   config; picklable, for the worker processes)."""
-  settings: tt.TextConfig
+  settings: preprocessing.TextConfig
   by_content: bool  # splits keyed by content (else by document id)
   ratios: Tuple[Tuple[str, float], ...]
   names: Tuple[str, ...]
@@ -66,7 +66,7 @@ def batch_keys(texts: Sequence[str], ids: Sequence[str], rule: KeyRule,
   (core/bands.usable) and its buckets in the bands (core/bands.py). A
   worker process sends these, not the signatures, whose other 192 bytes
   a document the runner would not read."""
-  digests = (tt.content_keys(texts, rule.settings, signatures_needed)
+  digests = (preprocessing.content_keys(texts, rule.settings, signatures_needed)
              if rule.by_content or digests_needed else None)
   signatures = None
   if signatures_needed:
@@ -83,13 +83,13 @@ def batch_keys(texts: Sequence[str], ids: Sequence[str], rule: KeyRule,
           signatures)
 
 
-def read_range(path: str, fmt: str, columns: text_io.TextColumns,
+def read_range(path: str, fmt: str, columns: inputs.TextColumns,
                invalid_utf8: str, header: bytes, start: int, end: int,
                rule: KeyRule, digests_needed: bool,
                signatures_needed: bool = False,
                keys_folder: Optional[str] = None,
                texts_needed: bool = True
-               ) -> Tuple[Optional[text_io.TextRange], list]:
+               ) -> Tuple[Optional[inputs.TextRange], list]:
   """A range's documents (inputs.parse_csv_range; None when the range did
   not end between records) and, per batch, batch_keys of its good
   documents (kept in and read back from `keys_folder`, see the module
@@ -97,8 +97,8 @@ def read_range(path: str, fmt: str, columns: text_io.TextColumns,
   their texts (TextBatch.text None): a pass that needs only their keys
   does not have them sent to it. Without `digests_needed` the digests
   come back None, even where the splits were found from them."""
-  found = text_io.parse_csv_range(path, fmt, columns, invalid_utf8, header,
-                                  start, end)
+  found = inputs.parse_csv_range(path, fmt, columns, invalid_utf8, header,
+                                 start, end)
   if found is None:
     return None, []
   sizes = [len(docs.text) for docs, _ in found.batches]
@@ -117,7 +117,7 @@ def read_range(path: str, fmt: str, columns: text_io.TextColumns,
       keys = [(split, None, signed) for split, _, signed in keys]
   if not texts_needed:
     found = found._replace(batches=[
-        (text_io.TextBatch(docs.ids, None, docs.label), bad)
+        (inputs.TextBatch(docs.ids, None, docs.label), bad)
         for docs, bad in found.batches])
   return found, keys
 
