@@ -168,9 +168,11 @@ def main(argv=None):
       f'{k} {int(np.median(copies[k][0]))} / {np.median(copies[k][1]):.3f}'
       for k in VARIANTS)
   photo_idx = [i for i, p in enumerate(pictures) if p.label == 'photo']
-  photo_found = ', '.join(
-      f'{k} {found(tuple(x[photo_idx] for x in copies[k]), near_duplicates.HASH_DISTANCE, near_duplicates.THUMB_DISTANCE).mean():.0%}'
-      for k in VARIANTS)
+  def photos_found(k):
+    return found(tuple(x[photo_idx] for x in copies[k]),
+                 near_duplicates.HASH_DISTANCE,
+                 near_duplicates.THUMB_DISTANCE).mean()
+  photo_found = ', '.join(f'{k} {photos_found(k):.0%}' for k in VARIANTS)
   body = (
       f'{len(pictures):,} pictures ({len(pictures) - len(photo_idx)} Twemoji '
       f'in {len(set(labels)) - 1} categories, {len(photo_idx)} photos), '
