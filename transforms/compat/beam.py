@@ -23,6 +23,8 @@ import apache_beam
 from apache_beam.transforms import core
 from apache_beam.transforms import userstate
 
+from transforms import compat
+
 _LOG = logging.getLogger(__name__)
 
 # The Beam release (major.minor) the functions here were written for.
@@ -55,15 +57,8 @@ FINGERPRINTS = {
 def pinned() -> bool:
   """Whether the installed Beam is the one the functions here were
   written for (logs a warning once if not: they may no longer hold)."""
-  installed = '.'.join(apache_beam.__version__.split('.')[:2])
-  if installed != PINNED and not _WARNED.is_set():
-    _WARNED.set()
-    _LOG.warning('Beam %s is installed; transforms/compat/beam.py was '
-                 'written for %s', apache_beam.__version__, PINNED)
-  return installed == PINNED
-
-
-_WARNED = threading.Event()
+  return compat.check_release('Beam', apache_beam.__version__, PINNED,
+                              'transforms/compat/beam.py')
 
 _PLAIN = userstate.get_dofn_specs
 _SPECS = weakref.WeakKeyDictionary()

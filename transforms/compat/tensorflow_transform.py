@@ -16,13 +16,11 @@ another version is installed and an object in FINGERPRINTS changed.
 """
 
 import contextlib
-import logging
-import threading
 
 import tensorflow_transform
 from tensorflow_transform.beam import impl as tft_impl
 
-_LOG = logging.getLogger(__name__)
+from transforms import compat
 
 # The tf.Transform release (major.minor) this module was written for.
 PINNED = '1.21'
@@ -37,19 +35,14 @@ FINGERPRINTS = {
     'tensorflow_transform.beam.impl.TransformDataset':
         'd19aaa0f5f550be3576940171d542741f70b82ff275ac189eb84beb47fabd0a6',
 }
-_WARNED = threading.Event()
 
 
 def pinned() -> bool:
   """Whether the installed tf.Transform is the one this module was written
   for (logs a warning once if not)."""
-  installed = '.'.join(tensorflow_transform.__version__.split('.')[:2])
-  if installed != PINNED and not _WARNED.is_set():
-    _WARNED.set()
-    _LOG.warning('tf.Transform %s is installed; '
-                 'transforms/compat/tensorflow_transform.py was written for '
-                 '%s', tensorflow_transform.__version__, PINNED)
-  return installed == PINNED
+  return compat.check_release(
+      'tf.Transform', tensorflow_transform.__version__, PINNED,
+      'transforms/compat/tensorflow_transform.py')
 
 
 # tf.Transform's DoFn that runs a saved model's graph on batches; its
