@@ -10,9 +10,9 @@ import ast
 import os
 
 from repo import ROOT
+from repo import package_modules
 from transforms import modalities
 
-PACKAGES = ('pipelines', 'transforms')
 LEFT_OUT = (os.path.join('transforms', 'modalities') + os.sep,
             os.path.join('pipelines', 'sample_data.py'))
 NAMES = frozenset(modalities.names())
@@ -69,19 +69,12 @@ def _plugin_imports(tree):
   return sorted(set(found))
 
 
-def _package_modules():
-  for package in PACKAGES:
-    for parent, _, files in os.walk(os.path.join(ROOT, package)):
-      for name in sorted(files):
-        path = os.path.relpath(os.path.join(parent, name), ROOT)
-        if name.endswith('.py') and not path.startswith(LEFT_OUT):
-          yield path
-
-
 def _scan(find):
   """'path:line: what' for each finding of find(syntax tree) in the
   package's modules outside the plug-ins."""
-  for path in _package_modules():
+  for path in package_modules():
+    if path.startswith(LEFT_OUT):
+      continue
     with open(os.path.join(ROOT, path), encoding='utf-8') as f:
       tree = ast.parse(f.read(), path)
     yield from (f'{path}:{line}: {what}' for line, what in find(tree))

@@ -8,21 +8,17 @@ import ast
 import os
 
 from repo import ROOT
-
-PACKAGES = ('pipelines', 'transforms')
+from repo import package_modules
 
 
 def _modules():
   """{dotted module name: path} of the packages' modules."""
   found = {}
-  for package in PACKAGES:
-    for parent, _, files in os.walk(os.path.join(ROOT, package)):
-      for name in files:
-        if name.endswith('.py'):
-          path = os.path.join(parent, name)
-          dotted = os.path.relpath(path, ROOT)[:-3].replace(os.sep, '.')
-          found[dotted[:-len('.__init__')] if dotted.endswith('.__init__')
-                else dotted] = path
+  for path in package_modules():
+    dotted = path[:-len('.py')].replace(os.sep, '.')
+    if dotted.endswith('.__init__'):
+      dotted = dotted[:-len('.__init__')]
+    found[dotted] = os.path.join(ROOT, path)
   return found
 
 
