@@ -83,14 +83,40 @@ tm_jvm_pid() { echo "$PID_DIR/flink-$(tm_ident "$1")-taskexecutor.pid"; }
 tm_restarts() { echo "$PID_DIR/taskmanager-$1.restarts"; }
 # The trailing space keeps "... 1 " from matching "... 10 ".
 tm_pattern() { echo "flink_cluster.sh supervise-taskmanager $1 "; }
+# Its JVM's log (named by Flink's console script; log4j starts a new file
+# at each start when the last one holds anything).
+tm_log() { echo "$LOG_DIR/flink-$(tm_ident "$1")-taskexecutor-0-$HOSTNAME.log"; }
+
+# log_position FILE: "INODE SIZE" of FILE now ("- 0" when absent).
+log_position() {
+  stat -c '%i %s' "$1" 2>/dev/null || echo "- 0"
+}
+
+# logged_since FILE "INODE SIZE" TEXT: whether TEXT was written to FILE
+# since log_position gave "INODE SIZE": in all of it if it is a new file,
+# else in what was appended.
+logged_since() {
+  local inode size
+  read -r inode size <<<"$2"
+  [ -f "$1" ] || return 1
+  if [ "$(stat -c %i "$1")" = "$inode" ]; then
+    tail -c "+$((size + 1))" "$1" | grep -qF -- "$3"
+  else
+    grep -qF -- "$3" "$1"
+  fi
+}
 
 # Restarting a TaskManager: wait TM_BACKOFF_FIRST seconds after the first
 # exit (short, as the job waits for the slot meanwhile), doubling up to
 # TM_BACKOFF_MAX for one that dies again soon; a JVM that ran
-# TM_STABLE_SECONDS resets the back-off. More than TM_RESTART_LIMIT
-# restarts within TM_RESTART_WINDOW seconds is a crash loop (a port taken,
+# TM_STABLE_SECONDS resets the back-off. A TaskManager that exits before it
+# has registered at the ResourceManager is in a crash loop (a port taken,
 # a broken config, a machine out of memory) that restarting does not fix:
-# the supervisor gives up and says so in its log and in status.
+# more than TM_RESTART_LIMIT of those within TM_RESTART_WINDOW seconds and
+# the supervisor gives up and says so in its log and in status. One that
+# registered and was then lost (killed, out of memory in a job, its SDK
+# worker gone) is always restarted, with the back-off, as Kubernetes
+# restarts a pod: Flink's restart strategy decides when the job gives up.
 TM_BACKOFF_FIRST=2
 TM_BACKOFF_MAX=30
 TM_STABLE_SECONDS=60
@@ -413,7 +439,7 @@ start_taskmanagers() {
 # log.
 supervise_taskmanager() {
   local i=$1 jvm="" stopping=0 rc started ran backoff=$TM_BACKOFF_FIRST
-  local restarts=0 recent=() t kept
+  local restarts=0 recent=() t kept log_mark how
   [[ "$i" =~ ^[0-9]+$ ]] || die "supervise-taskmanager needs a TaskManager number."
   FLINK_HOME=$(ls -d "$ENGINES/flink-$(runner_flink_version)/pyflink")
   say() { echo "$(date '+%F %T') taskmanager $i supervisor: $*"; }
@@ -426,6 +452,7 @@ supervise_taskmanager() {
     # The dead JVM's pid file line would otherwise number the next log
     # file -1-, -2-, ... (Flink's console script counts the lines).
     rm -f "$(tm_jvm_pid "$i")"
+    log_mark=$(log_position "$(tm_log "$i")")
     started=$SECONDS
     # start-foreground execs the JVM, so $! is the TaskManager itself.
     # STD_REDIRECT_TO_FILE: its stdout and stderr go to its .out and .err
@@ -454,20 +481,27 @@ supervise_taskmanager() {
     fi
     restarts=$((restarts + 1))
     echo "$restarts $(date +%s) $rc" >"$(tm_restarts "$i")"
-    # Restarts within the window, this one included.
+    # Exits before registering within the window, this one included.
     kept=()
-    for t in "${recent[@]}" "$SECONDS"; do
+    if logged_since "$(tm_log "$i")" "$log_mark" \
+        'Successful registration at resource manager'; then
+      how="after registering"
+    else
+      how="before registering at the ResourceManager"
+      recent+=("$SECONDS")
+    fi
+    for t in "${recent[@]}"; do
       if [ $((SECONDS - t)) -lt "$TM_RESTART_WINDOW" ]; then kept+=("$t"); fi
     done
     recent=("${kept[@]}")
     if [ "${#recent[@]}" -gt "$TM_RESTART_LIMIT" ]; then
-      say "gave up: the TaskManager exited $((TM_RESTART_LIMIT + 1)) times within $TM_RESTART_WINDOW s, last with code $rc after $ran s; see $LOG_DIR/flink-$(tm_ident "$i")-taskexecutor-0-*.log, then run start again"
+      say "gave up: the TaskManager exited before registering at the ResourceManager $((TM_RESTART_LIMIT + 1)) times within $TM_RESTART_WINDOW s, last with code $rc after $ran s; see $(tm_log "$i"), then run start again"
       echo "$restarts $(date +%s) $rc gave-up" >"$(tm_restarts "$i")"
       rm -f "$(tm_supervisor_pid "$i")"
       exit 1
     fi
     if [ "$ran" -ge "$TM_STABLE_SECONDS" ]; then backoff=$TM_BACKOFF_FIRST; fi
-    say "the TaskManager exited unexpectedly with code $rc after $ran s; restart $restarts in $backoff s"
+    say "the TaskManager exited unexpectedly with code $rc after $ran s, $how; restart $restarts in $backoff s"
     # sleep in the background: a trapped TERM interrupts wait, not sleep.
     sleep "$backoff" &
     wait $!
