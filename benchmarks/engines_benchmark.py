@@ -475,7 +475,8 @@ def stop_cluster(engine):
 # ---------------------------------------------------------------- running --
 
 
-def _job(runner, n):
+def job_key(runner, n):
+  """'flink@20000': the name of a runner's job at size n in the results."""
   return f'{runner}@{n}'
 
 
@@ -600,7 +601,7 @@ def warm_up(modality, jobs, tiny, runners, logdir, spark_via, tag,
   env = harness.child_env()
   seconds = {}
   for runner in runners:
-    name = _job(runner, tiny)
+    name = job_key(runner, tiny)
     _, n, ours, out = jobs[name]
     job_name = f'tfrp-engbench-{tag}-{modality.name}-{runner}-{n}-warmup'
     cmd = runner_command(runner, ours, out, job_name, spark_via)
@@ -635,8 +636,8 @@ def run_modality(modality, sizes, tiny, runners, repeats, workdir,
     for runner in runners:
       # Each runner its own output: a failed run leaves nothing that the
       # next runner's check could count as its own.
-      jobs[_job(runner, n)] = (runner, n, ours, f'{out}_{runner}')
-      expected[_job(runner, n)] = want
+      jobs[job_key(runner, n)] = (runner, n, ours, f'{out}_{runner}')
+      expected[job_key(runner, n)] = want
   warmup_seconds = (warm_up(modality, jobs, tiny, runners, logdir,
                             spark_via, tag, timeout) if warmup else None)
   runs, problems = measure(modality, jobs, expected, repeats, logdir,
@@ -704,7 +705,7 @@ def figures(summary, runners, sizes, tiny, unit):
   s1, s2 = sizes
 
   def get(runner, n, key):
-    return summary[_job(runner, n)].get(key)
+    return summary[job_key(runner, n)].get(key)
 
   seconds = {r: {str(n): get(r, n, 'seconds_median') for n in sizes}
              for r in runners}
@@ -883,6 +884,16 @@ def print_table(result):
   harness.print_problems(result['record_problems'])
 
 
+def print_targets(results):
+  """Every modality's targets, met or missed, with their values."""
+  print()
+  print('targets (information, not an exit code):')
+  for r in results:
+    for t in r['targets']:
+      print(f'  {r["modality"]:7s} {_verdict(t["met"])}  {t["target"]}: '
+            f'{_f(t["value"], ".2f", "x", missing="n/a")}')
+
+
 def describe_clusters(clusters):
   """One line per engine: how its cluster's start was handled."""
   out = []
@@ -1050,12 +1061,7 @@ def main(argv=None):
   if failed:
     print(f'\nBENCHMARK FAILED: {failed}', file=sys.stderr)
     return 1
-  print()
-  print('targets (information, not an exit code):')
-  for r in results:
-    for t in r['targets']:
-      print(f'  {r["modality"]:7s} {_verdict(t["met"])}  {t["target"]}: '
-            f'{_f(t["value"], ".2f", "x", missing="n/a")}')
+  print_targets(results)
   if args.json:
     with open(args.json, 'w') as f:
       json.dump({'info': info, 'repeats': args.repeats,
