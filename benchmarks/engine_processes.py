@@ -10,6 +10,8 @@ import os
 import sys
 import threading
 
+import psutil
+
 # The modules beside this one, also when imported from elsewhere than
 # this folder.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -22,27 +24,27 @@ WORKER_JVM = {'flink': 'TaskManager', 'spark': 'executor'}
 SDK = 'sdk workers'  # the label of the SDK worker processes
 
 
-def proc_table():
-  """{pid: (ppid, rss KiB, CPU ticks, start ticks)} of every process."""
-  page_kib = os.sysconf('SC_PAGE_SIZE') // 1024
+def process_table():
+  """{pid: (ppid, rss KiB, CPU seconds, start time)} of every process.
+
+  CPU seconds are user and system time; the start time (seconds since the
+  epoch) tells a process from a later one that reuses its pid.
+  """
   out = {}
-  for entry in os.listdir('/proc'):
-    if not entry.isdigit():
-      continue
-    try:
-      with open(f'/proc/{entry}/stat', 'rb') as f:
-        stat = f.read()
-      # Fields after the command name (which may hold spaces/parens).
-      fields = stat[stat.rindex(b')') + 2:].split()
-      out[int(entry)] = (int(fields[1]), int(fields[21]) * page_kib,
-                         int(fields[11]) + int(fields[12]), int(fields[19]))
-    except (OSError, ValueError, IndexError):
-      continue
+  for process in psutil.process_iter(
+      ['ppid', 'memory_info', 'cpu_times', 'create_time']):
+    info = process.info
+    if None in info.values():
+      continue  # not ours to read
+    cpu = info['cpu_times']
+    out[process.pid] = (info['ppid'], info['memory_info'].rss // 1024,
+                        cpu.user + cpu.system, info['create_time'])
   return out
 
 
 def descendants(table, roots):
-  """The pids under roots (not the roots themselves), from proc_table()."""
+  """The pids under roots (not the roots themselves), from
+  process_table()."""
   children = {}
   for pid, row in table.items():
     children.setdefault(row[0], []).append(pid)
@@ -55,10 +57,10 @@ def descendants(table, roots):
 
 
 def cmdline(pid):
+  """The command line of pid, its arguments joined by spaces ('' if gone)."""
   try:
-    with open(f'/proc/{pid}/cmdline', 'rb') as f:
-      return f.read().replace(b'\0', b' ').decode('utf-8', 'replace')
-  except OSError:
+    return ' '.join(psutil.Process(pid).cmdline())
+  except psutil.Error:
     return ''
 
 
@@ -73,7 +75,7 @@ def pid_file_pids(path, marker):
 
 
 def flink_processes(table):
-  """{label: [pids]} of the Flink cluster's processes in one /proc table.
+  """{label: [pids]} of the Flink cluster's processes in one process table.
 
   'TaskManager N' from the supervised pid files (flink-tfrp-tmN-...) or
   the lines of the daemon script's file, 'sdk workers' are the worker
@@ -98,7 +100,7 @@ def flink_processes(table):
 
 
 def spark_processes(table):
-  """{label: [pids]} of the Spark cluster's processes in one /proc table.
+  """{label: [pids]} of the Spark cluster's processes in one process table.
 
   'executor N': the CoarseGrainedExecutorBackend JVMs under worker N (one
   per application: a new one each run), 'sdk workers' the worker pool's
@@ -129,19 +131,13 @@ def spark_processes(table):
 PROCESSES = {'flink': flink_processes, 'spark': spark_processes}
 
 
-def _boot_ticks():
-  """Clock ticks since boot now (the unit of a process's start time)."""
-  with open('/proc/uptime') as f:
-    return float(f.read().split()[0]) * os.sysconf('SC_CLK_TCK')
-
-
 class EngineSampler(threading.Thread):
   """Samples an engine's processes until stopped (harness._TreeSampler's
   idea for a set of pids found anew every sample, so a TaskManager that is
   restarted or an executor that starts mid-run is followed).
 
   Keeps, per label, the peak RSS of its largest single process and its RSS
-  at the first sample, and the CPU ticks every cluster process used while
+  at the first sample, and the CPU seconds every cluster process used while
   sampled (a process that started meanwhile counts from 0).
   """
 
@@ -151,20 +147,20 @@ class EngineSampler(threading.Thread):
     self.peak_kib, self.first_kib, self.pids = {}, {}, {}
     self._cpu_first, self._cpu_last = {}, {}
     self._halt = threading.Event()
-    self._start_ticks = _boot_ticks()
+    # (pid, start time) of the processes that ran before the sampler.
+    self._before = {(p, row[3]) for p, row in process_table().items()}
 
   def sample(self):
-    table = proc_table()
+    table = process_table()
     for label, pids in self.find(table).items():
       if label == 'cluster':
         for p in pids:
-          _, _, ticks, started = table.get(p, (0, 0, 0, 0))
+          _, _, cpu, started = table.get(p, (0, 0, 0, 0))
           # pid and start time: a reused pid is another process.
           key = (p, started)
           if key not in self._cpu_first:
-            self._cpu_first[key] = (0 if started >= self._start_ticks
-                                    else ticks)
-          self._cpu_last[key] = ticks
+            self._cpu_first[key] = cpu if key in self._before else 0
+          self._cpu_last[key] = cpu
         continue
       rss = max((table[p][1] for p in pids if p in table), default=0)
       self.first_kib.setdefault(label, rss)
@@ -187,9 +183,9 @@ class EngineSampler(threading.Thread):
       self.sample()  # the last state, after the run's own end
 
   def result(self):
-    ticks = sum(self._cpu_last[k] - self._cpu_first[k]
-                for k in self._cpu_last)
+    cpu = sum(self._cpu_last[k] - self._cpu_first[k]
+              for k in self._cpu_last)
     return {'peak_rss_kib': dict(self.peak_kib),
             'rss_at_start_kib': dict(self.first_kib),
             'processes': {k: len(v) for k, v in self.pids.items()},
-            'cpu_seconds': ticks / os.sysconf('SC_CLK_TCK')}
+            'cpu_seconds': cpu}

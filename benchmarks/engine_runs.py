@@ -6,9 +6,10 @@ the engine's processes sampled and the engine's account of its job.
 import contextlib
 import os
 import shlex
-import signal
 import sys
 import threading
+
+import psutil
 
 # The modules beside this one, also when imported from elsewhere than
 # this folder.
@@ -26,10 +27,9 @@ import image_benchmark
 def _end_own_children():
   """TERM to every process this benchmark started (its descendants): the
   measured command of a run that overran, whose exit code then fails it."""
-  for pid in engine_processes.descendants(engine_processes.proc_table(),
-                                         [os.getpid()]):
-    with contextlib.suppress(OSError):
-      os.kill(pid, signal.SIGTERM)
+  for child in psutil.Process().children(recursive=True):
+    with contextlib.suppress(psutil.Error):
+      child.terminate()
 
 
 def run_one(name, cmd, log_path, env, runner, job_name, timeout=None):

@@ -27,10 +27,11 @@ A cluster that is not running is started first (its start is timed and
 reported apart, never inside a run) and stopped at the end; one that was
 running is left as it was.
 
-During every run a sampler reads /proc every 0.2 s for the peak RSS of
-each Flink TaskManager JVM and each Spark executor JVM, and of the SDK
-worker processes (the children of each cluster's worker pool; the largest
-one is reported), and the CPU the clusters' processes used. After a Flink
+During every run a sampler reads the process table (psutil) every 0.2 s
+for the peak RSS of each Flink TaskManager JVM and each Spark executor
+JVM, and of the SDK worker processes (the children of each cluster's
+worker pool; the largest one is reported), and the CPU the clusters'
+processes used. After a Flink
 run the job's REST view (/jobs/<jid>: duration, the 5 longest vertices)
 is kept, after a Spark run the job server log's stages; with --json they
 say where the time went.

@@ -1,8 +1,8 @@
 """benchmarks/engines_benchmark.py's pure parts (in its engine_*.py
 modules): the commands it runs per runner, how it finds an engine's
-processes in /proc, where a job's time went (Flink's REST view, the Spark
-job server's log), the figures and targets, and when it publishes. No
-cluster, no run, nothing timed."""
+processes in the process table and what its sampler counts, where a job's
+time went (Flink's REST view, the Spark job server's log), the figures and
+targets, and when it publishes. No cluster, no run, nothing timed."""
 
 import os
 import sys
@@ -81,6 +81,30 @@ def test_pid_files_name_only_live_processes_that_are_ours(tmp_path):
   assert engine_processes.pid_file_pids(str(path), 'TaskManagerRunner') == []
   assert engine_processes.pid_file_pids(str(tmp_path / 'missing.pid'),
                                         'x') == []
+
+
+def test_sampler_counts_the_cpu_cluster_processes_used_while_sampled(
+    monkeypatch):
+  # pid: (ppid, rss KiB, CPU seconds, start time); one table per look.
+  tables = iter([
+      {1: (0, 100, 5.0, 10.0)},  # when the sampler is made
+      {1: (0, 100, 6.0, 10.0), 2: (1, 300, 0.5, 20.0)},
+      {1: (0, 200, 7.5, 10.0), 2: (1, 250, 2.0, 20.0)},
+      {1: (0, 200, 7.5, 10.0), 2: (1, 400, 0.4, 30.0)},  # 2 reused
+  ])
+  monkeypatch.setattr(engine_processes, 'process_table',
+                      lambda: next(tables))
+  sampler = engine_processes.EngineSampler('flink')
+  sampler.find = lambda table: {'cluster': list(table),
+                                engine_processes.SDK: [2] if 2 in table else []}
+  for _ in range(3):
+    sampler.sample()
+  got = sampler.result()
+  # 1 ran before: from its first sample (6.0 -> 7.5); 2 started meanwhile,
+  # from 0, and so did the later process with its pid.
+  assert got['cpu_seconds'] == pytest.approx(1.5 + 2.0 + 0.4)
+  assert got['peak_rss_kib'] == {engine_processes.SDK: 400}
+  assert got['rss_at_start_kib'] == {engine_processes.SDK: 300}
 
 
 def test_flink_job_summary_keeps_the_longest_vertices():
