@@ -55,43 +55,12 @@ def table_rows(result):
                    for n in (s1, s2)) if r in engine_clusters.ENGINES
                    else ''), '', ''))
 
-  def mib(peaks, ratio):
-    return (f'{_f(peaks[str(s1)], ",.0f")} / {_f(peaks[str(s2)], ",.0f")} '
-            f'({_f(ratio, ".2f", "x")})')
-
   rows.append((f'peak RSS MiB of the launching process, {s1:,} / {s2:,} '
                f'(size2/size1)',
-               *each(lambda r: mib(f['launcher_peak_rss_mib'][r],
-                                   f['launcher_peak_rss_ratio'][r])), '', ''))
-  # TaskManager N and executor N share a row (the N-th engine JVM), as
-  # do the SDK workers of both.
-  keys = sorted({_row_key(k) for r in engine_clusters.ENGINES if r in runners
-                 for k in f['engine_peak_rss_mib'][r]},
-                key=lambda k: (k == engine_processes.SDK, k))
-  for key in keys:
-
-    def label_of(r, key=key):
-      if r not in engine_clusters.ENGINES:
-        return None
-      return next((k for k in f['engine_peak_rss_mib'][r]
-                   if _row_key(k) == key), None)
-
-    def cell(r):
-      label = label_of(r)
-      if label is None:
-        return ''
-      return mib(f['engine_peak_rss_mib'][r][label],
-                 f['engine_peak_rss_ratio'][r][label])
-
-    mem = {t['runner']: t for t in targets if t['key'] == 'memory' and
-           t['label'] == label_of(t['runner'])}
-    shown = ('SDK workers (largest)' if key == engine_processes.SDK else
-             f'{engine_processes.WORKER_JVM["flink"]} / '
-             f'{engine_processes.WORKER_JVM["spark"]} {key}')
-    rows.append((f'peak RSS MiB, {shown}, {s1:,} / {s2:,}', *each(cell),
-                 f'<= {engine_figures.MEMORY_TARGET:g}x' if mem else '',
-                 ', '.join(f'{r} {_verdict(mem[r]["met"])}'
-                           for r in runners if r in mem)))
+               *each(lambda r: _mib(f['launcher_peak_rss_mib'][r],
+                                    f['launcher_peak_rss_ratio'][r],
+                                    (s1, s2))), '', ''))
+  rows += _engine_memory_rows(result)
   rows.append((f'CPU cores busy (launcher + cluster), {s1:,} / {s2:,}',
                *each(lambda r: ' / '.join(_f(f['cores_busy'][r][str(n)],
                                              '.2f') for n in (s1, s2))),
@@ -105,6 +74,53 @@ def table_rows(result):
     return f'{wrong} run(s) WRONG' if wrong else 'as expected'
 
   rows.append(('record counts', *each(records), '', ''))
+  return rows
+
+
+def _mib(peaks, ratio, sizes):
+  """'1,000 / 1,500 (1.50x)': peak RSS MiB at both sizes, and their ratio."""
+  s1, s2 = sizes
+  return (f'{_f(peaks[str(s1)], ",.0f")} / {_f(peaks[str(s2)], ",.0f")} '
+          f'({_f(ratio, ".2f", "x")})')
+
+
+def _engine_memory_rows(result):
+  """table_rows' rows of the engines' processes' peak RSS.
+
+  TaskManager N and executor N share a row (the N-th engine JVM), as do
+  the SDK workers of both.
+  """
+  f, runners, targets = result['figures'], result['runners'], result['targets']
+  s1, s2 = result['sizes']
+  keys = sorted({_row_key(k) for r in engine_clusters.ENGINES if r in runners
+                 for k in f['engine_peak_rss_mib'][r]},
+                key=lambda k: (k == engine_processes.SDK, k))
+  rows = []
+  for key in keys:
+
+    def label_of(r, key=key):
+      if r not in engine_clusters.ENGINES:
+        return None
+      return next((k for k in f['engine_peak_rss_mib'][r]
+                   if _row_key(k) == key), None)
+
+    def cell(r):
+      label = label_of(r)
+      if label is None:
+        return ''
+      return _mib(f['engine_peak_rss_mib'][r][label],
+                  f['engine_peak_rss_ratio'][r][label], (s1, s2))
+
+    mem = {t['runner']: t for t in targets if t['key'] == 'memory' and
+           t['label'] == label_of(t['runner'])}
+    shown = ('SDK workers (largest)' if key == engine_processes.SDK else
+             f'{engine_processes.WORKER_JVM["flink"]} / '
+             f'{engine_processes.WORKER_JVM["spark"]} {key}')
+    rows.append((f'peak RSS MiB, {shown}, {s1:,} / {s2:,}',
+                 *(cell(r) for r in runners),
+                 f'<= {engine_figures.MEMORY_TARGET:g}x' if mem else '',
+                 ', '.join(f'{r} {_verdict(mem[r]["met"])}'
+                           for r in runners if r in mem)))
   return rows
 
 
