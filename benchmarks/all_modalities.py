@@ -534,8 +534,9 @@ def _positive(text):
   return n
 
 
-def main(argv=None):
-  argv = sys.argv[1:] if argv is None else argv
+def parse_args(argv):
+  """The command line; args.modality_names holds the modalities to run, in
+  MODALITIES' order."""
   parser = argparse.ArgumentParser(
       description=__doc__.split('\n')[0],
       formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -575,8 +576,39 @@ def main(argv=None):
   if unknown or not names:
     parser.error(f'--modalities takes {", ".join(MODALITIES)}; got '
                  f'{", ".join(unknown) or "nothing"}')
-  names = [n for n in MODALITIES if n in names]  # fixed order, no repeats
+  # Fixed order, no repeats.
+  args.modality_names = [n for n in MODALITIES if n in names]
   args.workdir = os.path.abspath(args.workdir)
+  return args
+
+
+def print_targets(results):
+  """Every modality's targets, met or missed, with their values."""
+  print()
+  print('targets (information, not an exit code):')
+  for r in results:
+    for t in r['targets']:
+      print(f'  {r["modality"]:7s} {_verdict(t["met"])}  {t["target"]}: '
+            f'{target_value(t, r["unit"])}')
+
+
+def write_json(path, results, args, machine, command, when):
+  """Every run's figures, the summaries and the targets, as JSON."""
+  with open(path, 'w') as f:
+    json.dump({'date_utc': when.isoformat(timespec='seconds'),
+               'command': command, 'machine': machine,
+               'repeats': args.repeats, 'warmup': args.warmup,
+               'targets': {'fixed_cost_seconds': FIXED_COST_TARGET,
+                           'ratio': RATIO_TARGET,
+                           'memory_ratio': MEMORY_TARGET,
+                           'image_steady_state': IMAGE_STEADY_TARGET},
+               'modalities': results}, f, indent=2)
+
+
+def main(argv=None):
+  argv = sys.argv[1:] if argv is None else argv
+  args = parse_args(argv)
+  names = args.modality_names
   command = shlex.join([sys.executable] + [sys.argv[0]] + list(argv))
   when = datetime.datetime.now(datetime.timezone.utc)
   machine = harness.machine_info()
@@ -596,22 +628,9 @@ def main(argv=None):
   except BenchmarkError as e:
     print(f'\nBENCHMARK FAILED: {e}', file=sys.stderr)
     return 1
-  print()
-  print('targets (information, not an exit code):')
-  for r in results:
-    for t in r['targets']:
-      print(f'  {r["modality"]:7s} {_verdict(t["met"])}  {t["target"]}: '
-            f'{target_value(t, r["unit"])}')
+  print_targets(results)
   if args.json:
-    with open(args.json, 'w') as f:
-      json.dump({'date_utc': when.isoformat(timespec='seconds'),
-                 'command': command, 'machine': machine,
-                 'repeats': args.repeats, 'warmup': args.warmup,
-                 'targets': {'fixed_cost_seconds': FIXED_COST_TARGET,
-                             'ratio': RATIO_TARGET,
-                             'memory_ratio': MEMORY_TARGET,
-                             'image_steady_state': IMAGE_STEADY_TARGET},
-                 'modalities': results}, f, indent=2)
+    write_json(args.json, results, args, machine, command, when)
     print(f'wrote {args.json}')
   if args.markdown:
     with open(args.markdown, 'w') as f:
@@ -628,7 +647,6 @@ def main(argv=None):
       f'Peak RSS by {machine["rss_method"]}. ' +
       markdown_tables(results, args.repeats, args.warmup))
   return 0
-
 
 if __name__ == '__main__':
   sys.exit(main())

@@ -217,16 +217,28 @@ def _watch_imports(recorder: Recorder) -> None:
   builtins.__import__ = importing
 
 
-def _process_age() -> Optional[float]:
-  """Seconds since this process started (Linux), or None."""
-  try:
-    with open('/proc/self/stat') as f:
-      started = int(f.read().rsplit(')', 1)[1].split()[19])
-    with open('/proc/uptime') as f:
-      uptime = float(f.read().split()[0])
-  except (OSError, ValueError, IndexError):
+def _seconds_since_boot() -> Optional[float]:
+  """Now on the clock a process's start is counted on (seconds since the
+  machine booted), or None where there is no such clock."""
+  clock = getattr(time, 'CLOCK_BOOTTIME', None)
+  return None if clock is None else time.clock_gettime(clock)
+
+
+def _process_age(then: Optional[float]) -> Optional[float]:
+  """Seconds from this process's start to `then` (a _seconds_since_boot()
+  reading), or None.
+
+  psutil is imported here, once the timed run is over: its import would
+  otherwise count in the first row.
+  """
+  import psutil  # pylint: disable=import-outside-toplevel
+  if then is None:
     return None
-  return uptime - started / os.sysconf('SC_CLK_TCK')
+  try:
+    started = psutil.Process().create_time() - psutil.boot_time()
+  except psutil.Error:
+    return None
+  return then - started
 
 
 def _rows(recorder: Recorder, end: float,
@@ -305,7 +317,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   parser.add_argument('--markdown', action='store_true',
                       help='print a Markdown table')
   own = parser.parse_args(argv[:cut])
-  age = _process_age()
+  age_then = _seconds_since_boot()
   recorder = Recorder()
   _watch_imports(recorder)
   sys.path.insert(0, ROOT)
@@ -320,6 +332,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   from pipelines import preprocess  # pylint: disable=import-outside-toplevel
   code = preprocess.main(argv[cut + 1:])
   end = time.perf_counter()
+  age = _process_age(age_then)
   out = sys.stdout
   print(file=out)
   _print(_rows(recorder, end, age if age is not None else 0.0),
