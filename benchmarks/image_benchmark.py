@@ -24,9 +24,9 @@ ours/max(a, b).
 Peak RSS is per child: with /usr/bin/time it is GNU time's "Maximum resident
 set size" of that one command (the largest single process of its tree);
 without it, a fresh wrapper process runs the command and reports its own
-RUSAGE_CHILDREN maximum. A /proc sampler (every 0.2 s) also records the peak
-of the summed RSS of the whole process tree, which differs only when a child
-starts worker processes.
+RUSAGE_CHILDREN maximum. A process-tree sampler (psutil, every 0.2 s) also
+records the peak of the summed RSS of the whole process tree, which differs
+only when a child starts worker processes.
 
 Each run also records its CPU use (cores busy on average) and the share of
 the machine's CPUs that other processes used meanwhile ("other load"), so a
