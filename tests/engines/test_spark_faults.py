@@ -12,9 +12,9 @@
   - Processes lost in the middle of one image job, at three moments
     chosen while it runs (SIGKILL, as the OOM killer or a lost machine
     does): an executor JVM while the images are read and decoded, an SDK
-    worker (a child of the cluster's worker pool) while it builds
-    tf.Transform's analysis graph, and an executor again while the shards
-    are written. Spark retries the lost tasks and recomputes the lost
+    worker (a child of the cluster's worker pool) in tf.Transform's
+    analysis (building its graph or running the analyzers through it), and
+    an executor again while the shards are written. Spark retries the lost tasks and recomputes the lost
     shuffle output, each worker starts a new executor in place of the lost
     one (the pool ends the executor whose SDK worker was killed, which
     would otherwise fail every task it is given), and the job publishes
@@ -26,8 +26,9 @@ names (every stage is "mapPartitionsToPair at
 GroupNonMergingWindowsFunctions", "collect at BoundedDataset" or the
 like): the SDK workers' progress counts (images decoded of images listed,
 transforms/core/progress.py), which worker has loaded TensorFlow (none
-does before tf.Transform builds its graph), tf.Transform's analysis graph
-and the shard files Beam writes in the run folder. The running
+does before tf.Transform builds its graph), the transform function
+tf.Transform writes when its analysis is done, and the shard files Beam
+writes in the run folder. The running
 application's REST API (the job server's driver UI) says which executors
 have tasks running and which stages run, and that Spark lost each
 executor.
@@ -157,12 +158,10 @@ JOB_TIMEOUT = 1200
 # application's UI and REST API here (scripts/spark_cluster.sh).
 SPARK_APP_UI = 'http://localhost:4040'
 POOL_PORT = SPARK_WORKER_POOL.rsplit(':', 1)[1]
-# In the run folder while the job runs: tf.Transform's analysis graphs
-# (the first is built and written when the analysis starts, before its
-# analyzers read the data through it), and the shards Beam is writing
-# (moved out when done).
-ANALYSIS_GRAPHS = os.path.join('tft_tmp', 'tftransform_tmp', '*',
-                               'saved_model.pb')
+# In the run folder while the job runs: the transform function
+# tf.Transform writes when its analysis is done (transforms/core/
+# skeleton.py), and the shards Beam is writing (moved out when done).
+TRANSFORM_FN = os.path.join('transform_fn', 'saved_model.pb')
 TEMP_SHARDS = os.path.join('beam-temp-*.tfrecord-*', '*')
 # An application's executors at its start: one per worker.
 EXECUTORS = 2
@@ -369,25 +368,26 @@ def test_executors_and_an_sdk_worker_lost_mid_job_publish_the_same_dataset(
            f'executor {victim} while reading ({decoded} of {listed} '
            'images decoded)')
 
-    # (2) An SDK worker in tf.Transform's analysis, while it builds the
-    # analysis graph: TensorFlow is loaded in it (no step of the job
-    # before loads it), and the graph is not in the run folder yet.
+    # (2) An SDK worker in tf.Transform's analysis: TensorFlow is loaded
+    # in it (no step of the job before the analysis loads it), and the
+    # transform function is not in the run folder yet. (Building the
+    # graph alone can take less than the time between two looks.)
     def analyzing():
       running()
-      assert not glob.glob(os.path.join(out, 'run-*', ANALYSIS_GRAPHS)), (
-          'the analysis graph was written before an SDK worker was seen '
-          'building it')
+      assert not glob.glob(os.path.join(out, 'run-*', TRANSFORM_FN)), (
+          "tf.Transform's analysis ended before an SDK worker was seen in "
+          'it')
       workers = app.sdk_workers()
       busy = app.busy_executors()
       return [(pid, workers[pid]) for pid in sorted(workers)
               if workers[pid] in busy and tensorflow_loaded(pid)]
     [(worker, victim), *_] = wait_until(
         analyzing, 600, interval=0.2,
-        what='an SDK worker to build the analysis graph')
+        what="an SDK worker in tf.Transform's analysis")
     # The task that used it fails, and the pool ends the executor it
     # served (see spark_pool).
     killed(victim, worker, f'the SDK worker (pid {worker}) of executor '
-           f'{victim} building the analysis graph', failed=1)
+           f"{victim} in tf.Transform's analysis", failed=1)
 
     # (3) An executor while the shards are written: one whose SDK worker
     # has a shard open if one does, else one with a task running.
