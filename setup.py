@@ -48,6 +48,8 @@ setuptools.setup(
         # without it Beam prints "No module named build" and falls back to
         # the deprecated `setup.py sdist`.
         'build>=1.2',
+        # The --progress bar on a terminal (pipelines/progress.py).
+        'tqdm>=4.66,<5',
     ],
     extras_require={
         # Inputs on s3:// (Beam's S3 file system, boto3); see

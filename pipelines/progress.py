@@ -1,25 +1,31 @@
-"""The progress line of a running job: done of total, rate and time left.
+"""The progress of a running job: done of total, rate and time left.
 
 While the pipeline runs, a thread of the launching process reads the run's
 progress counts every INTERVAL_SECONDS (transforms/core/progress.py says
-where they come from, and why not from Beam's metrics alone), turns them
-into done of total through the modality's Measure, and logs one line to
-the `pipelines.progress` logger:
+where they come from, and why not from Beam's metrics alone) and turns
+them into done of total through the modality's Measure. With `--progress
+log` (and `auto` when stderr is not a terminal) it logs one line to the
+`pipelines.progress` logger each time:
 
     progress: 51% (1,530 of 3,000 images), 412 images/s, about 4 s left
 
-or, when stderr is a terminal (`--progress bar`, or `auto`), redraws one
-line in place and ends it with a newline when the run is done:
+With `--progress bar` (and `auto` on a terminal) a tqdm bar on stderr
+shows the counts, the rate and the time left, and after them what the run
+does (what it waits for, the records written, `finishing`):
 
-    [#####.....] 51% 1,530/3,000 images, 412 images/s, 0:04 left
+     51%|█████     | 1530/3000 [00:04<00:04, 412.00images/s]
+
+A log line written to stderr meanwhile clears the bar first (it is drawn
+again below at the next interval); the bar's line is ended however the
+run ends.
 
 Images count inputs processed of inputs listed; text and sensor count the
 bytes of the input files read of their total size (known on the launching
 machine) times the passes over them, with the documents or rows read so
-far, and then the records encoded and written. The rate is that of the
-last RATE_WINDOW_SECONDS (of the whole run when nothing moved in that
-time, as between two passes); the time left assumes it holds. It runs to
-the last image or input byte read, not through the shuffle and writing
+far, and then the records encoded and written. The log line's rate is that
+of the last RATE_WINDOW_SECONDS (of the whole run when nothing moved in
+that time, as between two passes); the time left assumes it holds. It runs
+to the last image or input byte read, not through the shuffle and writing
 that follow (the line says `finishing` then; for text and sensor data its
 records encoded and written still move). Nothing is shown when the run
 ends before the first interval.
@@ -33,6 +39,8 @@ import threading
 import time
 from typing import Dict, Optional
 
+import tqdm
+
 from transforms.core import flags
 from transforms.core import progress
 
@@ -41,7 +49,6 @@ MODES = ('auto', 'bar', 'log', 'off')
 INTERVAL_SECONDS = 5.0
 # The rate is measured over this many seconds.
 RATE_WINDOW_SECONDS = 30.0
-BAR_WIDTH = 10
 
 _LOG = logging.getLogger('pipelines.progress')
 
@@ -92,18 +99,18 @@ class Reporter:
   Enter it before the pipeline is built (the DoFns' progress counters
   report to the channel it opens), `attach` the PipelineResult once
   `run()` returns (for runners that report counters while running), and
-  leave it when the run ends: after a successful run that showed a line,
-  it shows a last one at 100%.
+  leave it when the run ends: after a successful run that showed its
+  progress, it shows it once more at 100%.
 
   Args:
     measure: The modality's Measure.
-    bar: Redraw one line in place instead of logging lines.
+    bar: Draw a bar on stderr instead of logging lines.
     interval: Seconds between lines (default INTERVAL_SECONDS).
   """
 
   def __init__(self, measure: progress.Measure, bar: bool = False,
                interval: Optional[float] = None):
-    self._measure, self._bar = measure, bar
+    self._measure, self._wants_bar = measure, bar
     self._interval = INTERVAL_SECONDS if interval is None else interval
     self._stop = threading.Event()
     self._thread = None
@@ -112,15 +119,15 @@ class Reporter:
     self._shown = False
     self._start = 0.0
     self._samples = collections.deque()
-    self._output = None
+    self._bar = None
+    self._guarded = []
 
   def __enter__(self):
     self._channel = progress.start()
     self._start = time.monotonic()
     self._samples.append((self._start, 0))
-    if self._bar:
-      self._output = _BarOutput()
-      self._output.open()
+    if self._wants_bar:
+      self._open_bar()
     self._thread = threading.Thread(target=self._loop, daemon=True,
                                     name='progress')
     self._thread.start()
@@ -137,10 +144,13 @@ class Reporter:
     self._thread.join(timeout=10)
     try:
       if exc_type is None and self._shown:
-        self._show(self._final_line())
+        if self._bar is not None:
+          self._draw(self.values(), final=True)
+        else:
+          _LOG.info('%s', self._final_line())
     finally:
-      if self._output is not None:
-        self._output.close()
+      if self._bar is not None:
+        self._close_bar()
       progress.stop(self._channel)
     return False
 
@@ -159,7 +169,11 @@ class Reporter:
   def _loop(self):
     while not self._stop.wait(self._interval):
       try:
-        self._show(self._line(self.values(), time.monotonic()))
+        if self._bar is not None:
+          self._draw(self.values())
+        else:
+          self._shown = True
+          _LOG.info('%s', self._line(self.values(), time.monotonic()))
       except Exception:  # pylint: disable=broad-except
         _LOG.debug('could not report progress', exc_info=True)
 
@@ -175,35 +189,26 @@ class Reporter:
       return (done - d0) / (now - t0)
     return done / (now - self._start) if now > self._start else 0.0
 
-  # ---------------------------------------------------------------- lines --
+  # ----------------------------------------------------------- log lines --
 
   def _line(self, values: Dict[str, int], now: float) -> str:
     m = self._measure
     done, total = m.done_total(values)
     rate = self._rate(done, now)
-    note = m.note(values, short=self._bar)
+    note = m.note(values)
     if not done:
-      waiting = m.waiting(values)
-      return (f'{_bar(0)} {waiting}' if self._bar else
-              f'progress: {waiting}')
+      return f'progress: {m.waiting(values)}'
     if total is None:
-      if self._bar:
-        return _fit(f'{_bar(0)} {_amount(m, done)}', note,
-                    _rate_text(m, rate))
       return (f'progress: {_amount(m, done)}{f" ({note})" if note else ""}, '
               f'{_rate_text(m, rate)}')
     share = min(done / total, 0.99) if total else 0.0
     if done >= total:
       left = 'finishing'
     elif rate > 0:
-      left = (f'{_clock(_seconds_left(done, total, rate))} left' if self._bar
-              else f'about {_about(_seconds_left(done, total, rate))} left')
+      left = f'about {_about(max(total - done, 0) / rate)} left'
     else:
       left = 'time left not known yet'
-    if self._bar:
-      return _fit(f'{_bar(share)} {share:.0%} {_of(m, done, total, "/")}',
-                  note, _rate_text(m, rate), left)
-    return (f'progress: {share:.0%} ({_of(m, done, total, " of ")}'
+    return (f'progress: {share:.0%} ({_of(m, done, total)}'
             f'{f"; {note}" if note else ""}), {_rate_text(m, rate)}, {left}')
 
   def _final_line(self) -> str:
@@ -213,24 +218,65 @@ class Reporter:
     done, total = m.done_total(values)
     done = total if total else done
     seconds = max(time.monotonic() - self._start, 1e-9)
-    rate = _rate_text(m, done / seconds)
-    note = m.note(values, short=self._bar)
-    if self._bar:
-      what = (f'{_bar(1.0)} 100% {_of(m, done, total, "/")}' if total else
-              f'{_bar(1.0)} {_amount(m, done)}')
-      return ', '.join(p for p in (what, note, rate,
-                                   f'done in {_clock(seconds)}') if p)
-    what = (f'100% ({_of(m, done, total, " of ")}' if total else
+    note = m.note(values)
+    what = (f'100% ({_of(m, done, total)}' if total else
             f'done ({_amount(m, done)}')
-    return (f'progress: {what}{f"; {note}" if note else ""}), {rate}, done '
-            f'in {_about(seconds)}')
+    return (f'progress: {what}{f"; {note}" if note else ""}), '
+            f'{_rate_text(m, done / seconds)}, done in {_about(seconds)}')
 
-  def _show(self, line: str) -> None:
-    self._shown = True
-    if self._output is not None:
-      self._output.draw(line)
+  # ----------------------------------------------------------------- bar --
+
+  def _open_bar(self) -> None:
+    """A tqdm bar on stderr, first drawn after one interval, which the log
+    handlers writing to stderr clear before their lines."""
+    in_bytes = self._measure.unit == 'bytes'
+    # tqdm draws nothing on a terminal that reports no size (a
+    # pseudo-terminal may); it is given one.
+    size = {'ncols': 80, 'nrows': 24} if _unsized(sys.stderr) else {}
+    self._bar = tqdm.tqdm(
+        file=sys.stderr, unit='B' if in_bytes else self._measure.unit,
+        unit_scale=in_bytes, unit_divisor=1000, dynamic_ncols=not size,
+        delay=self._interval, mininterval=0, miniters=0, **size)
+    for handler in logging.getLogger().handlers:
+      if _same_file(getattr(handler, 'stream', None), sys.stderr):
+        handler.addFilter(self._clear_bar)
+        self._guarded.append(handler)
+
+  def _draw(self, values: Dict[str, int], final: bool = False) -> None:
+    """Moves the bar to the counts, followed by what the run does: what
+    it waits for while nothing is done, `finishing` once everything is
+    read, else the measure's short note. `final`: the end of a run that
+    succeeded, everything read, drawn when the bar is closed."""
+    m, bar = self._measure, self._bar
+    done, total = m.done_total(values)
+    if not done:
+      doing = m.waiting(values)
+    elif total and done >= total and not final:
+      doing = 'finishing'
     else:
-      _LOG.info('%s', line)
+      doing = m.note(values, short=True)
+    if total and (final or done > total):
+      done = total  # a retried bundle counts twice
+    bar.total = total
+    bar.set_postfix_str(doing, refresh=False)
+    if final:
+      bar.n = done
+    elif bar.update(done - bar.n):
+      self._shown = True
+
+  def _clear_bar(self, record) -> bool:
+    """The filter of a log handler writing to stderr: clears the bar
+    before the handler writes its line."""
+    del record
+    if self._shown:
+      self._bar.clear()
+    return True
+
+  def _close_bar(self) -> None:
+    """Ends the bar's line (when it was drawn) and removes the filters."""
+    self._bar.close()
+    for handler in self._guarded:
+      handler.removeFilter(self._clear_bar)
 
 
 def _reports_while_running(result) -> bool:
@@ -264,56 +310,6 @@ def _metric_values(result, keys) -> Dict[str, int]:
   return out
 
 
-class _BarOutput:
-  """Draws the bar line on stderr through a handler of the progress
-  logger (which then stops passing its records on), and ends the line
-  before any other log line is written to stderr."""
-
-  def __init__(self):
-    self.visible = False
-    self._width = 0
-    self._handler = _BarHandler(self)
-    self._breaker = _BreakBarLine(self)
-    self._saved = None
-    self._guarded = []
-
-  def open(self):
-    self._saved = (_LOG.level, _LOG.propagate)
-    _LOG.setLevel(logging.INFO)
-    _LOG.propagate = False
-    _LOG.addHandler(self._handler)
-    for handler in logging.getLogger().handlers:
-      if _same_file(getattr(handler, 'stream', None), sys.stderr):
-        handler.addFilter(self._breaker)
-        self._guarded.append(handler)
-
-  def draw(self, line: str) -> None:
-    _LOG.info('%s', line)
-
-  def write(self, line: str) -> None:
-    """Writes `line` over the previous one (the handler's emit)."""
-    pad = max(self._width - len(line), 0)
-    sys.stderr.write('\r' + line + ' ' * pad)
-    sys.stderr.flush()
-    self._width = len(line)
-    self.visible = True
-
-  def end_line(self) -> None:
-    if self.visible:
-      sys.stderr.write('\n')
-      sys.stderr.flush()
-      self.visible = False
-      self._width = 0
-
-  def close(self):
-    self.end_line()
-    _LOG.removeHandler(self._handler)
-    for handler in self._guarded:
-      handler.removeFilter(self._breaker)
-    _LOG.setLevel(self._saved[0])
-    _LOG.propagate = self._saved[1]
-
-
 def _same_file(stream, other) -> bool:
   """Whether two streams write to one file descriptor (sys.stderr may be
   a wrapper of the stream a log handler holds, see errors.Capture)."""
@@ -327,55 +323,13 @@ def _same_file(stream, other) -> bool:
     return False
 
 
-class _BarHandler(logging.Handler):
-
-  def __init__(self, output: _BarOutput):
-    super().__init__(logging.INFO)
-    self._output = output
-
-  def emit(self, record):
-    try:
-      self._output.write(record.getMessage())
-    except Exception:  # pylint: disable=broad-except
-      self.handleError(record)
-
-
-class _BreakBarLine(logging.Filter):
-  """Ends the bar's line before another log line is written below it."""
-
-  def __init__(self, output: _BarOutput):
-    super().__init__()
-    self._output = output
-
-  def filter(self, record):
-    self._output.end_line()
-    return True
-
-
-def _fit(what: str, note: str, *rest: str) -> str:
-  """The bar line's parts joined; on a terminal too narrow for it, the
-  note is left out, then the end cut."""
-  line = ', '.join(p for p in (what, note) + rest if p)
-  width = _columns()
-  if width is None or len(line) <= width:
-    return line
-  return ', '.join(p for p in (what,) + rest if p)[:width]
-
-
-def _columns() -> Optional[int]:
-  """The width of the terminal stderr is, less one; None when it is not a
-  terminal."""
+def _unsized(stream) -> bool:
+  """Whether `stream` is a terminal whose size reads as 0 columns or
+  rows."""
   try:
-    if not sys.stderr.isatty():
-      return None
-    return max(os.get_terminal_size(sys.stderr.fileno()).columns - 1, 20)
+    return 0 in os.get_terminal_size(stream.fileno())
   except (AttributeError, OSError, ValueError):
-    return None
-
-
-def _bar(share: float) -> str:
-  filled = int(round(max(0.0, min(share, 1.0)) * BAR_WIDTH))
-  return '[' + '#' * filled + '.' * (BAR_WIDTH - filled) + ']'
+    return False
 
 
 def _amount(m: progress.Measure, n: float) -> str:
@@ -384,29 +338,18 @@ def _amount(m: progress.Measure, n: float) -> str:
   return f'{int(n):,} {m.unit}'
 
 
-def _of(m: progress.Measure, done: float, total: float, sep: str) -> str:
-  """'1,530 of 3,000 images', '3.1 MB of 6.0 MB read' (sep ' of '), or
-  '1,530/3,000 images', '3.1/6.0 MB' (sep '/')."""
-  if m.unit == 'bytes' and sep == '/':
-    # '3.1/6.0 MB' when both are in one unit.
-    first, second = progress.format_bytes(done), progress.format_bytes(total)
-    if first.split(' ')[-1] == second.split(' ')[-1]:
-      first = first.split(' ')[0]
-    return f'{first}/{second}'
+def _of(m: progress.Measure, done: float, total: float) -> str:
+  """'1,530 of 3,000 images', '3.1 MB of 6.0 MB read'."""
   if m.unit == 'bytes':
-    return (f'{progress.format_bytes(done)}{sep}{progress.format_bytes(total)}'
-            ' read')
-  return f'{int(done):,}{sep}{int(total):,} {m.unit}'
+    return (f'{progress.format_bytes(done)} of '
+            f'{progress.format_bytes(total)} read')
+  return f'{int(done):,} of {int(total):,} {m.unit}'
 
 
 def _rate_text(m: progress.Measure, rate: float) -> str:
   if m.unit == 'bytes':
     return f'{progress.format_bytes(rate)}/s'
   return (f'{rate:,.0f}' if rate >= 10 else f'{rate:.1f}') + f' {m.unit}/s'
-
-
-def _seconds_left(done: float, total: float, rate: float) -> float:
-  return max(total - done, 0) / rate
 
 
 def _about(seconds: float) -> str:
@@ -418,12 +361,3 @@ def _about(seconds: float) -> str:
   if minutes < 60:
     return f'{minutes} min'
   return f'{minutes // 60} h {minutes % 60:02d} min'
-
-
-def _clock(seconds: float) -> str:
-  """'0:04', '12:34', '1:02:03'."""
-  seconds = int(round(seconds))
-  hours, rest = divmod(seconds, 3600)
-  minutes, secs = divmod(rest, 60)
-  return (f'{hours}:{minutes:02d}:{secs:02d}' if hours else
-          f'{minutes}:{secs:02d}')

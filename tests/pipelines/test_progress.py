@@ -8,17 +8,26 @@ and the last line says 100%. `--progress off` shows nothing and `--progress
 bar` redraws one line with carriage returns. Timings are not asserted.
 Below them, the pieces: reading counts exactly the input's bytes, a
 worker in another process reports through the run's folder, the lines'
-wording, and the flag's checks.
+wording, the bar on a pseudo-terminal (its width, a log line below it, its
+line ended however the run ends), and the flag's checks.
 """
 
+import contextlib
+import fcntl
 import logging
 import os
 import pickle
+import pty
 import re
+import struct
 import subprocess
 import sys
+import termios
+import time
+import tty
 
 import pytest
+import tqdm
 
 import imagegen
 import sensorgen
@@ -26,6 +35,7 @@ from pipelines import options as options_lib
 from pipelines import outcome
 from pipelines import preprocess
 from pipelines import progress as progress_lib
+from pipelines import signals
 from transforms.core import progress as core_progress
 from transforms.core.errors import UsageError
 from transforms.modalities.text import inputs
@@ -145,15 +155,15 @@ def test_bar_redraws_one_line(tmp_path, caplog, capsys):
                   str(tmp_path / 'out'), '--progress', 'bar'] + LOCAL)
   err = capsys.readouterr().err
   # Drawn in place: carriage returns, no log records.
-  assert err.count('\r[') >= 2, err
+  assert len(re.findall(r'\r *\d+%\|', err)) >= 2, err
   assert not _lines(caplog)
   # Three passes: the contents pass (near-duplicate groups), statistics,
   # examples.
-  total = core_progress.format_bytes(3 * os.path.getsize(src))
+  total = tqdm.tqdm.format_sizeof(3 * os.path.getsize(src), divisor=1000)
   last = err.rsplit('\r', 1)[1]
-  assert re.match(rf'\[#{{10}}\] 100% {re.escape(total.split()[0])}/'
-                  rf'{re.escape(total)}, 60 records written, .+/s, done in '
-                  r'\d+:\d\d *\n$', last), repr(last)
+  assert re.match(rf'100%\|.+\| {re.escape(total)}/{re.escape(total)} '
+                  r'\[\d\d:\d\d<00:00, .+B/s, 60 records written\] *\n$',
+                  last), repr(last)
 
 
 # ------------------------------------------------------------- the pieces --
@@ -232,13 +242,85 @@ def test_lines_say_done_of_total_rate_and_time_left():
   line = reporter._line(values, 10.0)  # pylint: disable=protected-access
   assert line == ('progress: 51% (1,530 of 3,000 images), 153 images/s, '
                   'about 10 s left')
-  bar = progress_lib.Reporter(measure, bar=True)
-  bar._start = 0.0  # pylint: disable=protected-access
-  bar._samples.append((0.0, 0))  # pylint: disable=protected-access
-  assert bar._line(values, 10.0) == (  # pylint: disable=protected-access
-      '[#####.....] 51% 1,530/3,000 images, 153 images/s, 0:10 left')
   assert reporter._line({'image.listed': 40}, 11.0) == (  # pylint: disable=protected-access
       'progress: listing images: 40 found so far')
+
+
+def test_bar_says_done_of_total_rate_time_left_and_what_runs(capsys):
+  measure = core_progress.ItemMeasure('image', 'images', 'listed',
+                                      ('processed',))
+  with progress_lib.Reporter(measure, bar=True, interval=3600) as reporter:
+    bar = reporter._bar  # pylint: disable=protected-access
+    bar.start_t -= 10.0
+    reporter._draw({'image.listed': 40})  # pylint: disable=protected-access
+    assert str(bar).endswith(', listing images: 40 found so far]'), str(bar)
+    reporter._draw({'image.listed': 3000, 'image.processed': 1530})  # pylint: disable=protected-access
+    assert re.fullmatch(r' 51%\|.{10}\| 1530/3000 \[00:1\d<00:\d\d, '
+                        r'1\d\d\.\d\dimages/s\]', str(bar)), str(bar)
+    reporter._draw({'image.listed': 3000, 'image.processed': 3001})  # pylint: disable=protected-access
+    assert re.fullmatch(r'100%\|.{10}\| 3000/3000 \[00:1\d<00:00, .+/s, '
+                        r'finishing\]', str(bar)), str(bar)
+  # Nothing is drawn before the first interval.
+  assert not capsys.readouterr().err
+
+
+def _read_terminal(fd) -> str:
+  out = b''
+  while True:
+    try:
+      data = os.read(fd, 4096)
+    except OSError:  # the terminal was closed and everything read
+      break
+    if not data:
+      break
+    out += data
+  return out.decode('utf-8')
+
+
+@pytest.mark.parametrize('ending, columns, rows', [
+    (None, 60, 24), (RuntimeError, 60, 24), (signals.Cancelled, 60, 24),
+    (None, 0, 0)])  # a terminal of unknown size: 80 columns
+def test_bar_on_a_terminal_fits_and_ends_its_line(monkeypatch, ending,
+                                                  columns, rows):
+  master, slave = pty.openpty()
+  fcntl.ioctl(slave, termios.TIOCSWINSZ,
+              struct.pack('HHHH', rows, columns, 0, 0))
+  tty.setraw(slave)  # no newline translation
+  terminal = open(slave, 'w', encoding='utf-8')  # pylint: disable=consider-using-with
+  monkeypatch.setattr(sys, 'stderr', terminal)
+  handler = logging.StreamHandler(terminal)
+  logging.getLogger().addHandler(handler)
+  measure = core_progress.ItemMeasure('image', 'images', 'listed',
+                                      ('processed',))
+  try:
+    assert progress_lib.mode('auto') == 'bar'
+    with pytest.raises(ending) if ending else contextlib.nullcontext():
+      with progress_lib.report('bar', measure) as reporter:
+        core_progress.counter('image', 'listed').inc(3000)
+        processed = core_progress.counter('image', 'processed')
+        processed.inc(100)
+        deadline = time.monotonic() + 60
+        while not reporter._shown and time.monotonic() < deadline:  # pylint: disable=protected-access
+          time.sleep(0.05)
+        logging.getLogger('tests').warning('a warning below the bar')
+        processed.inc(700)
+        time.sleep(0.3)
+        if ending:
+          raise ending('stopped')
+  finally:
+    logging.getLogger().removeHandler(handler)
+    terminal.close()
+  out = _read_terminal(master)
+  os.close(master)
+  drawn = [line for line in re.split(r'[\r\n]', out) if line.strip()]
+  assert any(re.match(r' *\d+%\|.+\| \d+/3000 \[', line)
+             for line in drawn), out
+  assert all(len(line) <= (columns or 80) for line in drawn), out
+  # The bar is cleared before the log line, which starts a line of its own.
+  assert re.search(r'\r *\ra warning below the bar\n', out), repr(out)
+  # Its line is ended however the run ends; at 100% only when it succeeded.
+  assert out.endswith('\n'), repr(out)
+  assert drawn[-1].startswith('100%') == (ending is None), repr(out)
 
 
 def test_two_image_passes_and_byte_totals():
