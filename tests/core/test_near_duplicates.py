@@ -17,7 +17,9 @@ import pytest
 import scipy.fftpack
 
 from transforms.core import near_duplicates
+from transforms.modalities.image import config
 from transforms.modalities.image import processing
+from transforms.modalities.image import signatures
 
 RATIOS = [('train', 0.8), ('validation', 0.1), ('test', 0.1)]
 
@@ -218,12 +220,12 @@ def _photo(seed: int, size=(160, 120)) -> Image.Image:
 
 
 def test_signatures_of_real_copies_are_near_and_of_others_far():
-  cfg = processing.ImageConfig(height=64, width=64)
+  cfg = config.ImageConfig(height=64, width=64)
 
   def sig(data):
     return processing.process_image(
-        data, processing.ImageConfig(height=64, width=64,
-                                     signature=True)).signature
+        data, config.ImageConfig(height=64, width=64,
+                                 signature=True)).signature
 
   rules = near_duplicates.NearDuplicateRules()
   original = _photo(5)
@@ -236,7 +238,7 @@ def test_signatures_of_real_copies_are_near_and_of_others_far():
       'cropped': _png(original.crop((3, 2, w - 3, h - 2))),
   }
   base = sig(_png(original))
-  assert len(base) == processing.SIGNATURE_BYTES
+  assert len(base) == signatures.SIGNATURE_BYTES
   for kind, data in copies.items():
     hd, td = near_duplicates.distances(base, sig(data))
     assert hd <= rules.hash_distance and td <= rules.thumb_distance, kind
@@ -247,7 +249,7 @@ def test_signatures_of_real_copies_are_near_and_of_others_far():
   # The signature is that of the stored pixels: the pipeline's first pass
   # computes the same one.
   _, from_pass = processing.identify_content_and_signature(
-      _png(original), processing.ImageConfig(height=64, width=64))
+      _png(original), config.ImageConfig(height=64, width=64))
   assert from_pass == base
   assert not processing.process_image(_png(original), cfg).signature
 
@@ -288,14 +290,14 @@ def test_the_phash_is_imagehashs_phash():
   rng = np.random.default_rng(3)
   pictures += [Image.fromarray(rng.integers(0, 256, (50, 70, 3), np.uint8))
                for _ in range(20)]
-  side = processing.SIGNATURE_SIDE
+  side = signatures.SIGNATURE_SIDE
   ties = 0
   for img in pictures:
     arr = np.asarray(img.convert('RGB'))
     small = cv2.resize(arr, (side, side), interpolation=cv2.INTER_AREA)
     grey = cv2.cvtColor(small, cv2.COLOR_RGB2GRAY)
     theirs = imagehash.phash(Image.fromarray(grey), hash_size=8).hash
-    ours = np.unpackbits(np.frombuffer(processing.phash_of_grey(grey),
+    ours = np.unpackbits(np.frombuffer(signatures.phash_of_grey(grey),
                                        np.uint8)).astype(bool)
     # imagehash's coefficients (its own steps), to find the ties.
     coeffs = scipy.fftpack.dct(scipy.fftpack.dct(
@@ -306,8 +308,8 @@ def test_the_phash_is_imagehashs_phash():
     # A tie is not above the median.
     assert not ours[tie].any()
     # And the signature starts with it.
-    assert processing.signature_of_pixels(arr)[:8] == (
-        processing.phash_of_grey(grey))
+    assert signatures.signature_of_pixels(arr)[:8] == (
+        signatures.phash_of_grey(grey))
   # Drawings and flat pictures do tie.
   assert ties >= 5
 
@@ -316,10 +318,10 @@ def test_a_grey_picture_has_the_signature_of_its_rgb_copy():
   for seed in range(10):
     grey = np.asarray(_photo(seed).convert('L'))
     rgb = np.repeat(grey[:, :, None], 3, axis=2)
-    assert processing.signature_of_pixels(grey) == (
-        processing.signature_of_pixels(rgb))
-    assert processing.signature_of_pixels(Image.fromarray(grey)) == (
-        processing.signature_of_pixels(rgb))
+    assert signatures.signature_of_pixels(grey) == (
+        signatures.signature_of_pixels(rgb))
+    assert signatures.signature_of_pixels(Image.fromarray(grey)) == (
+        signatures.signature_of_pixels(rgb))
 
 
 def test_the_beam_transform_groups_across_bundles():

@@ -1,7 +1,7 @@
 """Near-duplicate groups: pictures that are the same picture saved again,
 documents that are the same text written again.
 
-Pictures. A picture's signature (image/processing.signature_of_pixels) is
+Pictures. A picture's signature (image/signatures.signature_of_pixels) is
 its 64-bit DCT hash (pHash) and a 4x4 colour thumbnail, both of the picture
 as it is stored. Two pictures of different content are near-duplicates
 when

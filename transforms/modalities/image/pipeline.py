@@ -68,7 +68,7 @@ from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.modalities.image import inputs as image_inputs
 from transforms.modalities.image import preprocessing
-from transforms.modalities.image import processing
+from transforms.modalities.image import file_formats
 from transforms.modalities.image import records as image_records
 from transforms.modalities.image import decode
 from transforms.modalities.image.decode import DecodeImages
@@ -476,7 +476,7 @@ class FormatCountsFn(beam.CombineFn):
     for found, path in inputs:
       found = found or 'unknown'
       formats[found] = formats.get(found, 0) + 1
-      expected = processing.extension_format(path)
+      expected = file_formats.extension_format(path)
       if expected is not None and found != expected:
         ext = posixpath.splitext(path)[1].lower()
         key = f'{found} in {ext}'
