@@ -16,7 +16,10 @@ from PIL import Image, ImageDraw, ImageEnhance
 import pytest
 import scipy.fftpack
 
+from transforms.core import near_duplicate_decisions
+from transforms.core import near_duplicate_pipeline
 from transforms.core import near_duplicates
+from transforms.core import splits
 from transforms.modalities.image import config
 from transforms.modalities.image import processing
 from transforms.modalities.image import signatures
@@ -90,7 +93,7 @@ def test_groups_do_not_depend_on_the_order_of_edges():
   edges = [('c', 'd'), ('a', 'b'), ('b', 'c'), ('x', 'y')]
   expected = {'a': 'a', 'b': 'a', 'c': 'a', 'd': 'a', 'x': 'x', 'y': 'x'}
   for order in itertools.permutations(edges):
-    assert near_duplicates.components(order) == expected
+    assert near_duplicate_decisions.components(order) == expected
 
 
 def _infos(*items):
@@ -98,8 +101,8 @@ def _infos(*items):
   out = {}
   for digest, members in items:
     for m in members:
-      out[digest] = near_duplicates.merge_info(out.get(digest),
-                                               near_duplicates.new_info(*m))
+      out[digest] = near_duplicate_decisions.merge_info(
+          out.get(digest), near_duplicate_decisions.new_info(*m))
   return out
 
 
@@ -109,7 +112,8 @@ def _by_example(decisions, infos):
   out = {}
   for digest, info in infos.items():
     for split, (ex_id, label) in info['ids'].items():
-      to, reason = near_duplicates.example_decision(decisions[digest], label)
+      to, reason = near_duplicate_decisions.example_decision(
+          decisions[digest], label)
       out[ex_id] = (to or split, reason)
   return out
 
@@ -120,11 +124,11 @@ def test_group_mode_moves_every_member_to_the_split_of_its_smallest_digest():
                  ('d2', [('x/2.jpg', 'cat', 'test'),
                          ('x/2b.jpg', 'cat', 'test')]),
                  ('d3', [('x/3.jpg', 'cat', 'validation')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(), 'keep', 'content',
       RATIOS)
-  expected_split = near_duplicates.split_lib.assign_split(
-      near_duplicates.split_lib.content_split_key('d1'), RATIOS)
+  expected_split = splits.assign_split(
+      splits.content_split_key('d1'), RATIOS)
   assert {d['split'] for d in decisions.values()} == {expected_split}
   assert {d['group'] for d in decisions.values()} == {'d1'}
   assert not any(d['drop'] for d in decisions.values())
@@ -143,7 +147,7 @@ def test_drop_mode_keeps_the_smallest_content_and_its_copies():
                          ('a.jpg', 'cat', 'train')]),
                  ('d2', [('c.jpg', 'cat', 'test')]),
                  ('d3', [('d.jpg', 'cat', 'train')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(mode='drop'), 'keep',
       'content', RATIOS)
   assert decisions['d1']['drop'] is None  # exact copies: contents.py's
@@ -161,7 +165,7 @@ def test_label_conflicts_among_near_duplicates_follow_the_policy(policy,
   infos = _infos(('d1', [('a.jpg', 'cat', 'train')]),
                  ('d2', [('b.jpg', 'cat', 'test')]),
                  ('d3', [('c.jpg', 'dog', 'train')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(), policy, 'content',
       RATIOS)
   examples = _by_example(decisions, infos)
@@ -179,11 +183,12 @@ def test_majority_within_one_content_drops_only_the_minority_label():
   edges = {('d1', 'd2'): (3, 0.01)}
   infos = _infos(('d1', [('a.jpg', 'cat', 'train'), ('z.jpg', 'dog', 'train')]),
                  ('d2', [('b.jpg', 'cat', 'train')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(), 'majority', 'content',
       RATIOS)
-  assert near_duplicates.example_decision(decisions['d1'], 'cat')[1] is None
-  assert 'majority label cat' in near_duplicates.example_decision(
+  assert near_duplicate_decisions.example_decision(
+      decisions['d1'], 'cat')[1] is None
+  assert 'majority label cat' in near_duplicate_decisions.example_decision(
       decisions['d1'], 'dog')[1]
   assert summary['dropped']['label_conflicts'] == 1
 
@@ -192,7 +197,7 @@ def test_splits_named_by_the_input_do_not_move_and_are_counted():
   edges = {('d1', 'd2'): (3, 0.01)}
   infos = _infos(('d1', [('a.jpg', 'cat', 'train')]),
                  ('d2', [('b.jpg', 'cat', 'test')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(), 'keep', 'input',
       RATIOS)
   assert _by_example(decisions, infos) == {'a.jpg': ('train', None),
@@ -340,10 +345,10 @@ def test_the_beam_transform_groups_across_bundles():
   with TestPipeline() as p:
     decisions, summary = (
         p | beam.Create(entries)
-        | near_duplicates.NearDuplicateGroups(
+        | near_duplicate_pipeline.NearDuplicateGroups(
             near_duplicates.NearDuplicateRules(), 'keep', 'content', RATIOS))
-    split = near_duplicates.split_lib.assign_split(
-        near_duplicates.split_lib.content_split_key(d1), RATIOS)
+    split = splits.assign_split(
+        splits.content_split_key(d1), RATIOS)
     assert_that(decisions | beam.Map(lambda d: sorted(
         (k, v['split'], v['group']) for k, v in d.items())),
                 equal_to([[(d1, split, d1), (d2, split, d1)]]),
@@ -385,7 +390,8 @@ def _assert_gathers_what_comparing_all_finds(sigs, folder):
                                    sig)]
                                  for k, (digest, sig) in enumerate(
                                      zip(digests, sigs))])
-                | near_duplicates.GatherNearDuplicates(rules, str(folder)))
+                | near_duplicate_pipeline.GatherNearDuplicates(rules,
+                                                               str(folder)))
     assert_that(gathered | beam.Map(lambda g: set(g[0])),
                 equal_to([expected]))
 
@@ -396,7 +402,7 @@ def test_crowded_buckets_of_one_runner_group_keep_their_own_pairs(
   (verified a block at a time): where two crowded buckets share a runner
   group, each keeps its own pairs (their rows were once mixed up), and
   the pairs are those comparing every two finds."""
-  monkeypatch.setattr(near_duplicates, '_BLOCK', 16)
+  monkeypatch.setattr(near_duplicate_pipeline, '_BLOCK', 16)
   rng = np.random.default_rng(6)
   bases = [random.Random(10 + t).getrandbits(64) for t in range(8)]
   thumbs = [rng.integers(0, 256, 48).tolist() for _ in range(6)]

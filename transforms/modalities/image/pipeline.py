@@ -57,7 +57,8 @@ import numpy as np
 from transforms.modalities.image import features
 from transforms.core import contents as contents_lib
 from transforms.core import hold as hold_lib
-from transforms.core import near_duplicates as near_lib
+from transforms.core import near_duplicate_decisions
+from transforms.core import near_duplicate_pipeline
 from transforms.core import progress
 from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
@@ -264,7 +265,7 @@ class ReadImages(skeleton.ReadInputs):
 
   def _near_duplicate_groups(self):
     cfg, rules = self._cfg, self._cfg.contents
-    return near_lib.NearDuplicateGroups(
+    return near_duplicate_pipeline.NearDuplicateGroups(
         rules.near_duplicates, rules.label_conflicts, rules.split_key,
         cfg.split_ratios, self.hold_folder())
 
@@ -331,7 +332,7 @@ def _contents_of_first_copies(examples):
 
 def _entries_of_first_copies(examples):
   """(id, content, label, split, signature) of each first copy of a list of
-  examples: what core/near_duplicates.NearDuplicateGroups reads."""
+  examples: what core/near_duplicate_pipeline.NearDuplicateGroups reads."""
   return [(ex[features.ID], ex['content'], ex[features.LABEL_TEXT], ex['split'],
            ex['signature']) for ex in examples if ex['copy'] == 0]
 
@@ -340,7 +341,8 @@ def _with_group_split(found, decisions):
   """(InputRef, digest, signature) -> (InputRef in the split of its
   near-duplicate group, if it is in one, digest)."""
   ref, digest = found[0], found[1]
-  split, _ = near_lib.example_decision(decisions.get(digest), ref.label)
+  split, _ = near_duplicate_decisions.example_decision(decisions.get(digest),
+                                                       ref.label)
   if split is not None and split != ref.split:
     ref = ref._replace(split=split)
   return ref, digest
@@ -350,7 +352,8 @@ def _near_duplicate_drops(found, decisions, exact_drops):
   """(id, dead letter) of an (InputRef, digest) the near-duplicate
   decisions drop (unless the exact content rules drop it already)."""
   ref, digest = found
-  _, reason = near_lib.example_decision(decisions.get(digest), ref.label)
+  _, reason = near_duplicate_decisions.example_decision(decisions.get(digest),
+                                                        ref.label)
   if reason is not None and ref.example_id not in exact_drops:
     yield ref.example_id, dead_letter(ref.example_id, contents_lib.STAGE,
                                       reason, ref.split)
@@ -392,7 +395,7 @@ class _ReleaseFn(beam.DoFn):
       for ex in examples:
         decision = decisions.get(ex['content'])
         if decision is not None:
-          split, reason = near_lib.example_decision(
+          split, reason = near_duplicate_decisions.example_decision(
               decision, ex[features.LABEL_TEXT])
           split = split or ex['split']
           if reason is not None:
