@@ -136,87 +136,13 @@ class ReadImages(skeleton.ReadInputs):
         cfg.settings.nested_folders)
     # -> InputRef per image (split by its id, replaced when by content)
     dead = [listed[DEAD]]
-    near = rules.near
     settings = decode.decode_settings(cfg)
-    near_summary = None
     if contents_pass(cfg):
-      # Every split and content must be known before anything is planned:
-      # a first pass finds them, the second writes.
-      finder = FindContentAndSignatureFn if near else FindContentFn
-      found = listed.refs | 'FindContents' >> beam.ParDo(
-          finder(settings, by_content, cfg.local_processes)).with_outputs(
-              DEAD, main='refs')
-      # -> (InputRef with its split, content digest[, signature])
-      refs_found = found.refs
-      if near:
-        decisions, near_summary = (
-            found.refs
-            | 'SignatureOf' >> beam.Map(lambda rds: [(
-                rds[0].example_id, rds[1], rds[0].label, rds[0].split,
-                rds[2])])
-            | 'NearDuplicates' >> self._near_duplicate_groups())
-        refs_found = found.refs | 'GroupSplits' >> beam.Map(
-            _with_group_split, beam.pvalue.AsSingleton(decisions))
-      drops, out_contents = (
-          refs_found
-          | 'ContentOf' >> beam.Map(lambda rd: (
-              rd[1], (rd[0].example_id, rd[0].label, rd[0].split)))
-          | 'ContentGroups' >> contents_lib.ContentGroups(rules))
-      if near:
-        # An example both rules drop is one dead letter, counted once (by
-        # the exact rules).
-        near_drops = refs_found | 'NearDuplicateDrops' >> beam.FlatMap(
-            _near_duplicate_drops, beam.pvalue.AsSingleton(decisions),
-            beam.pvalue.AsDict(drops))
-        near_summary = near_summary | 'RecountNearDrops' >> beam.Map(
-            _recount_near_drops, beam.pvalue.AsList(near_drops))
-        drops = (drops, near_drops) | 'AllDrops' >> beam.Flatten()
-      assigned = refs_found | 'Refs' >> beam.Map(lambda rd: rd[0])
-      kept = assigned | 'DropByContent' >> beam.ParDo(
-          _DropFn(), beam.pvalue.AsDict(drops)).with_outputs(
-              DEAD, main='refs')
-      dead += [found[DEAD], kept[DEAD]]
-      decoded = self._decode(kept.refs, None, settings)
-      examples = decoded.examples
-      # Inputs with a split: every one the first pass found.
-      split_counts = assigned | 'SplitOfInput' >> beam.Map(_split_of)
+      passes = self._two_passes(listed, by_content, settings, dead)
     else:
-      decoded = self._decode(listed.refs, by_content, settings)
-      examples = decoded.examples
-      released_dead = None
-      if near:
-        # Which split a near-duplicate goes to needs every picture's
-        # signature: the decoded examples wait on disk meanwhile.
-        decisions, near_summary = (
-            examples
-            | 'SignatureOf' >> beam.Map(_entries_of_first_copies)
-            | 'NearDuplicates' >> self._near_duplicate_groups())
-        released = (
-            examples
-            | 'Hold' >> hold_lib.Hold(self.hold_folder())
-            | 'Release' >> beam.ParDo(
-                _ReleaseFn(), beam.pvalue.AsSingleton(decisions)
-            ).with_outputs(DEAD, main='examples'))
-        examples, released_dead = released.examples, released[DEAD]
-        dead.append(released_dead)
-      _, out_contents = (
-          examples
-          | 'ContentOf' >> beam.FlatMap(_contents_of_first_copies)
-          | 'ContentGroups' >> contents_lib.ContentGroups(rules))
-      if by_content:
-        # Inputs with a split: those decoded (a bad one has none, its split
-        # was to come from its content), dropped ones included.
-        split_counts = examples | 'SplitOfInput' >> beam.FlatMap(
-            _first_copies_per_split)
-        if released_dead is not None:
-          split_counts = (split_counts, released_dead
-                          | 'SplitOfDropped' >> beam.Map(
-                              lambda d: (d['split'], 1))
-                          ) | 'AllWithSplit' >> beam.Flatten()
-      else:
-        # Inputs with a split: every one listed.
-        split_counts = listed.refs | 'SplitOfInput' >> beam.Map(_split_of)
-    if near:
+      passes = self._one_pass(listed, by_content, settings, dead)
+    decoded, examples, split_counts, out_contents, near_summary = passes
+    if rules.near:
       out_contents = out_contents | 'WithNearDuplicates' >> beam.Map(
           lambda c, n: {**c, 'near_duplicates': n},
           beam.pvalue.AsSingleton(near_summary))
@@ -243,25 +169,113 @@ class ReadImages(skeleton.ReadInputs):
       out[f'examples[{split}]'] = by_split[split]
       out[f'first[{split}]'] = by_split[split] | (
           f'FirstCopies[{split}]' >> beam.FlatMap(_only_first_copies))
-    # Only what the count reads crosses the Flatten: the local runner holds
-    # a Flatten's input in memory, image bytes included (memory then grew
-    # with the number of images).
-    out['formats'] = (
-        tuple(out[f'first[{split}]'] | f'FormatOf[{split}]' >> beam.Map(
-            lambda examples: [(ex['format'], ex['input']) for ex in examples])
-              for split in names)
-        | 'AllFirstCopies' >> beam.Flatten()
-        | 'CountFormats' >> beam.CombineGlobally(FormatCountsFn()))
-    train = (out['first[train]'] if 'train' in names else
-             pbegin | 'NoTrainSplit' >> beam.Create([]))
-    # The analyzers read only the per-image statistics, so the image bytes
-    # are left out of the analysis input.
-    out['analysis'] = train | 'ToAnalysisInput' >> beam.FlatMap(
-        lambda examples: [preprocessing.tft_input(ex, with_image=False)
-                          for ex in examples])
-    out['channel_stats'] = train | 'ChannelStats' >> beam.CombineGlobally(
-        preprocessing.PixelStatsFn())
+    _add_first_copy_outputs(out, names, pbegin)
     return out
+
+  def _two_passes(self, listed, by_content, settings, dead):
+    """The first pass of a run that reads the images twice: every split
+    and content (and near-duplicate signature) is found before anything
+    is planned; what the content rules drop goes to the dead letters; the
+    rest is planned and decoded (the second pass).
+
+    Args:
+      listed: ListImageInputs' outputs.
+      by_content: The split ratios when a split comes from the content.
+      settings: The decoding kernels' ImageConfig.
+      dead: The dead letters so far; this pass's are appended.
+
+    Returns:
+      (DecodeImages' outputs, the decoded examples, (split, 1) per input
+      with a split, ContentGroups' summary, the near-duplicate summary or
+      None).
+    """
+    rules = self._cfg.contents
+    near = rules.near
+    near_summary = None
+    finder = FindContentAndSignatureFn if near else FindContentFn
+    found = listed.refs | 'FindContents' >> beam.ParDo(
+        finder(settings, by_content, self._cfg.local_processes)).with_outputs(
+            DEAD, main='refs')
+    # -> (InputRef with its split, content digest[, signature])
+    refs_found = found.refs
+    if near:
+      decisions, near_summary = (
+          found.refs
+          | 'SignatureOf' >> beam.Map(lambda rds: [(
+              rds[0].example_id, rds[1], rds[0].label, rds[0].split,
+              rds[2])])
+          | 'NearDuplicates' >> self._near_duplicate_groups())
+      refs_found = found.refs | 'GroupSplits' >> beam.Map(
+          _with_group_split, beam.pvalue.AsSingleton(decisions))
+    drops, out_contents = (
+        refs_found
+        | 'ContentOf' >> beam.Map(lambda rd: (
+            rd[1], (rd[0].example_id, rd[0].label, rd[0].split)))
+        | 'ContentGroups' >> contents_lib.ContentGroups(rules))
+    if near:
+      # An example both rules drop is one dead letter, counted once (by
+      # the exact rules).
+      near_drops = refs_found | 'NearDuplicateDrops' >> beam.FlatMap(
+          _near_duplicate_drops, beam.pvalue.AsSingleton(decisions),
+          beam.pvalue.AsDict(drops))
+      near_summary = near_summary | 'RecountNearDrops' >> beam.Map(
+          _recount_near_drops, beam.pvalue.AsList(near_drops))
+      drops = (drops, near_drops) | 'AllDrops' >> beam.Flatten()
+    assigned = refs_found | 'Refs' >> beam.Map(lambda rd: rd[0])
+    kept = assigned | 'DropByContent' >> beam.ParDo(
+        _DropFn(), beam.pvalue.AsDict(drops)).with_outputs(
+            DEAD, main='refs')
+    dead += [found[DEAD], kept[DEAD]]
+    decoded = self._decode(kept.refs, None, settings)
+    # Inputs with a split: every one the first pass found.
+    split_counts = assigned | 'SplitOfInput' >> beam.Map(_split_of)
+    return decoded, decoded.examples, split_counts, out_contents, near_summary
+
+  def _one_pass(self, listed, by_content, settings, dead):
+    """A run that reads the images once: they are planned and decoded;
+    near-duplicates, when the rules look for them, are found from the
+    decoded signatures while the examples wait on disk.
+
+    Args and Returns: as _two_passes.
+    """
+    rules = self._cfg.contents
+    near_summary = None
+    decoded = self._decode(listed.refs, by_content, settings)
+    examples = decoded.examples
+    released_dead = None
+    if rules.near:
+      # Which split a near-duplicate goes to needs every picture's
+      # signature: the decoded examples wait on disk meanwhile.
+      decisions, near_summary = (
+          examples
+          | 'SignatureOf' >> beam.Map(_entries_of_first_copies)
+          | 'NearDuplicates' >> self._near_duplicate_groups())
+      released = (
+          examples
+          | 'Hold' >> hold_lib.Hold(self.hold_folder())
+          | 'Release' >> beam.ParDo(
+              _ReleaseFn(), beam.pvalue.AsSingleton(decisions)
+          ).with_outputs(DEAD, main='examples'))
+      examples, released_dead = released.examples, released[DEAD]
+      dead.append(released_dead)
+    _, out_contents = (
+        examples
+        | 'ContentOf' >> beam.FlatMap(_contents_of_first_copies)
+        | 'ContentGroups' >> contents_lib.ContentGroups(rules))
+    if by_content:
+      # Inputs with a split: those decoded (a bad one has none, its split
+      # was to come from its content), dropped ones included.
+      split_counts = examples | 'SplitOfInput' >> beam.FlatMap(
+          _first_copies_per_split)
+      if released_dead is not None:
+        split_counts = (split_counts, released_dead
+                        | 'SplitOfDropped' >> beam.Map(
+                            lambda d: (d['split'], 1))
+                        ) | 'AllWithSplit' >> beam.Flatten()
+    else:
+      # Inputs with a split: every one listed.
+      split_counts = listed.refs | 'SplitOfInput' >> beam.Map(_split_of)
+    return decoded, examples, split_counts, out_contents, near_summary
 
   def _near_duplicate_groups(self):
     cfg, rules = self._cfg, self._cfg.contents
@@ -288,6 +302,30 @@ class ReadImages(skeleton.ReadInputs):
     # -> (InputRef, copy index, write, weight), in seeded random order
     return tasks | 'DecodeImages' >> DecodeImages(settings, by_content,
                                                   cfg.local_processes)
+
+
+def _add_first_copy_outputs(out: dict, names, pbegin) -> None:
+  """Adds to ReadImages' outputs what is read from the first copies
+  (out['first[<split>]']): 'formats' (the inputs per content format),
+  'analysis' (the training split's analysis input) and 'channel_stats'."""
+  # Only what the count reads crosses the Flatten: the local runner holds
+  # a Flatten's input in memory, image bytes included (memory then grew
+  # with the number of images).
+  out['formats'] = (
+      tuple(out[f'first[{split}]'] | f'FormatOf[{split}]' >> beam.Map(
+          lambda examples: [(ex['format'], ex['input']) for ex in examples])
+            for split in names)
+      | 'AllFirstCopies' >> beam.Flatten()
+      | 'CountFormats' >> beam.CombineGlobally(FormatCountsFn()))
+  train = (out['first[train]'] if 'train' in names else
+           pbegin | 'NoTrainSplit' >> beam.Create([]))
+  # The analyzers read only the per-image statistics, so the image bytes
+  # are left out of the analysis input.
+  out['analysis'] = train | 'ToAnalysisInput' >> beam.FlatMap(
+      lambda examples: [preprocessing.tft_input(ex, with_image=False)
+                        for ex in examples])
+  out['channel_stats'] = train | 'ChannelStats' >> beam.CombineGlobally(
+      preprocessing.PixelStatsFn())
 
 
 def contents_pass(cfg) -> bool:
