@@ -25,6 +25,7 @@ if _ROOT not in sys.path:
 
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
+from transforms.modalities.image import config  # pylint: disable=g-import-not-at-top
 from transforms.modalities.image import processing  # pylint: disable=g-import-not-at-top
 
 
@@ -37,7 +38,7 @@ def list_images(root):
       continue
     for name in sorted(os.listdir(folder)):
       path = os.path.join(folder, name)
-      if processing.is_image_path(name) and os.path.isfile(path):
+      if config.is_image_path(name) and os.path.isfile(path):
         out.append((path, label))
   return out
 
@@ -51,7 +52,7 @@ def main(argv=None):
   start = time.perf_counter()
   files = list_images(args.input)
   label_ids = {n: i for i, n in enumerate(sorted({l for _, l in files}))}
-  cfg = processing.ImageConfig()
+  cfg = config.ImageConfig()
   train = tf.train
   written = bad = 0
   with tf.io.TFRecordWriter(args.output) as writer:
@@ -60,7 +61,7 @@ def main(argv=None):
         data = f.read()
       try:
         out = processing.process_image(data, cfg)
-      except processing.BadImageError:
+      except config.BadImageError:
         bad += 1
         continue
       example = train.Example(features=train.Features(feature={

@@ -64,6 +64,11 @@ for _path in (_ROOT, os.path.join(_ROOT, 'benchmarks')):
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import harness
 import image_benchmark
+from transforms.modalities.image import config
+from transforms.modalities.image import exif
+from transforms.modalities.image import file_formats
+from transforms.modalities.image import jpeg
+from transforms.modalities.image import pillow_decode
 from transforms.modalities.image import processing
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
@@ -120,22 +125,22 @@ def _previous_resize(img, cfg):
 
 def previous_decode_and_resize(data, cfg):
   """The previous decode + resize: (Pillow image, height, width)."""
-  img = processing._open(data)
+  img = file_formats._open(data)
   w, h = img.size
   orientation = 1
   if img.format == 'JPEG':
-    orientation = processing._orientation(img)
+    orientation = exif._orientation(img)
     if cfg.draft:
       _previous_draft(img, cfg, orientation)
   img.load()
   if isinstance(img, JpegImagePlugin.JpegImageFile):
-    processing._check_jpeg_complete(img, data, (w, h))
+    jpeg._check_jpeg_complete(img, data, (w, h))
   if img.format != 'JPEG':
-    orientation = processing._orientation(img)
+    orientation = exif._orientation(img)
   if orientation != 1:
     img = ImageOps.exif_transpose(img)
-  img = processing._flatten_alpha(img, cfg.background_rgb)
-  img = processing._to_8bit(img, cfg.color)
+  img = pillow_decode._flatten_alpha(img, cfg.background_rgb)
+  img = pillow_decode._to_8bit(img, cfg.color)
   if orientation in (5, 6, 7, 8):
     w, h = h, w
   return _previous_resize(img, cfg), h, w
@@ -171,7 +176,7 @@ def read_images(folder):
   paths = []
   for dirpath, _, names in os.walk(folder):
     paths += [os.path.join(dirpath, n) for n in names
-              if processing.is_image_path(n)]
+              if config.is_image_path(n)]
   out = []
   for path in sorted(paths):
     with open(path, 'rb') as f:
@@ -227,7 +232,7 @@ def time_kernels(datas, cfg, repeats):
 
 def _time_in_process(folder, repeats):
   """time_kernels in a process of its own (--concurrent)."""
-  return time_kernels(read_images(folder), processing.ImageConfig(), repeats)
+  return time_kernels(read_images(folder), config.ImageConfig(), repeats)
 
 
 def _medians(times, label=''):
@@ -283,7 +288,7 @@ def measure(args):
   datas = read_images(folder)
   if not datas:
     raise SystemExit(f'no images under {folder}')
-  cfg = processing.ImageConfig()
+  cfg = config.ImageConfig()
   print(f'{len(datas)} images from {folder}, {cfg.width}x{cfg.height} '
         f'{cfg.resize_mode}, {cfg.storage} q{cfg.jpeg_quality}')
   print(f'mean PSNR previous vs current stored image: '

@@ -10,7 +10,7 @@ Pictures (benchmarks/real_images.py): the 1,911 Twemoji clip-art PNGs
 sample photographs. Every picture, and every copy of it, goes through the
 pipeline's own decoder at the default settings (224x224, fit, flattened
 onto white) and gets the signature the pipeline gives it
-(processing.signature_of_pixels: a 64-bit pHash and a 4x4 colour
+(signatures.signature_of_pixels: a 64-bit pHash and a 4x4 colour
 thumbnail). The copies are those real collections hold:
 
   jpeg80           saved again as JPEG, quality 80
@@ -51,11 +51,12 @@ import real_images  # pylint: disable=wrong-import-position
 
 sys.path.insert(0, harness.REPO)
 from transforms.core import near_duplicates  # pylint: disable=wrong-import-position,wrong-import-order
+from transforms.modalities.image import config  # pylint: disable=wrong-import-position,wrong-import-order
 from transforms.modalities.image import processing  # pylint: disable=wrong-import-position,wrong-import-order
 
 HASH_DISTANCES = (6, 8, 10, 12, 14)
 THUMB_DISTANCES = (0.1, 0.15, 0.2)
-CONFIG = processing.ImageConfig(signature=True)
+CONFIG = config.ImageConfig(signature=True)
 
 
 def flattened(path: str) -> Image.Image:
@@ -66,7 +67,7 @@ def flattened(path: str) -> Image.Image:
   with Image.open(io.BytesIO(data)) as img:
     width, height = img.size
   img, _, _ = processing.decode_and_resize(
-      data, processing.ImageConfig(height=height, width=width), path)
+      data, config.ImageConfig(height=height, width=width), path)
   return img
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from pipelines import reader
 from pipelines import validate
-from transforms.core import near_duplicates as near_lib
+from transforms.core import near_duplicate_decisions
 from transforms.validation import dataset_checks
 
 
@@ -138,12 +138,12 @@ def move_records(out, source, target, choose):
 @contextlib.contextmanager
 def near_duplicates_listed_whole():
   """Meanwhile, runs in this process list every near-duplicate group
-  whole: the manifest's (core/near_duplicates.MAX_LISTED groups of
+  whole: the manifest's (core/near_duplicate_decisions.MAX_LISTED groups of
   _IDS_PER_GROUP contents) and validation's report
   (dataset_checks.MAX_NEAR_LISTED groups)."""
   with pytest.MonkeyPatch.context() as patch:
-    patch.setattr(near_lib, 'MAX_LISTED', 1 << 30)
-    patch.setattr(near_lib, '_IDS_PER_GROUP', 1 << 30)
+    patch.setattr(near_duplicate_decisions, 'MAX_LISTED', 1 << 30)
+    patch.setattr(near_duplicate_decisions, '_IDS_PER_GROUP', 1 << 30)
     patch.setattr(dataset_checks, 'MAX_NEAR_LISTED', 1 << 30)
     yield
 

@@ -16,8 +16,13 @@ from PIL import Image, ImageDraw, ImageEnhance
 import pytest
 import scipy.fftpack
 
+from transforms.core import near_duplicate_decisions
+from transforms.core import near_duplicate_pipeline
 from transforms.core import near_duplicates
+from transforms.core import splits
+from transforms.modalities.image import config
 from transforms.modalities.image import processing
+from transforms.modalities.image import signatures
 
 RATIOS = [('train', 0.8), ('validation', 0.1), ('test', 0.1)]
 
@@ -88,7 +93,7 @@ def test_groups_do_not_depend_on_the_order_of_edges():
   edges = [('c', 'd'), ('a', 'b'), ('b', 'c'), ('x', 'y')]
   expected = {'a': 'a', 'b': 'a', 'c': 'a', 'd': 'a', 'x': 'x', 'y': 'x'}
   for order in itertools.permutations(edges):
-    assert near_duplicates.components(order) == expected
+    assert near_duplicate_decisions.components(order) == expected
 
 
 def _infos(*items):
@@ -96,8 +101,8 @@ def _infos(*items):
   out = {}
   for digest, members in items:
     for m in members:
-      out[digest] = near_duplicates.merge_info(out.get(digest),
-                                               near_duplicates.new_info(*m))
+      out[digest] = near_duplicate_decisions.merge_info(
+          out.get(digest), near_duplicate_decisions.new_info(*m))
   return out
 
 
@@ -107,7 +112,8 @@ def _by_example(decisions, infos):
   out = {}
   for digest, info in infos.items():
     for split, (ex_id, label) in info['ids'].items():
-      to, reason = near_duplicates.example_decision(decisions[digest], label)
+      to, reason = near_duplicate_decisions.example_decision(
+          decisions[digest], label)
       out[ex_id] = (to or split, reason)
   return out
 
@@ -118,11 +124,11 @@ def test_group_mode_moves_every_member_to_the_split_of_its_smallest_digest():
                  ('d2', [('x/2.jpg', 'cat', 'test'),
                          ('x/2b.jpg', 'cat', 'test')]),
                  ('d3', [('x/3.jpg', 'cat', 'validation')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(), 'keep', 'content',
       RATIOS)
-  expected_split = near_duplicates.split_lib.assign_split(
-      near_duplicates.split_lib.content_split_key('d1'), RATIOS)
+  expected_split = splits.assign_split(
+      splits.content_split_key('d1'), RATIOS)
   assert {d['split'] for d in decisions.values()} == {expected_split}
   assert {d['group'] for d in decisions.values()} == {'d1'}
   assert not any(d['drop'] for d in decisions.values())
@@ -141,7 +147,7 @@ def test_drop_mode_keeps_the_smallest_content_and_its_copies():
                          ('a.jpg', 'cat', 'train')]),
                  ('d2', [('c.jpg', 'cat', 'test')]),
                  ('d3', [('d.jpg', 'cat', 'train')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(mode='drop'), 'keep',
       'content', RATIOS)
   assert decisions['d1']['drop'] is None  # exact copies: contents.py's
@@ -159,7 +165,7 @@ def test_label_conflicts_among_near_duplicates_follow_the_policy(policy,
   infos = _infos(('d1', [('a.jpg', 'cat', 'train')]),
                  ('d2', [('b.jpg', 'cat', 'test')]),
                  ('d3', [('c.jpg', 'dog', 'train')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(), policy, 'content',
       RATIOS)
   examples = _by_example(decisions, infos)
@@ -177,11 +183,12 @@ def test_majority_within_one_content_drops_only_the_minority_label():
   edges = {('d1', 'd2'): (3, 0.01)}
   infos = _infos(('d1', [('a.jpg', 'cat', 'train'), ('z.jpg', 'dog', 'train')]),
                  ('d2', [('b.jpg', 'cat', 'train')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(), 'majority', 'content',
       RATIOS)
-  assert near_duplicates.example_decision(decisions['d1'], 'cat')[1] is None
-  assert 'majority label cat' in near_duplicates.example_decision(
+  assert near_duplicate_decisions.example_decision(
+      decisions['d1'], 'cat')[1] is None
+  assert 'majority label cat' in near_duplicate_decisions.example_decision(
       decisions['d1'], 'dog')[1]
   assert summary['dropped']['label_conflicts'] == 1
 
@@ -190,7 +197,7 @@ def test_splits_named_by_the_input_do_not_move_and_are_counted():
   edges = {('d1', 'd2'): (3, 0.01)}
   infos = _infos(('d1', [('a.jpg', 'cat', 'train')]),
                  ('d2', [('b.jpg', 'cat', 'test')]))
-  decisions, summary = near_duplicates.decide(
+  decisions, summary = near_duplicate_decisions.decide(
       edges, infos, near_duplicates.NearDuplicateRules(), 'keep', 'input',
       RATIOS)
   assert _by_example(decisions, infos) == {'a.jpg': ('train', None),
@@ -218,12 +225,12 @@ def _photo(seed: int, size=(160, 120)) -> Image.Image:
 
 
 def test_signatures_of_real_copies_are_near_and_of_others_far():
-  cfg = processing.ImageConfig(height=64, width=64)
+  cfg = config.ImageConfig(height=64, width=64)
 
   def sig(data):
     return processing.process_image(
-        data, processing.ImageConfig(height=64, width=64,
-                                     signature=True)).signature
+        data, config.ImageConfig(height=64, width=64,
+                                 signature=True)).signature
 
   rules = near_duplicates.NearDuplicateRules()
   original = _photo(5)
@@ -236,7 +243,7 @@ def test_signatures_of_real_copies_are_near_and_of_others_far():
       'cropped': _png(original.crop((3, 2, w - 3, h - 2))),
   }
   base = sig(_png(original))
-  assert len(base) == processing.SIGNATURE_BYTES
+  assert len(base) == signatures.SIGNATURE_BYTES
   for kind, data in copies.items():
     hd, td = near_duplicates.distances(base, sig(data))
     assert hd <= rules.hash_distance and td <= rules.thumb_distance, kind
@@ -247,7 +254,7 @@ def test_signatures_of_real_copies_are_near_and_of_others_far():
   # The signature is that of the stored pixels: the pipeline's first pass
   # computes the same one.
   _, from_pass = processing.identify_content_and_signature(
-      _png(original), processing.ImageConfig(height=64, width=64))
+      _png(original), config.ImageConfig(height=64, width=64))
   assert from_pass == base
   assert not processing.process_image(_png(original), cfg).signature
 
@@ -288,14 +295,14 @@ def test_the_phash_is_imagehashs_phash():
   rng = np.random.default_rng(3)
   pictures += [Image.fromarray(rng.integers(0, 256, (50, 70, 3), np.uint8))
                for _ in range(20)]
-  side = processing.SIGNATURE_SIDE
+  side = signatures.SIGNATURE_SIDE
   ties = 0
   for img in pictures:
     arr = np.asarray(img.convert('RGB'))
     small = cv2.resize(arr, (side, side), interpolation=cv2.INTER_AREA)
     grey = cv2.cvtColor(small, cv2.COLOR_RGB2GRAY)
     theirs = imagehash.phash(Image.fromarray(grey), hash_size=8).hash
-    ours = np.unpackbits(np.frombuffer(processing.phash_of_grey(grey),
+    ours = np.unpackbits(np.frombuffer(signatures.phash_of_grey(grey),
                                        np.uint8)).astype(bool)
     # imagehash's coefficients (its own steps), to find the ties.
     coeffs = scipy.fftpack.dct(scipy.fftpack.dct(
@@ -306,8 +313,8 @@ def test_the_phash_is_imagehashs_phash():
     # A tie is not above the median.
     assert not ours[tie].any()
     # And the signature starts with it.
-    assert processing.signature_of_pixels(arr)[:8] == (
-        processing.phash_of_grey(grey))
+    assert signatures.signature_of_pixels(arr)[:8] == (
+        signatures.phash_of_grey(grey))
   # Drawings and flat pictures do tie.
   assert ties >= 5
 
@@ -316,10 +323,10 @@ def test_a_grey_picture_has_the_signature_of_its_rgb_copy():
   for seed in range(10):
     grey = np.asarray(_photo(seed).convert('L'))
     rgb = np.repeat(grey[:, :, None], 3, axis=2)
-    assert processing.signature_of_pixels(grey) == (
-        processing.signature_of_pixels(rgb))
-    assert processing.signature_of_pixels(Image.fromarray(grey)) == (
-        processing.signature_of_pixels(rgb))
+    assert signatures.signature_of_pixels(grey) == (
+        signatures.signature_of_pixels(rgb))
+    assert signatures.signature_of_pixels(Image.fromarray(grey)) == (
+        signatures.signature_of_pixels(rgb))
 
 
 def test_the_beam_transform_groups_across_bundles():
@@ -338,10 +345,10 @@ def test_the_beam_transform_groups_across_bundles():
   with TestPipeline() as p:
     decisions, summary = (
         p | beam.Create(entries)
-        | near_duplicates.NearDuplicateGroups(
+        | near_duplicate_pipeline.NearDuplicateGroups(
             near_duplicates.NearDuplicateRules(), 'keep', 'content', RATIOS))
-    split = near_duplicates.split_lib.assign_split(
-        near_duplicates.split_lib.content_split_key(d1), RATIOS)
+    split = splits.assign_split(
+        splits.content_split_key(d1), RATIOS)
     assert_that(decisions | beam.Map(lambda d: sorted(
         (k, v['split'], v['group']) for k, v in d.items())),
                 equal_to([[(d1, split, d1), (d2, split, d1)]]),
@@ -383,7 +390,8 @@ def _assert_gathers_what_comparing_all_finds(sigs, folder):
                                    sig)]
                                  for k, (digest, sig) in enumerate(
                                      zip(digests, sigs))])
-                | near_duplicates.GatherNearDuplicates(rules, str(folder)))
+                | near_duplicate_pipeline.GatherNearDuplicates(rules,
+                                                               str(folder)))
     assert_that(gathered | beam.Map(lambda g: set(g[0])),
                 equal_to([expected]))
 
@@ -394,7 +402,7 @@ def test_crowded_buckets_of_one_runner_group_keep_their_own_pairs(
   (verified a block at a time): where two crowded buckets share a runner
   group, each keeps its own pairs (their rows were once mixed up), and
   the pairs are those comparing every two finds."""
-  monkeypatch.setattr(near_duplicates, '_BLOCK', 16)
+  monkeypatch.setattr(near_duplicate_pipeline, '_BLOCK', 16)
   rng = np.random.default_rng(6)
   bases = [random.Random(10 + t).getrandbits(64) for t in range(8)]
   thumbs = [rng.integers(0, 256, 48).tolist() for _ in range(6)]

@@ -10,6 +10,7 @@ import pytest
 
 import process_calls
 from transforms.core import processes
+from transforms.modalities.image import config
 from transforms.modalities.image import processing
 
 CALLS = ('process_calls',)
@@ -56,10 +57,10 @@ def test_an_error_is_returned_with_its_call_and_others_go_on():
 def test_a_bad_image_error_keeps_its_stage_and_reason_across_processes():
   ahead = processes.Ahead(2, (processing.__name__,), depth=2)
   out = _all(ahead, processing.process_image, [b'', b'not an image'],
-             processing.ImageConfig(), 'x.jpg')
+             config.ImageConfig(), 'x.jpg')
   for _, result, error in out:
     assert result is None
-    assert isinstance(error, processing.BadImageError)
+    assert isinstance(error, config.BadImageError)
     assert error.stage == 'decode' and error.reason
   assert out[0][2].reason == 'empty file (0 bytes)'
 
@@ -190,7 +191,7 @@ def _head_images(tmp_path):
     paths.append(path)
   (tmp_path / 'notes.png').write_bytes(b'not an image')
   paths += [str(tmp_path / 'notes.png'), str(tmp_path / 'gone.png')]
-  cfg = processing.ImageConfig(height=16, width=16)
+  cfg = config.ImageConfig(height=16, width=16)
   expected = processing.process_inputs(
       processing.process_image, [(p, None) for p in paths], cfg)
   return paths, cfg, expected
@@ -231,7 +232,7 @@ def test_a_head_start_gives_what_the_calls_would_have(tmp_path):
     kernel = processing.process_image
     # Another kernel, other settings, a name it did not list: not its own.
     assert head.take((processing.identify_content, cfg), paths[0]) is None
-    other = processing.ImageConfig(height=8, width=8)
+    other = config.ImageConfig(height=8, width=8)
     assert head.take((kernel, other), paths[0]) is None
     assert head.take((kernel, cfg), 'elsewhere.png') is None
     for path, (want, error) in zip(paths, expected):

@@ -12,7 +12,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import options
 from transforms.modalities.image import inputs
-from transforms.modalities.image import processing
+from transforms.modalities.image import config
 from transforms.core import splits
 from transforms.core.errors import UsageError
 from transforms.sources import files
@@ -627,7 +627,7 @@ def test_config_hash_ignores_output_and_overwrite():
 def test_background_is_checked_kept_and_hashed(value, expected):
   cfg = _resolve('--background', value)
   assert cfg.settings.background == expected
-  assert cfg.settings.background_rgb == processing.parse_background(expected)
+  assert cfg.settings.background_rgb == config.parse_background(expected)
   assert cfg.to_json()['image']['background'] == expected
   # It changes the records of transparent images: part of the hash.
   assert (cfg.config_hash() == _resolve().config_hash()) == (

@@ -507,9 +507,9 @@ def near_duplicate_findings(gathered, rules) -> dict:
   them in two splits (leakage).
 
   Args:
-    gathered: core/near_duplicates' gathered pairs: ({(content a, content
-      b): values}, {content: Info}), the ids being (id, shard file, record
-      number).
+    gathered: core/near_duplicate_pipeline's gathered pairs: ({(content a,
+      content b): values}, {content: Info}), the ids being (id, shard file,
+      record number).
     rules: The NearDuplicateRules whose distances were applied.
 
   Returns:
@@ -522,9 +522,10 @@ def near_duplicate_findings(gathered, rules) -> dict:
     'label', 'split', 'file', 'record'}]}] (a record per content and
     split)}, the lists cut at MAX_NEAR_LISTED.
   """
+  from transforms.core import near_duplicate_decisions  # pylint: disable=import-outside-toplevel
   from transforms.core import near_duplicates as near_lib  # pylint: disable=import-outside-toplevel
   edges, infos = gathered
-  root_of = near_lib.components(edges)
+  root_of = near_duplicate_decisions.components(edges)
   groups: Dict[str, List[str]] = {}
   for content, root in root_of.items():
     groups.setdefault(root, []).append(content)

@@ -19,7 +19,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import modalities
-from transforms.core import near_duplicates as near_lib
+from transforms.core import near_duplicate_pipeline
 from transforms.validation import dataset_checks
 from transforms.validation import html_report
 from transforms.validation import report as report_lib
@@ -70,9 +70,10 @@ class ValidateDataset(beam.PTransform):
       # Near-duplicate pictures or documents, found as the pipeline finds
       # them, from the stored pictures or texts (core/near_duplicates.py).
       rules = dataset_checks.near_duplicate_rules(manifest)
+      gather = near_duplicate_pipeline.GatherNearDuplicates(rules,
+                                                            self._scratch)
       near = (checked[_CheckShardFn.NEAR]
-              | 'NearDuplicates' >> near_lib.GatherNearDuplicates(
-                  rules, self._scratch)
+              | 'NearDuplicates' >> gather
               | 'NearFindings' >> beam.Map(
                   dataset_checks.near_duplicate_findings, rules)
               | 'NearReport' >> beam.Map(plugin.near_duplicate_report,

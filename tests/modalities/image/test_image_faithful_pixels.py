@@ -21,7 +21,7 @@ import readback
 from pipelines import outcome
 from pipelines import preprocess
 from pipelines import validate
-from transforms.modalities.image import processing
+from transforms.modalities.image import encoding
 from transforms.output import tfrecord_files
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
@@ -138,7 +138,7 @@ def _raw_images(out, manifest):
         for record in tfrecord_files.iter_records(f):
           feats = example_pb2.Example.FromString(record).features.feature
           ex_id = feats['id'].bytes_list.value[0].decode()
-          found[ex_id] = processing.decode_stored(
+          found[ex_id] = encoding.decode_stored(
               feats['image'].bytes_list.value[0], img['storage'],
               img['height'], img['width'], img['channels'])
   return found

@@ -21,6 +21,7 @@ from PIL import Image, ImageEnhance
 import readback
 from pipelines import preprocess
 from pipelines import validate
+from transforms.modalities.image import config
 from transforms.modalities.image import processing
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
@@ -172,7 +173,7 @@ def test_jpeg_records_carry_the_signature_the_run_grouped_them_by(
   manifest = json.loads((grouped / 'manifest.json').read_text())
   assert manifest['feature_spec']['near_duplicate_signature'] == {
       'dtype': 'string', 'shape': []}
-  cfg = dataclasses.replace(processing.ImageConfig(height=64, width=64),
+  cfg = dataclasses.replace(config.ImageConfig(height=64, width=64),
                             signature=True)
   checked = 0
   for split in manifest['splits']:

@@ -14,6 +14,12 @@ import simplejpeg
 
 import imagegen
 from pipelines import sample_data
+from transforms.modalities.image import config
+from transforms.modalities.image import encoding
+from transforms.modalities.image import exif
+from transforms.modalities.image import file_formats
+from transforms.modalities.image import jpeg
+from transforms.modalities.image import pillow_decode
 from transforms.modalities.image import processing
 
 RED = (255, 0, 0)
@@ -67,17 +73,17 @@ def _smooth_photo(width=640, height=480) -> np.ndarray:
 
 def _with_exif_orientation(arr: np.ndarray, orientation: int) -> bytes:
   img = Image.fromarray(arr)
-  exif = img.getexif()
-  exif[EXIF_ORIENTATION] = orientation
-  return _image_bytes(img, 'JPEG', quality=95, exif=exif.tobytes())
+  tags = img.getexif()
+  tags[EXIF_ORIENTATION] = orientation
+  return _image_bytes(img, 'JPEG', quality=95, exif=tags.tobytes())
 
 
 def _process_raw(data: bytes, **cfg_kwargs):
   """process_image with uint8 storage; returns (ProcessedImage, HWC array)."""
-  cfg = processing.ImageConfig(storage='uint8', **cfg_kwargs)
+  cfg = config.ImageConfig(storage='uint8', **cfg_kwargs)
   out = processing.process_image(data, cfg)
-  arr = processing.decode_stored(out.data, 'uint8', cfg.height, cfg.width,
-                                 cfg.channels)
+  arr = encoding.decode_stored(out.data, 'uint8', cfg.height, cfg.width,
+                               cfg.channels)
   return out, arr
 
 
@@ -92,7 +98,7 @@ def _assert_color(region: np.ndarray, color, tol=12.0):
 # ------------------------------------------------------------ resize modes
 
 
-@pytest.mark.parametrize('mode', processing.RESIZE_MODES)
+@pytest.mark.parametrize('mode', config.RESIZE_MODES)
 @pytest.mark.parametrize('src_size', [(640, 480), (480, 640), (8, 6), (5, 17)],
                          ids=['landscape', 'portrait', 'small-landscape',
                               'small-portrait'])
@@ -401,9 +407,9 @@ def test_transparent_image_with_exif_orientation_is_turned():
   arr = np.zeros((4, 6, 4), np.uint8)  # transparent black
   arr[0, 0] = (0, 0, 0, 255)  # opaque black, top-left
   img = Image.fromarray(arr, 'RGBA')
-  exif = img.getexif()
-  exif[EXIF_ORIENTATION] = 6  # turn 90 degrees clockwise to view
-  data = _image_bytes(img, 'PNG', exif=exif.tobytes())
+  tags = img.getexif()
+  tags[EXIF_ORIENTATION] = 6  # turn 90 degrees clockwise to view
+  data = _image_bytes(img, 'PNG', exif=tags.tobytes())
   out, got = _process_raw(data, width=4, height=6, resize_mode='stretch')
   assert (out.original_width, out.original_height) == (4, 6)
   assert (got[0, -1] == 0).all()  # top-left went to top-right
@@ -414,14 +420,14 @@ def test_transparent_image_with_exif_orientation_is_turned():
     ('white', (255, 255, 255)), ('BLACK', (0, 0, 0)),
     ('#FF8000', (255, 128, 0)), ('10, 20,30', (10, 20, 30))])
 def test_parse_background(text, expected):
-  assert processing.parse_background(text) == expected
+  assert config.parse_background(text) == expected
 
 
 @pytest.mark.parametrize('text', ['grey', '#fff', '#gg0000', '1,2',
                                   '256,0,0', '-1,0,0', ''])
 def test_parse_background_refuses(text):
   with pytest.raises(ValueError):
-    processing.parse_background(text)
+    config.parse_background(text)
 
 
 def _palette_image(with_transparency: bool) -> bytes:
@@ -479,11 +485,11 @@ def test_sixteen_bit_gradient_keeps_its_order():
 @pytest.mark.parametrize('storage', ['jpeg', 'png', 'uint8'])
 def test_grey_color_gives_one_channel(storage):
   data = _image_bytes(Image.fromarray(_smooth_photo(64, 48)), 'PNG')
-  cfg = processing.ImageConfig(height=24, width=32, color='grey',
-                               storage=storage)
+  cfg = config.ImageConfig(height=24, width=32, color='grey',
+                           storage=storage)
   assert cfg.channels == 1
   out = processing.process_image(data, cfg)
-  arr = processing.decode_stored(out.data, storage, 24, 32, 1)
+  arr = encoding.decode_stored(out.data, storage, 24, 32, 1)
   assert arr.shape == (24, 32, 1)
   assert len(out.channel_sum) == 1 and len(out.channel_sum_squares) == 1
 
@@ -494,8 +500,8 @@ def test_grey_color_gives_one_channel(storage):
 def _assert_fast_path(data, orientation=1, cfg=None):
   """Asserts that the JPEG `data` takes the fast (simplejpeg) path."""
   img = Image.open(io.BytesIO(data))
-  assert processing._decode_jpeg(img, data, cfg or processing.ImageConfig(),
-                                 orientation) is not None
+  assert jpeg._decode_jpeg(img, data, cfg or config.ImageConfig(),
+                           orientation) is not None
 
 
 def test_exif_orientation_6_rotates_clockwise_and_swaps_original_size():
@@ -574,8 +580,8 @@ def jpeg_decodes(monkeypatch):
   return shapes
 
 
-@pytest.mark.parametrize('mode', processing.RESIZE_MODES)
-@pytest.mark.parametrize('color', processing.COLOR_MODES)
+@pytest.mark.parametrize('mode', config.RESIZE_MODES)
+@pytest.mark.parametrize('color', config.COLOR_MODES)
 def test_draft_decode_is_close_to_full_decode(jpeg_decodes, draft_calls,
                                               mode, color):
   data = _image_bytes(Image.fromarray(_smooth_photo(640, 480)), 'JPEG',
@@ -593,7 +599,7 @@ def test_draft_decode_is_close_to_full_decode(jpeg_decodes, draft_calls,
   assert mad < 3.0
 
 
-@pytest.mark.parametrize('mode', processing.RESIZE_MODES)
+@pytest.mark.parametrize('mode', config.RESIZE_MODES)
 def test_draft_decode_of_cmyk_jpeg_is_close_to_full_decode(draft_calls, mode):
   # CMYK takes Pillow's path, which still uses its decoder's draft().
   img = Image.fromarray(_smooth_photo(640, 480)).convert('CMYK')
@@ -635,12 +641,12 @@ _FAST_KINDS = {'baseline': {}, '444': {'subsampling': 0},
                          ids=['reduced', 'full-size'])
 def test_fast_path_decodes_as_pillows_path_does(kind, mode, color, size):
   data = _noisy_jpeg(640, 480, **dict(_FAST_KINDS[kind]))
-  cfg = processing.ImageConfig(width=size[0], height=size[1], resize_mode=mode,
-                               color=color)
-  fast = processing._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg, 1)
+  cfg = config.ImageConfig(width=size[0], height=size[1], resize_mode=mode,
+                           color=color)
+  fast = jpeg._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg, 1)
   assert fast is not None
-  slow, _ = processing._decode_with_pillow(Image.open(io.BytesIO(data)), data,
-                                           cfg, 1)
+  slow, _ = pillow_decode._decode_with_pillow(Image.open(io.BytesIO(data)),
+                                              data, cfg, 1)
   if fast.ndim == 2 and slow.ndim == 3:  # a grey file, for RGB output
     fast = np.repeat(fast[:, :, None], 3, axis=2)
   assert fast.shape == slow.shape
@@ -651,12 +657,12 @@ def test_fast_path_decodes_as_pillows_path_does(kind, mode, color, size):
 @pytest.mark.parametrize('orientation', range(1, 9))
 def test_fast_path_orients_as_exif_transpose(orientation):
   data = _with_exif_orientation(_quadrants(640, 480), orientation)
-  cfg = processing.ImageConfig(width=96, height=128)  # reduced 4x either way
+  cfg = config.ImageConfig(width=96, height=128)  # reduced 4x either way
   img = Image.open(io.BytesIO(data))
-  assert processing._orientation(img) == orientation
-  fast = processing._decode_jpeg(img, data, cfg, orientation)
-  slow, applied = processing._decode_with_pillow(Image.open(io.BytesIO(data)),
-                                                 data, cfg, orientation)
+  assert exif._orientation(img) == orientation
+  fast = jpeg._decode_jpeg(img, data, cfg, orientation)
+  slow, applied = pillow_decode._decode_with_pillow(
+      Image.open(io.BytesIO(data)), data, cfg, orientation)
   assert applied == orientation
   assert fast.shape == slow.shape == (
       (160, 120, 3) if orientation > 4 else (120, 160, 3))
@@ -680,13 +686,13 @@ def test_fast_path_leaves_other_jpegs_to_pillows_path():
                            b'\xff\xd9'),
       'taller than its data': imagegen.with_frame_size(sound, 400, 600),
   }
-  cfg = processing.ImageConfig(width=64, height=64)
+  cfg = config.ImageConfig(width=64, height=64)
   for name, data in declined.items():
     img = Image.open(io.BytesIO(data))
-    assert processing._decode_jpeg(img, data, cfg, 1) is None, name
+    assert jpeg._decode_jpeg(img, data, cfg, 1) is None, name
   for data in (sound, progressive):
-    assert processing._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg,
-                                   1) is not None
+    assert jpeg._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg,
+                             1) is not None
 
 
 # ---------------------------------------------------------- resize quality
@@ -721,7 +727,7 @@ def _lanczos(data: bytes, size) -> np.ndarray:
 def test_resize_is_as_close_to_lanczos_as_the_previous_method(fmt, target):
   rng = np.random.default_rng(5)
   tint = np.array([1.0, 0.9, 0.75])
-  cfg = processing.ImageConfig(width=target, height=target)
+  cfg = config.ImageConfig(width=target, height=target)
   new_db, old_db = [], []
   for w, h in [(640, 480), (500, 375), (433, 301), (360, 270), (300, 200),
                (620, 330), (250, 240)]:
@@ -746,17 +752,17 @@ def test_resize_is_as_close_to_lanczos_as_the_previous_method(fmt, target):
 
 
 @pytest.mark.parametrize('storage', ['jpeg', 'png', 'uint8'])
-@pytest.mark.parametrize('color', processing.COLOR_MODES)
+@pytest.mark.parametrize('color', config.COLOR_MODES)
 def test_storage_round_trip(storage, color):
   data = _image_bytes(Image.fromarray(_smooth_photo(160, 120)), 'PNG')
-  cfg = processing.ImageConfig(height=48, width=64, storage=storage,
-                               color=color)
+  cfg = config.ImageConfig(height=48, width=64, storage=storage,
+                           color=color)
   resized, _, _ = processing.decode_and_resize(data, cfg)
   want = np.asarray(resized)
   if want.ndim == 2:
     want = want[:, :, None]
   out = processing.process_image(data, cfg)
-  got = processing.decode_stored(out.data, storage, 48, 64, cfg.channels)
+  got = encoding.decode_stored(out.data, storage, 48, 64, cfg.channels)
   assert got.dtype == np.uint8
   assert got.shape == (48, 64, cfg.channels)
   if storage == 'jpeg':
@@ -771,26 +777,26 @@ def test_storage_round_trip(storage, color):
 
 
 def test_decode_stored_rejects_wrong_shapes():
-  cfg = processing.ImageConfig(height=10, width=20, storage='png')
+  cfg = config.ImageConfig(height=10, width=20, storage='png')
   out = processing.process_image(
       _image_bytes(_solid(20, 10, (1, 2, 3)), 'PNG'), cfg)
   with pytest.raises(ValueError, match='shape'):
-    processing.decode_stored(out.data, 'png', 20, 10, 3)
+    encoding.decode_stored(out.data, 'png', 20, 10, 3)
   with pytest.raises(ValueError, match='expected'):
-    processing.decode_stored(b'\x00' * 599, 'uint8', 10, 20, 3)
+    encoding.decode_stored(b'\x00' * 599, 'uint8', 10, 20, 3)
   with pytest.raises(ValueError, match='does not decode'):
-    processing.decode_stored(b'not an image', 'jpeg', 10, 20, 3)
+    encoding.decode_stored(b'not an image', 'jpeg', 10, 20, 3)
 
 
 @pytest.mark.parametrize('storage', ['jpeg', 'uint8'])
-@pytest.mark.parametrize('color', processing.COLOR_MODES)
-@pytest.mark.parametrize('mode', processing.RESIZE_MODES)
+@pytest.mark.parametrize('color', config.COLOR_MODES)
+@pytest.mark.parametrize('mode', config.RESIZE_MODES)
 def test_channel_sums_are_exact(storage, color, mode):
   rng = np.random.default_rng(7)
   src = rng.integers(0, 256, (90, 70, 3), dtype=np.uint8)
   data = _image_bytes(Image.fromarray(src), 'PNG')
-  cfg = processing.ImageConfig(height=50, width=60, storage=storage,
-                               color=color, resize_mode=mode)
+  cfg = config.ImageConfig(height=50, width=60, storage=storage,
+                           color=color, resize_mode=mode)
   resized, _, _ = processing.decode_and_resize(data, cfg)
   arr = np.asarray(resized, dtype=np.int64)
   if arr.ndim == 2:
@@ -836,7 +842,7 @@ def test_content_digest_of_pixels_is_that_of_the_image():
 
 def test_png_and_bmp_of_the_same_pixels_are_one_content():
   img = Image.fromarray(_smooth_photo(90, 70))
-  cfg = processing.ImageConfig(height=48, width=64)
+  cfg = config.ImageConfig(height=48, width=64)
   png, bmp = _image_bytes(img, 'PNG'), _image_bytes(img, 'BMP')
   assert processing.identify_content(png, cfg) == processing.identify_content(
       bmp, cfg) == processing.process_image(png, cfg).content
@@ -875,8 +881,8 @@ def test_zscore_from_processed_image():
 
 
 def _assert_bad(data, match, cfg=None):
-  with pytest.raises(processing.BadImageError, match=match) as info:
-    processing.process_image(data, cfg or processing.ImageConfig())
+  with pytest.raises(config.BadImageError, match=match) as info:
+    processing.process_image(data, cfg or config.ImageConfig())
   assert info.value.stage == 'decode'
   assert info.value.reason == str(info.value)
   assert isinstance(info.value, ValueError)
@@ -897,7 +903,7 @@ def test_truncated_jpeg_is_bad():
                       quality=90)
   _assert_bad(data[:len(data) // 2], '^truncated JPEG')
   _assert_bad(data[:len(data) // 2], '^truncated JPEG',
-              processing.ImageConfig(draft=False))
+              config.ImageConfig(draft=False))
 
 
 def _noisy_jpeg(w=400, h=300, **kwargs) -> bytes:
@@ -919,7 +925,7 @@ def test_jpeg_cut_short_and_given_an_end_marker_is_truncated(fraction, kind,
   cut = data[:int(len(data) * fraction)] + b'\xff\xd9'
   # Pillow decodes it without a word, padding the rest with grey.
   Image.open(io.BytesIO(cut)).load()
-  _assert_bad(cut, '^truncated JPEG', processing.ImageConfig(
+  _assert_bad(cut, '^truncated JPEG', config.ImageConfig(
       draft=draft, height=64, width=64))
 
 
@@ -954,9 +960,9 @@ def test_sound_jpeg_with_mid_grey_corner_is_not_truncated(value):
   for kwargs in ({}, {'progressive': True}, {'mode': 'L'}):
     img = Image.fromarray(arr).convert(kwargs.pop('mode', 'RGB'))
     data = _image_bytes(img, 'JPEG', quality=95, **kwargs)
-    processing.process_image(data, processing.ImageConfig(height=48, width=64))
+    processing.process_image(data, config.ImageConfig(height=48, width=64))
   solid = _image_bytes(_solid(40, 30, (128, 128, 128)), 'JPEG', quality=90)
-  processing.process_image(solid, processing.ImageConfig(height=30, width=40))
+  processing.process_image(solid, config.ImageConfig(height=30, width=40))
 
 
 def test_sound_jpegs_pass_the_truncation_checks():
@@ -964,7 +970,7 @@ def test_sound_jpegs_pass_the_truncation_checks():
                  {'subsampling': 0}, {'progressive': True, 'mode': 'L'}):
     data = _noisy_jpeg(**kwargs)
     out = processing.process_image(data,
-                                   processing.ImageConfig(height=64, width=64))
+                                   config.ImageConfig(height=64, width=64))
     assert out.source_format == 'JPEG'
 
 
@@ -974,10 +980,10 @@ def test_sound_jpegs_pass_the_truncation_checks():
 def test_tiff_named_jpg_is_decoded_and_identified():
   data = _image_bytes(_solid(16, 12, (10, 200, 30)), 'TIFF')
   out = processing.process_image(
-      data, processing.ImageConfig(height=12, width=16, storage='uint8'),
+      data, config.ImageConfig(height=12, width=16, storage='uint8'),
       'photos/cat/x.jpg')
   assert out.source_format == 'TIFF'
-  got = processing.decode_stored(out.data, 'uint8', 12, 16, 3)
+  got = encoding.decode_stored(out.data, 'uint8', 12, 16, 3)
   assert (got == (10, 200, 30)).all()
 
 
@@ -985,7 +991,7 @@ def test_tiff_named_jpg_is_decoded_and_identified():
 def test_avif_named_jpg_is_decoded_and_identified():
   data = _image_bytes(_solid(16, 12, (10, 200, 30)), 'AVIF', quality=95)
   out = processing.process_image(
-      data, processing.ImageConfig(height=12, width=16, storage='uint8'),
+      data, config.ImageConfig(height=12, width=16, storage='uint8'),
       'x.jpg')
   assert out.source_format == 'AVIF'
 
@@ -1008,29 +1014,30 @@ def _iso_bmff_head(brand: bytes, compatible=(b'mif1',)) -> bytes:
      'not a readable image: unknown content (format not recognised)'),
 ])
 def test_content_pillow_cannot_read_names_its_format(head, name, reason):
-  with pytest.raises(processing.BadImageError) as info:
-    processing.process_image(head, processing.ImageConfig(), name)
+  with pytest.raises(config.BadImageError) as info:
+    processing.process_image(head, config.ImageConfig(), name)
   assert info.value.reason == reason
 
 
 @pytest.mark.skipif(not features.check('avif'), reason='no AVIF codec')
 def test_avif_that_does_not_decode_says_so():
-  with pytest.raises(processing.BadImageError) as info:
-    processing.process_image(_iso_bmff_head(b'avif'), processing.ImageConfig(),
+  with pytest.raises(config.BadImageError) as info:
+    processing.process_image(_iso_bmff_head(b'avif'), config.ImageConfig(),
                              'x.jpg')
   assert info.value.reason == (
       'not a JPEG: AVIF content (its AVIF data does not decode)')
 
 
 def test_sniff_format():
-  assert processing.sniff_format(_iso_bmff_head(b'avif')) == 'AVIF'
-  assert processing.sniff_format(_iso_bmff_head(b'heix')) == 'HEIC'
-  assert processing.sniff_format(_iso_bmff_head(b'mif1', (b'avif',))) == 'AVIF'
-  assert processing.sniff_format(_iso_bmff_head(b'mif1', ())) == 'HEIF'
-  assert processing.sniff_format(b'\xff\x0a\x00') == 'JPEG XL'
-  assert processing.sniff_format(b'%PDF-1.7') == 'PDF'
-  assert processing.sniff_format(b'  <svg xmlns="..."/>') == 'SVG'
-  assert processing.sniff_format(b'plain text') is None
+  assert file_formats.sniff_format(_iso_bmff_head(b'avif')) == 'AVIF'
+  assert file_formats.sniff_format(_iso_bmff_head(b'heix')) == 'HEIC'
+  assert file_formats.sniff_format(
+      _iso_bmff_head(b'mif1', (b'avif',))) == 'AVIF'
+  assert file_formats.sniff_format(_iso_bmff_head(b'mif1', ())) == 'HEIF'
+  assert file_formats.sniff_format(b'\xff\x0a\x00') == 'JPEG XL'
+  assert file_formats.sniff_format(b'%PDF-1.7') == 'PDF'
+  assert file_formats.sniff_format(b'  <svg xmlns="..."/>') == 'SVG'
+  assert file_formats.sniff_format(b'plain text') is None
 
 
 def _corrupt_png() -> bytes:
@@ -1084,11 +1091,11 @@ def test_truncated_png_is_bad():
 
 def test_over_pixel_limit_is_bad_and_names_the_limit():
   data = _image_bytes(_solid(40, 25, RED), 'PNG')  # 1000 pixels
-  err = _assert_bad(data, 'limit', processing.ImageConfig(max_pixels=999))
+  err = _assert_bad(data, 'limit', config.ImageConfig(max_pixels=999))
   assert '999' in err.reason
   assert '40x25' in err.reason
   # Exactly at the limit is fine.
-  processing.process_image(data, processing.ImageConfig(max_pixels=1000))
+  processing.process_image(data, config.ImageConfig(max_pixels=1000))
 
 
 def _png_header_only(width, height) -> bytes:
@@ -1106,11 +1113,11 @@ def _png_header_only(width, height) -> bytes:
 def test_pixel_limit_is_checked_before_decoding():
   # 100000 x 100000 would need 10 GB to decode; it must be refused first.
   err = _assert_bad(_png_header_only(100_000, 100_000), 'limit')
-  assert str(processing.ImageConfig().max_pixels) in err.reason
+  assert str(config.ImageConfig().max_pixels) in err.reason
 
 
 def test_is_image_path():
-  assert processing.is_image_path('a/b/C.JPG')
-  assert processing.is_image_path('x.webp')
-  assert not processing.is_image_path('notes.txt')
-  assert not processing.is_image_path('image.jpg.tmp')
+  assert config.is_image_path('a/b/C.JPG')
+  assert config.is_image_path('x.webp')
+  assert not config.is_image_path('notes.txt')
+  assert not config.is_image_path('image.jpg.tmp')

@@ -14,7 +14,8 @@ import imagegen
 from pipelines import options as options_lib
 from transforms.modalities.image.pipeline import PlanCopies
 from transforms.modalities.image import decode
-from transforms.modalities.image import processing
+from transforms.modalities.image import config
+from transforms.modalities.image import encoding
 from transforms.modalities.image import preprocessing
 from transforms.modalities.image import features
 from transforms.core import shuffle
@@ -27,7 +28,7 @@ def test_list_and_decode_images(tmp_path):
   good = imagegen.write_good_images(str(tmp_path))
   bad = imagegen.write_bad_images(str(tmp_path))
   ratios = (('train', 0.5), ('test', 0.5))
-  cfg = processing.ImageConfig(height=32, width=48, max_pixels=1_000_000)
+  cfg = config.ImageConfig(height=32, width=48, max_pixels=1_000_000)
   with TestPipeline() as p:
     listed = p | inputs.ListImageInputs(str(tmp_path), False, ratios, None)
     decoded = (listed.refs
@@ -49,7 +50,7 @@ def test_list_and_decode_images(tmp_path):
 
     def check_example(examples):
       for e in examples:
-        img = processing.decode_stored(e[features.IMAGE], 'jpeg', 32, 48, 3)
+        img = encoding.decode_stored(e[features.IMAGE], 'jpeg', 32, 48, 3)
         assert img.shape == (32, 48, 3)
         assert e['split'] in ('train', 'test')
         assert len(e[features.CHANNEL_MEAN]) == 3

@@ -21,7 +21,10 @@ import readback
 from pipelines import preprocess
 from pipelines import reader
 from transforms.core import near_duplicates as near_lib
+from transforms.modalities.image import config
+from transforms.modalities.image import encoding
 from transforms.modalities.image import processing
+from transforms.modalities.image import signatures
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
 
@@ -37,7 +40,7 @@ def test_every_near_duplicate_pair_validation_finds_is_a_group_of_the_run(
   assert manifest['totals']['records'] == debian_stamps.PICTURES
   assert len(manifest['labels']) == debian_stamps.CLASSES
   # The run's content digest of a picture (of its pixels as resized).
-  cfg = processing.ImageConfig()
+  cfg = config.ImageConfig()
   digests = {}
 
   def content_of(ex_id):
@@ -71,9 +74,9 @@ def test_every_near_duplicate_pair_validation_finds_is_a_group_of_the_run(
           f.read(), dataclasses.replace(cfg, signature=True),
           ex_id).signature
     if isinstance(image, bytes):
-      image = processing.decode_stored(image, 'jpeg', size['height'],
-                                       size['width'], size['channels'])
-    bits[ex_id] = hash_bits(signature, processing.signature_of_pixels(
+      image = encoding.decode_stored(image, 'jpeg', size['height'],
+                                     size['width'], size['channels'])
+    bits[ex_id] = hash_bits(signature, signatures.signature_of_pixels(
         image.astype(np.uint8)))
   assert bits['symbols/l_filled.png'] >= 8, bits
 

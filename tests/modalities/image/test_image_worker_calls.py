@@ -20,9 +20,9 @@ import process_calls
 from transforms.core.dead_letters import DEAD
 from transforms.modalities.image import decode
 from transforms.modalities.image import inputs
-from transforms.modalities.image import processing
+from transforms.modalities.image import config
 
-CFG = processing.ImageConfig(height=16, width=16)
+CFG = config.ImageConfig(height=16, width=16)
 
 
 def _tasks(paths):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from transforms.core import bands
+from transforms.core import near_duplicate_pipeline
 from transforms.core import near_duplicates
 from transforms.modalities.text import signature_kernels
 from transforms.modalities.text import signatures
@@ -182,10 +183,10 @@ def test_a_batch_of_carried_bytes_without_its_band_keys_is_refused():
   sends only them must send its band keys too."""
   sigs = signatures.signatures(['one two three', 'four five six'])
   raw = np.ascontiguousarray(sigs).view(np.uint8)
-  batch = near_duplicates.NearBatch(['a', 'b'], [f'{1:032x}', f'{2:032x}'],
-                                    ['x', 'x'], ['train', 'train'],
-                                    bands.carried(raw), None, bands.usable(raw))
-  fn = near_duplicates._BandFn(near_duplicates.document_rules())  # pylint: disable=protected-access
+  batch = near_duplicate_pipeline.NearBatch(
+      ['a', 'b'], [f'{1:032x}', f'{2:032x}'], ['x', 'x'], ['train', 'train'],
+      bands.carried(raw), None, bands.usable(raw))
+  fn = near_duplicate_pipeline._BandFn(near_duplicates.document_rules())  # pylint: disable=protected-access
   fn.start_bundle()
   list(fn.process(batch))
   with pytest.raises(ValueError, match='needs its `keys`'):
@@ -209,8 +210,8 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
   from apache_beam.testing.test_pipeline import TestPipeline
   from apache_beam.testing.util import assert_that, equal_to
   # pylint: enable=import-outside-toplevel
-  monkeypatch.setattr(near_duplicates, '_FLUSH_ROWS', 32)
-  monkeypatch.setattr(near_duplicates, '_BLOCK', 16)
+  monkeypatch.setattr(near_duplicate_pipeline, '_FLUSH_ROWS', 32)
+  monkeypatch.setattr(near_duplicate_pipeline, '_BLOCK', 16)
   rng = np.random.default_rng(5)
   plates = [_doc(rng, 30).split() for _ in range(4)]
   texts, digests = [], []
@@ -227,7 +228,7 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
                    if k % 50 != 7 else f'{7:032x}')
   sigs = signatures.signatures(texts)
   rules = near_duplicates.document_rules()
-  batches = [near_duplicates.NearBatch(
+  batches = [near_duplicate_pipeline.NearBatch(
                  [f'd{k:03d}' for k in range(lo, lo + 20)],
                  digests[lo:lo + 20], ['x'] * 20, ['train'] * 20,
                  np.ascontiguousarray(sigs[lo:lo + 20]).view(np.uint8),
@@ -258,7 +259,8 @@ def test_gathering_documents_across_flushes_finds_what_comparing_all_finds(
   copies = sum(1 for d in digests if d == f'{7:032x}')
   with TestPipeline() as p:
     gathered = (p | beam.Create(batches)
-                | near_duplicates.GatherNearDuplicates(rules, str(tmp_path)))
+                | near_duplicate_pipeline.GatherNearDuplicates(
+                    rules, str(tmp_path)))
     assert_that(gathered | beam.Map(lambda g: set(g[0])),
                 equal_to([expected]), label='pairs')
     assert_that(gathered | beam.Map(

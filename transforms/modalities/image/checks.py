@@ -15,7 +15,9 @@ import numpy as np
 
 from transforms.modalities.image import features as image_features
 from transforms.modalities.image import preprocessing
+from transforms.modalities.image import encoding
 from transforms.modalities.image import processing
+from transforms.modalities.image import signatures
 from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as dataset_checks_lib
 from transforms.validation import html_report
@@ -92,8 +94,8 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
   """An encoded (or raw uint8) image: decodes to the manifest's shape."""
   img = manifest['image']
   h, w, c = img['height'], img['width'], img['channels']
-  arr = processing.decode_stored(values[image_features.IMAGE][0],
-                                 img['storage'], h, w, c)
+  arr = encoding.decode_stored(values[image_features.IMAGE][0],
+                               img['storage'], h, w, c)
   # Channel-major and contiguous: per-channel reductions over rows of an
   # [h * w, c] array are some 20 times slower.
   channels = np.ascontiguousarray(arr.reshape(-1, c).T)
@@ -110,13 +112,13 @@ def _check_encoded(values: Dict[str, list], manifest: dict, out: dict,
   # pHash); other storages give back the pixels the run signed.
   recorded = values.get(image_features.NEAR_SIGNATURE)
   if recorded:
-    if len(recorded[0]) != processing.SIGNATURE_BYTES:
+    if len(recorded[0]) != signatures.SIGNATURE_BYTES:
       raise ValueError(f'{image_features.NEAR_SIGNATURE} has '
                        f'{len(recorded[0])} bytes, not '
-                       f'{processing.SIGNATURE_BYTES}')
+                       f'{signatures.SIGNATURE_BYTES}')
     out['signature'] = recorded[0]
   else:
-    out['signature'] = processing.signature_of_pixels(arr[..., 0] if c == 1
+    out['signature'] = signatures.signature_of_pixels(arr[..., 0] if c == 1
                                                       else arr)
   low, high = channels.min(axis=1), channels.max(axis=1)
   if np.all(low == high) or (
@@ -154,7 +156,7 @@ def _content(arr: np.ndarray, values: Dict[str, list], manifest: dict
              ) -> np.ndarray:
   """The part of a stored [h, w, c] image that shows the input: without
   the black bars --resize_mode fit adds to an input of another aspect
-  ratio (placed as processing._resize places them, from the record's
+  ratio (placed as resize._resize places them, from the record's
   original size), and, for JPEG storage, without the pixels next to them
   that compression blurred into the bars."""
   img = manifest['image']

@@ -8,6 +8,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.utils.windowed_value import WindowedValue
 
+from transforms.modalities.image import config
 from transforms.modalities.image import processing
 from transforms.modalities.image import features
 from transforms.core import contents
@@ -153,7 +154,7 @@ class _PooledFn(beam.DoFn):
   # Whether the main outputs of a call leave as lists (see above).
   LISTS = False
 
-  def __init__(self, cfg: processing.ImageConfig, ratios, processes: int):
+  def __init__(self, cfg: config.ImageConfig, ratios, processes: int):
     super().__init__()
     self._cfg, self._ratios, self._processes = cfg, ratios, processes
     self._ahead = None
@@ -297,7 +298,7 @@ class DecodeImageFn(_PooledFn):
   _kernel = staticmethod(processing.process_image)
   LISTS = True
 
-  def __init__(self, cfg: processing.ImageConfig, ratios=None,
+  def __init__(self, cfg: config.ImageConfig, ratios=None,
                processes: int = 0):
     super().__init__(cfg, ratios, processes)
     self._decoded = metrics.counter('image', 'decoded')
@@ -323,7 +324,7 @@ class DecodeImageFn(_PooledFn):
     yield example_from_image(ref, out, copy, write, weight)
 
 
-def decode_settings(cfg) -> processing.ImageConfig:
+def decode_settings(cfg) -> config.ImageConfig:
   """The image settings the decoding kernels run with: the run's, asking
   for near-duplicate signatures when the run looks for them (start_head
   and the pipeline must use the same, or the head start is not used)."""
@@ -335,7 +336,7 @@ def decode_settings(cfg) -> processing.ImageConfig:
 
 def _dead_letter(ref, e: Exception, split: str) -> dict:
   """The dead letter of an input that could not be read or processed."""
-  if isinstance(e, processing.BadImageError):
+  if isinstance(e, config.BadImageError):
     return dead_letter(ref.path, e.stage, e.reason, split)
   if isinstance(e, processes_lib.Died):
     return dead_letter(ref.path, 'decode', str(e), split)
@@ -359,7 +360,7 @@ class FindContentFn(_PooledFn):
 
   _kernel = staticmethod(processing.identify_content)
 
-  def __init__(self, cfg: processing.ImageConfig, ratios=None,
+  def __init__(self, cfg: config.ImageConfig, ratios=None,
                processes: int = 0):
     super().__init__(cfg, ratios, processes)
     self._identified = progress.counter('image', IDENTIFIED)
@@ -407,7 +408,7 @@ class DecodeImages(beam.PTransform):
   (dead letters).
   """
 
-  def __init__(self, cfg: processing.ImageConfig, ratios=None,
+  def __init__(self, cfg: config.ImageConfig, ratios=None,
                processes: int = 0):
     super().__init__()
     self._cfg, self._ratios, self._processes = cfg, ratios, processes

@@ -27,7 +27,7 @@ from transforms.core.features import WEIGHT
 IMAGE = 'image'
 ORIGINAL_HEIGHT = 'original_height'
 ORIGINAL_WIDTH = 'original_width'
-# A JPEG-stored picture's near-duplicate signature (image/processing.py
+# A JPEG-stored picture's near-duplicate signature (image/signatures.py
 # signature_of_pixels), as the run computed it from the resized pixels:
 # JPEG's noise moves the pHash of a drawing whose DCT coefficients tie
 # (Tux Paint's l_filled by 13 of 64 bits), so the stored picture does not

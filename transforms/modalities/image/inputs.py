@@ -29,7 +29,7 @@ import apache_beam as beam
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.modalities.image import processing
+from transforms.modalities.image import config
 from transforms.core import label_text
 from transforms.core import splits as split_lib
 from transforms.core import metrics
@@ -88,7 +88,7 @@ def ref_from_path(root: str, path: str, splits_from_input: bool,
   """
   parts = files.relative_parts(root, path)
   depth = 3 if splits_from_input else 2
-  if not processing.is_image_path(path):
+  if not config.is_image_path(path):
     return None, 'file extension is not an image extension', None
   if len(parts) < depth:
     where = ('a class folder inside a split folder' if splits_from_input
@@ -425,7 +425,7 @@ def check_input(path: str, splits_from_input: bool,
     listed = []
   # Path components below the root of every image name.
   found = [files.relative_parts(root, entry.path) for entry in listed
-           if processing.is_image_path(entry.path)]
+           if config.is_image_path(entry.path)]
   depth = 3 if splits_from_input else 2
   at_depth = [parts for parts in found if len(parts) == depth]
   nested = [parts for parts in found if len(parts) > depth]
@@ -457,7 +457,7 @@ def check_input(path: str, splits_from_input: bool,
                      f'{split_layout if splits_from_input else layout}')
   if not listed:
     raise UsageError(f'the input folder {root} is empty')
-  raise UsageError(f'no image files ({", ".join(processing.IMAGE_EXTENSIONS)}) '
+  raise UsageError(f'no image files ({", ".join(config.IMAGE_EXTENSIONS)}) '
                    f'found in {root}; expected {layout}')
 
 

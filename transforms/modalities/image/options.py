@@ -4,7 +4,7 @@ from typing import Tuple
 
 from transforms.core import flags
 from transforms.core.errors import UsageError
-from transforms.modalities.image import processing
+from transforms.modalities.image import config
 
 
 def add_arguments(add) -> None:
@@ -55,29 +55,29 @@ def parse_image_size(text: str) -> Tuple[int, int]:
 def parse_background(text: str) -> str:
   """--background as '#rrggbb'."""
   try:
-    return processing.background_hex(text)
+    return config.background_hex(text)
   except ValueError:
     raise UsageError(f'--background must be white, black, a #rrggbb colour '
                      f'or r,g,b with values from 0 to 255 (got {text!r}).'
                      ) from None
 
 
-def settings(o) -> processing.ImageConfig:
+def settings(o) -> config.ImageConfig:
   """The checked image settings from the parsed flags."""
   width, height = parse_image_size(o.image_size)
-  return processing.ImageConfig(
+  return config.ImageConfig(
       height=height, width=width,
       resize_mode=flags.choice('resize_mode', o.resize_mode,
-                               processing.RESIZE_MODES),
-      storage=flags.choice('storage', o.storage, processing.STORAGE_FORMATS),
+                               config.RESIZE_MODES),
+      storage=flags.choice('storage', o.storage, config.STORAGE_FORMATS),
       color=flags.choice('color',
                          str(o.color).lower().replace('gray', 'grey'),
-                         processing.COLOR_MODES),
+                         config.COLOR_MODES),
       jpeg_quality=flags.whole_number('jpeg_quality', o.jpeg_quality, 1, 95),
       max_pixels=flags.whole_number('max_pixels', o.max_pixels, 1),
       background=parse_background(o.background),
       nested_folders=flags.choice('nested_folders', o.nested_folders,
-                                  processing.NESTED_FOLDERS))
+                                  config.NESTED_FOLDERS))
 
 
 def near_duplicate_rules(mode: str, o):

@@ -57,7 +57,8 @@ import numpy as np
 from transforms.modalities.image import features
 from transforms.core import contents as contents_lib
 from transforms.core import hold as hold_lib
-from transforms.core import near_duplicates as near_lib
+from transforms.core import near_duplicate_decisions
+from transforms.core import near_duplicate_pipeline
 from transforms.core import progress
 from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
@@ -68,7 +69,7 @@ from transforms.core import skeleton
 from transforms.core.skeleton import records_key
 from transforms.modalities.image import inputs as image_inputs
 from transforms.modalities.image import preprocessing
-from transforms.modalities.image import processing
+from transforms.modalities.image import file_formats
 from transforms.modalities.image import records as image_records
 from transforms.modalities.image import decode
 from transforms.modalities.image.decode import DecodeImages
@@ -135,87 +136,13 @@ class ReadImages(skeleton.ReadInputs):
         cfg.settings.nested_folders)
     # -> InputRef per image (split by its id, replaced when by content)
     dead = [listed[DEAD]]
-    near = rules.near
     settings = decode.decode_settings(cfg)
-    near_summary = None
     if contents_pass(cfg):
-      # Every split and content must be known before anything is planned:
-      # a first pass finds them, the second writes.
-      finder = FindContentAndSignatureFn if near else FindContentFn
-      found = listed.refs | 'FindContents' >> beam.ParDo(
-          finder(settings, by_content, cfg.local_processes)).with_outputs(
-              DEAD, main='refs')
-      # -> (InputRef with its split, content digest[, signature])
-      refs_found = found.refs
-      if near:
-        decisions, near_summary = (
-            found.refs
-            | 'SignatureOf' >> beam.Map(lambda rds: [(
-                rds[0].example_id, rds[1], rds[0].label, rds[0].split,
-                rds[2])])
-            | 'NearDuplicates' >> self._near_duplicate_groups())
-        refs_found = found.refs | 'GroupSplits' >> beam.Map(
-            _with_group_split, beam.pvalue.AsSingleton(decisions))
-      drops, out_contents = (
-          refs_found
-          | 'ContentOf' >> beam.Map(lambda rd: (
-              rd[1], (rd[0].example_id, rd[0].label, rd[0].split)))
-          | 'ContentGroups' >> contents_lib.ContentGroups(rules))
-      if near:
-        # An example both rules drop is one dead letter, counted once (by
-        # the exact rules).
-        near_drops = refs_found | 'NearDuplicateDrops' >> beam.FlatMap(
-            _near_duplicate_drops, beam.pvalue.AsSingleton(decisions),
-            beam.pvalue.AsDict(drops))
-        near_summary = near_summary | 'RecountNearDrops' >> beam.Map(
-            _recount_near_drops, beam.pvalue.AsList(near_drops))
-        drops = (drops, near_drops) | 'AllDrops' >> beam.Flatten()
-      assigned = refs_found | 'Refs' >> beam.Map(lambda rd: rd[0])
-      kept = assigned | 'DropByContent' >> beam.ParDo(
-          _DropFn(), beam.pvalue.AsDict(drops)).with_outputs(
-              DEAD, main='refs')
-      dead += [found[DEAD], kept[DEAD]]
-      decoded = self._decode(kept.refs, None, settings)
-      examples = decoded.examples
-      # Inputs with a split: every one the first pass found.
-      split_counts = assigned | 'SplitOfInput' >> beam.Map(_split_of)
+      passes = self._two_passes(listed, by_content, settings, dead)
     else:
-      decoded = self._decode(listed.refs, by_content, settings)
-      examples = decoded.examples
-      released_dead = None
-      if near:
-        # Which split a near-duplicate goes to needs every picture's
-        # signature: the decoded examples wait on disk meanwhile.
-        decisions, near_summary = (
-            examples
-            | 'SignatureOf' >> beam.Map(_entries_of_first_copies)
-            | 'NearDuplicates' >> self._near_duplicate_groups())
-        released = (
-            examples
-            | 'Hold' >> hold_lib.Hold(self.hold_folder())
-            | 'Release' >> beam.ParDo(
-                _ReleaseFn(), beam.pvalue.AsSingleton(decisions)
-            ).with_outputs(DEAD, main='examples'))
-        examples, released_dead = released.examples, released[DEAD]
-        dead.append(released_dead)
-      _, out_contents = (
-          examples
-          | 'ContentOf' >> beam.FlatMap(_contents_of_first_copies)
-          | 'ContentGroups' >> contents_lib.ContentGroups(rules))
-      if by_content:
-        # Inputs with a split: those decoded (a bad one has none, its split
-        # was to come from its content), dropped ones included.
-        split_counts = examples | 'SplitOfInput' >> beam.FlatMap(
-            _first_copies_per_split)
-        if released_dead is not None:
-          split_counts = (split_counts, released_dead
-                          | 'SplitOfDropped' >> beam.Map(
-                              lambda d: (d['split'], 1))
-                          ) | 'AllWithSplit' >> beam.Flatten()
-      else:
-        # Inputs with a split: every one listed.
-        split_counts = listed.refs | 'SplitOfInput' >> beam.Map(_split_of)
-    if near:
+      passes = self._one_pass(listed, by_content, settings, dead)
+    decoded, examples, split_counts, out_contents, near_summary = passes
+    if rules.near:
       out_contents = out_contents | 'WithNearDuplicates' >> beam.Map(
           lambda c, n: {**c, 'near_duplicates': n},
           beam.pvalue.AsSingleton(near_summary))
@@ -242,29 +169,117 @@ class ReadImages(skeleton.ReadInputs):
       out[f'examples[{split}]'] = by_split[split]
       out[f'first[{split}]'] = by_split[split] | (
           f'FirstCopies[{split}]' >> beam.FlatMap(_only_first_copies))
-    # Only what the count reads crosses the Flatten: the local runner holds
-    # a Flatten's input in memory, image bytes included (memory then grew
-    # with the number of images).
-    out['formats'] = (
-        tuple(out[f'first[{split}]'] | f'FormatOf[{split}]' >> beam.Map(
-            lambda examples: [(ex['format'], ex['input']) for ex in examples])
-              for split in names)
-        | 'AllFirstCopies' >> beam.Flatten()
-        | 'CountFormats' >> beam.CombineGlobally(FormatCountsFn()))
-    train = (out['first[train]'] if 'train' in names else
-             pbegin | 'NoTrainSplit' >> beam.Create([]))
-    # The analyzers read only the per-image statistics, so the image bytes
-    # are left out of the analysis input.
-    out['analysis'] = train | 'ToAnalysisInput' >> beam.FlatMap(
-        lambda examples: [preprocessing.tft_input(ex, with_image=False)
-                          for ex in examples])
-    out['channel_stats'] = train | 'ChannelStats' >> beam.CombineGlobally(
-        preprocessing.PixelStatsFn())
+    _add_first_copy_outputs(out, names, pbegin)
     return out
+
+  def _two_passes(self, listed, by_content, settings, dead):
+    """The first pass of a run that reads the images twice: every split
+    and content (and near-duplicate signature) is found before anything
+    is planned; what the content rules drop goes to the dead letters; the
+    rest is planned and decoded (the second pass).
+
+    Args:
+      listed: ListImageInputs' outputs.
+      by_content: The split ratios when a split comes from the content.
+      settings: The decoding kernels' ImageConfig.
+      dead: The dead letters so far; this pass's are appended.
+
+    Returns:
+      (DecodeImages' outputs, the decoded examples, (split, 1) per input
+      with a split, ContentGroups' summary, the near-duplicate summary or
+      None).
+    """
+    rules = self._cfg.contents
+    near = rules.near
+    near_summary = None
+    finder = FindContentAndSignatureFn if near else FindContentFn
+    found = listed.refs | 'FindContents' >> beam.ParDo(
+        finder(settings, by_content, self._cfg.local_processes)).with_outputs(
+            DEAD, main='refs')
+    # -> (InputRef with its split, content digest[, signature])
+    refs_found = found.refs
+    if near:
+      decisions, near_summary = (
+          found.refs
+          | 'SignatureOf' >> beam.Map(lambda rds: [(
+              rds[0].example_id, rds[1], rds[0].label, rds[0].split,
+              rds[2])])
+          | 'NearDuplicates' >> self._near_duplicate_groups())
+      refs_found = found.refs | 'GroupSplits' >> beam.Map(
+          _with_group_split, beam.pvalue.AsSingleton(decisions))
+    drops, out_contents = (
+        refs_found
+        | 'ContentOf' >> beam.Map(lambda rd: (
+            rd[1], (rd[0].example_id, rd[0].label, rd[0].split)))
+        | 'ContentGroups' >> contents_lib.ContentGroups(rules))
+    if near:
+      # An example both rules drop is one dead letter, counted once (by
+      # the exact rules).
+      near_drops = refs_found | 'NearDuplicateDrops' >> beam.FlatMap(
+          _near_duplicate_drops, beam.pvalue.AsSingleton(decisions),
+          beam.pvalue.AsDict(drops))
+      near_summary = near_summary | 'RecountNearDrops' >> beam.Map(
+          _recount_near_drops, beam.pvalue.AsList(near_drops))
+      drops = (drops, near_drops) | 'AllDrops' >> beam.Flatten()
+    assigned = refs_found | 'Refs' >> beam.Map(lambda rd: rd[0])
+    kept = assigned | 'DropByContent' >> beam.ParDo(
+        _DropFn(), beam.pvalue.AsDict(drops)).with_outputs(
+            DEAD, main='refs')
+    dead += [found[DEAD], kept[DEAD]]
+    decoded = self._decode(kept.refs, None, settings)
+    # Inputs with a split: every one the first pass found.
+    split_counts = assigned | 'SplitOfInput' >> beam.Map(_split_of)
+    return decoded, decoded.examples, split_counts, out_contents, near_summary
+
+  def _one_pass(self, listed, by_content, settings, dead):
+    """A run that reads the images once: they are planned and decoded;
+    near-duplicates, when the rules look for them, are found from the
+    decoded signatures while the examples wait on disk.
+
+    Args and Returns: as _two_passes.
+    """
+    rules = self._cfg.contents
+    near_summary = None
+    decoded = self._decode(listed.refs, by_content, settings)
+    examples = decoded.examples
+    released_dead = None
+    if rules.near:
+      # Which split a near-duplicate goes to needs every picture's
+      # signature: the decoded examples wait on disk meanwhile.
+      decisions, near_summary = (
+          examples
+          | 'SignatureOf' >> beam.Map(_entries_of_first_copies)
+          | 'NearDuplicates' >> self._near_duplicate_groups())
+      released = (
+          examples
+          | 'Hold' >> hold_lib.Hold(self.hold_folder())
+          | 'Release' >> beam.ParDo(
+              _ReleaseFn(), beam.pvalue.AsSingleton(decisions)
+          ).with_outputs(DEAD, main='examples'))
+      examples, released_dead = released.examples, released[DEAD]
+      dead.append(released_dead)
+    _, out_contents = (
+        examples
+        | 'ContentOf' >> beam.FlatMap(_contents_of_first_copies)
+        | 'ContentGroups' >> contents_lib.ContentGroups(rules))
+    if by_content:
+      # Inputs with a split: those decoded (a bad one has none, its split
+      # was to come from its content), dropped ones included.
+      split_counts = examples | 'SplitOfInput' >> beam.FlatMap(
+          _first_copies_per_split)
+      if released_dead is not None:
+        split_counts = (split_counts, released_dead
+                        | 'SplitOfDropped' >> beam.Map(
+                            lambda d: (d['split'], 1))
+                        ) | 'AllWithSplit' >> beam.Flatten()
+    else:
+      # Inputs with a split: every one listed.
+      split_counts = listed.refs | 'SplitOfInput' >> beam.Map(_split_of)
+    return decoded, examples, split_counts, out_contents, near_summary
 
   def _near_duplicate_groups(self):
     cfg, rules = self._cfg, self._cfg.contents
-    return near_lib.NearDuplicateGroups(
+    return near_duplicate_pipeline.NearDuplicateGroups(
         rules.near_duplicates, rules.label_conflicts, rules.split_key,
         cfg.split_ratios, self.hold_folder())
 
@@ -287,6 +302,30 @@ class ReadImages(skeleton.ReadInputs):
     # -> (InputRef, copy index, write, weight), in seeded random order
     return tasks | 'DecodeImages' >> DecodeImages(settings, by_content,
                                                   cfg.local_processes)
+
+
+def _add_first_copy_outputs(out: dict, names, pbegin) -> None:
+  """Adds to ReadImages' outputs what is read from the first copies
+  (out['first[<split>]']): 'formats' (the inputs per content format),
+  'analysis' (the training split's analysis input) and 'channel_stats'."""
+  # Only what the count reads crosses the Flatten: the local runner holds
+  # a Flatten's input in memory, image bytes included (memory then grew
+  # with the number of images).
+  out['formats'] = (
+      tuple(out[f'first[{split}]'] | f'FormatOf[{split}]' >> beam.Map(
+          lambda examples: [(ex['format'], ex['input']) for ex in examples])
+            for split in names)
+      | 'AllFirstCopies' >> beam.Flatten()
+      | 'CountFormats' >> beam.CombineGlobally(FormatCountsFn()))
+  train = (out['first[train]'] if 'train' in names else
+           pbegin | 'NoTrainSplit' >> beam.Create([]))
+  # The analyzers read only the per-image statistics, so the image bytes
+  # are left out of the analysis input.
+  out['analysis'] = train | 'ToAnalysisInput' >> beam.FlatMap(
+      lambda examples: [preprocessing.tft_input(ex, with_image=False)
+                        for ex in examples])
+  out['channel_stats'] = train | 'ChannelStats' >> beam.CombineGlobally(
+      preprocessing.PixelStatsFn())
 
 
 def contents_pass(cfg) -> bool:
@@ -331,7 +370,7 @@ def _contents_of_first_copies(examples):
 
 def _entries_of_first_copies(examples):
   """(id, content, label, split, signature) of each first copy of a list of
-  examples: what core/near_duplicates.NearDuplicateGroups reads."""
+  examples: what core/near_duplicate_pipeline.NearDuplicateGroups reads."""
   return [(ex[features.ID], ex['content'], ex[features.LABEL_TEXT], ex['split'],
            ex['signature']) for ex in examples if ex['copy'] == 0]
 
@@ -340,7 +379,8 @@ def _with_group_split(found, decisions):
   """(InputRef, digest, signature) -> (InputRef in the split of its
   near-duplicate group, if it is in one, digest)."""
   ref, digest = found[0], found[1]
-  split, _ = near_lib.example_decision(decisions.get(digest), ref.label)
+  split, _ = near_duplicate_decisions.example_decision(decisions.get(digest),
+                                                       ref.label)
   if split is not None and split != ref.split:
     ref = ref._replace(split=split)
   return ref, digest
@@ -350,7 +390,8 @@ def _near_duplicate_drops(found, decisions, exact_drops):
   """(id, dead letter) of an (InputRef, digest) the near-duplicate
   decisions drop (unless the exact content rules drop it already)."""
   ref, digest = found
-  _, reason = near_lib.example_decision(decisions.get(digest), ref.label)
+  _, reason = near_duplicate_decisions.example_decision(decisions.get(digest),
+                                                        ref.label)
   if reason is not None and ref.example_id not in exact_drops:
     yield ref.example_id, dead_letter(ref.example_id, contents_lib.STAGE,
                                       reason, ref.split)
@@ -392,7 +433,7 @@ class _ReleaseFn(beam.DoFn):
       for ex in examples:
         decision = decisions.get(ex['content'])
         if decision is not None:
-          split, reason = near_lib.example_decision(
+          split, reason = near_duplicate_decisions.example_decision(
               decision, ex[features.LABEL_TEXT])
           split = split or ex['split']
           if reason is not None:
@@ -476,7 +517,7 @@ class FormatCountsFn(beam.CombineFn):
     for found, path in inputs:
       found = found or 'unknown'
       formats[found] = formats.get(found, 0) + 1
-      expected = processing.extension_format(path)
+      expected = file_formats.extension_format(path)
       if expected is not None and found != expected:
         ext = posixpath.splitext(path)[1].lower()
         key = f'{found} in {ext}'

@@ -39,7 +39,8 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.core import batches
 from transforms.core import contents as contents_lib
 from transforms.core import metrics
-from transforms.core import near_duplicates as near_lib
+from transforms.core import near_duplicate_decisions
+from transforms.core import near_duplicate_pipeline
 from transforms.core import processes
 from transforms.core import progress
 from transforms.core import shuffle
@@ -291,8 +292,8 @@ def _decided(docs, split, digests, dropped, near, names):
     for k in [k for k, d in enumerate(digests) if d in near]:
       if exact[k]:
         continue
-      to, reason = near_lib.example_decision(near[digests[k]],
-                                             docs.label[k])
+      to, reason = near_duplicate_decisions.example_decision(near[digests[k]],
+                                                             docs.label[k])
       if reason is not None:
         near_dropped[k] = reason
       elif to is not None:
@@ -305,7 +306,8 @@ class DocumentContentsFn(_ReadDocumentsFn):
   """The contents pass, for runs whose content rules drop documents or
   look for near-duplicates: the (content digest, (id, label, split)) of
   every good document, a few elements per batch (core/contents.batched),
-  and, tagged NEAR, a NearBatch per batch (core/near_duplicates.py)."""
+  and, tagged NEAR, a NearBatch per batch
+  (core/near_duplicate_pipeline.py)."""
 
   def process(self, element):
     near = self._cfg.contents.near
@@ -318,10 +320,11 @@ class DocumentContentsFn(_ReadDocumentsFn):
         yield from self._content_groups(docs, split, digests)
         if near:
           carried, usable, keys = signed
-          yield beam.pvalue.TaggedOutput(NEAR, near_lib.NearBatch(
-              list(docs.ids), digests, list(docs.label),
-              np.asarray(names, object)[split].tolist(), carried, keys,
-              usable))
+          yield beam.pvalue.TaggedOutput(
+              NEAR, near_duplicate_pipeline.NearBatch(
+                  list(docs.ids), digests, list(docs.label),
+                  np.asarray(names, object)[split].tolist(), carried, keys,
+                  usable))
 
 
 class DocumentStatisticsFn(_ReadDocumentsFn):
@@ -560,7 +563,7 @@ class ReadDocuments(skeleton.ReadInputs):
         dead.append(drops | 'DroppedDeadLetters' >> beam.Values())
       if rules.near:
         decisions, near_summary = found[NEAR] | 'NearDuplicates' >> (
-            near_lib.NearDuplicateGroups(
+            near_duplicate_pipeline.NearDuplicateGroups(
                 rules.near_duplicates, rules.label_conflicts,
                 rules.split_key, cfg.split_ratios, self.hold_folder()))
       side = _side_inputs(cfg, drops, decisions if rules.near else None)
