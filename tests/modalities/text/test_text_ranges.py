@@ -34,6 +34,7 @@ from transforms.modalities.text import preprocessing
 from transforms.modalities.text import ranges as text_ranges
 from transforms.modalities.text import signature_kernels
 from transforms.modalities.text import signatures
+from transforms.sources import table_ranges
 from transforms.sources import tables
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
@@ -187,7 +188,7 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
     tmp_path, monkeypatch, extra, kind):
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv() if kind == 'quoted' else _lone_quotes_csv())
-  monkeypatch.setattr(tables, 'RANGE_BYTES', RANGE)
+  monkeypatch.setattr(table_ranges, 'RANGE_BYTES', RANGE)
   ranged, whole = range_runs.run_with_and_without_workers(
       src, tmp_path, TEXT + extra + LOCAL)
   # A contents pass first, for the near-duplicate groups (the default) or
@@ -226,7 +227,7 @@ def test_without_worker_processes_the_file_is_read_in_one_piece(
   """Workers that cannot start: a warning, and the same records."""
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv())
-  monkeypatch.setattr(tables, 'RANGE_BYTES', RANGE)
+  monkeypatch.setattr(table_ranges, 'RANGE_BYTES', RANGE)
   range_runs.assert_same_without_workers(src, tmp_path, monkeypatch, caplog,
                                          TEXT + LOCAL, 'read CSV ranges')
 
@@ -242,7 +243,7 @@ def test_an_odd_count_of_quotes_does_not_make_one_range_of_the_rest(
             for _ in range(400)]
   path = tmp_path / 'docs.csv'
   path.write_bytes(b'\n'.join(lines) + b'\n')
-  monkeypatch.setattr(tables, '_QUOTED_LINE_SEARCH', 300)
+  monkeypatch.setattr(table_ranges, '_QUOTED_LINE_SEARCH', 300)
   ranges = tables.csv_ranges(str(path), 'csv', RANGE, quotes=True)
   assert len(ranges.spans) >= 5
   assert all(end - start < RANGE + 300 + 200 for start, end in ranges.spans)

@@ -78,16 +78,18 @@ import pyarrow.csv as pa_csv
 
 from transforms.core import label_text
 from transforms.core.errors import UsageError
+from transforms.sources import table_csv
+from transforms.sources import table_ranges
 from transforms.sources import tables as tables_lib
 # Shared private helpers of the sensor reader (same file handling).
-from transforms.sources.tables import _BOM
-from transforms.sources.tables import _column_list
-from transforms.sources.tables import _csv_block_bytes
-from transforms.sources.tables import _json_blocks
-from transforms.sources.tables import _json_fast
-from transforms.sources.tables import _open
-from transforms.sources.tables import _open_binary_csv
-from transforms.sources.tables import _read_prefix
+from transforms.sources.table_columns import _column_list
+from transforms.sources.table_csv import _csv_block_bytes
+from transforms.sources.table_csv import _open_binary_csv
+from transforms.sources.table_formats import _BOM
+from transforms.sources.table_formats import _open
+from transforms.sources.table_formats import _read_prefix
+from transforms.sources.table_jsonl import _json_blocks
+from transforms.sources.table_jsonl import _json_fast
 
 if TYPE_CHECKING:
   from transforms.sources import files
@@ -578,7 +580,7 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
   with _open(path, reads) as f:
     stream = f
     if start:
-      stream = io.BufferedReader(tables_lib._Prefixed(f, start[0], start[1]),
+      stream = io.BufferedReader(table_ranges._Prefixed(f, start[0], start[1]),
                                  1 << 20)
     try:
       reader = _open_binary_csv(stream, path, fmt, needed, batch_rows,
@@ -683,8 +685,8 @@ def parse_csv_range(path: str, fmt: str, columns: TextColumns,
 
   on_invalid_row = _skipping_into(skipped, 0)
   # The range in one block: no record straddles two blocks.
-  block = min(max(len(body), tables_lib._MIN_BLOCK_BYTES),
-              tables_lib._LARGEST_BLOCK_BYTES)
+  block = min(max(len(body), table_csv._MIN_BLOCK_BYTES),
+              table_csv._LARGEST_BLOCK_BYTES)
   table = _open_binary_csv(pa.BufferReader(body), path, fmt, needed,
                            batch_rows, on_invalid_row, block).read_all()
   n = table.num_rows - 1
