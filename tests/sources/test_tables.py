@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from transforms.sources import table_csv
+from transforms.sources import table_formats
 from transforms.sources import table_jsonl
-from transforms.sources import table_parquet
 from transforms.sources import table_timestamps
 from transforms.sources import tables
 
@@ -173,7 +173,7 @@ def test_parquet_round_trip(tmp_path):
 
 def test_parquet_from_a_non_seekable_stream(tmp_path, monkeypatch):
   path = _parquet(tmp_path, _parquet_table())
-  real_open = table_parquet._open
+  real_open = table_formats.open_file
 
   class Stream(io.RawIOBase):
     """A read-only stream that cannot seek, like some remote readers."""
@@ -194,8 +194,8 @@ def test_parquet_from_a_non_seekable_stream(tmp_path, monkeypatch):
       self._f.close()
       super().close()
 
-  monkeypatch.setattr(table_parquet, '_open', lambda p: Stream(real_open(p)))
-  assert not table_parquet._open(path).seekable()
+  monkeypatch.setattr(table_formats, 'open_file', lambda p: Stream(real_open(p)))
+  assert not table_formats.open_file(path).seekable()
   assert tables.read_header(path, 'parquet')[1] == ['a', 'b']
   batch, bad, _ = _read_all(path, _cols())
   assert bad == []
@@ -354,9 +354,9 @@ def test_iso_timestamps_read_by_arrow_are_those_pandas_reads(column,
   # faster); any other goes to pandas. Both must give every cell the same
   # nanoseconds and the same dead letters.
   array = pa.array(column, pa.string())
-  fast = table_timestamps._timestamps(array, 't', 's')
+  fast = table_timestamps.column_to_ns(array, 't', 's')
   monkeypatch.setattr(table_timestamps, '_iso_by_arrow', lambda texts: None)
-  slow = table_timestamps._timestamps(array, 't', 's')
+  slow = table_timestamps.column_to_ns(array, 't', 's')
   assert fast[0].tolist() == slow[0].tolist()
   assert fast[1][0].tolist() == slow[1][0].tolist()
   assert fast[1][1] == slow[1][1]
@@ -724,7 +724,7 @@ def test_csv_batches_and_row_indices_across_batches(tmp_path):
 def test_csv_many_small_blocks(tmp_path, monkeypatch):
   # Many pyarrow blocks: wrong field counts are reported ahead of the block
   # they belong to, and row indices must still be exact.
-  monkeypatch.setattr(table_csv, '_MIN_BLOCK_BYTES', 64)
+  monkeypatch.setattr(table_csv, 'MIN_BLOCK_BYTES', 64)
   path = _write(tmp_path, 'x.csv', _numbered_csv(300, bad_every=9))
   batch, bad, batches = _read_all(path, _cols(('a',), entity=None),
                                   batch_rows=4)
@@ -923,7 +923,7 @@ def test_unterminated_quote_does_not_crash(tmp_path):
 
 
 def test_record_longer_than_a_block_is_a_plain_error(tmp_path, monkeypatch):
-  monkeypatch.setattr(table_csv, '_MIN_BLOCK_BYTES', 64)
+  monkeypatch.setattr(table_csv, 'MIN_BLOCK_BYTES', 64)
   path = _write(tmp_path, 'x.csv',
                 't,lab,a\n1,x,1\n2,"' + 'long\n' * 100 + '",2\n')
   with pytest.raises(ValueError, match='cannot read .* after data row'):

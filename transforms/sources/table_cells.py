@@ -38,7 +38,7 @@ _MISSING_WORDS = ('', 'na', 'n/a', 'null', 'none')
 # RE2 via pyarrow.compute and in Python's re).
 _NUMBER = (r'(?i)^[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?'
            r'|nan(?:\([0-9a-z_]*\))?|inf|infinity)$')
-_NUMBER_RE = re.compile(_NUMBER)
+NUMBER_RE = re.compile(_NUMBER)
 
 
 def _show(value, limit: int = 60) -> str:
@@ -49,35 +49,39 @@ def _show(value, limit: int = 60) -> str:
   return repr(text)
 
 
-def _is_missing_text(text: str) -> bool:
+def is_missing_text(text: str) -> bool:
+  """Whether a text cell of a numeric column means "no value" ('', 'NA',
+  'null'...; not the nan spellings, which are numbers)."""
   return text.strip().lower() in _MISSING_WORDS
 
 
-def _is_numeric_type(t: pa.DataType) -> bool:
+def is_numeric_type(t: pa.DataType) -> bool:
+  """Whether an Arrow type holds numbers (integers, floats, decimals)."""
   return (pa.types.is_integer(t) or pa.types.is_floating(t)
           or pa.types.is_decimal(t))
 
 
-# Each converter returns its result for all n rows plus (bad positions,
-# reasons) for the rows it rejects.
+# Each converter returns its result for all n rows plus the cells it
+# rejects, as BadCells: (bad positions in the batch, their reasons).
 
-_Bad = Tuple[np.ndarray, List[str]]
-_NO_BAD: _Bad = (np.zeros(0, np.int64), [])
+BadCells = Tuple[np.ndarray, List[str]]
+NO_BAD: BadCells = (np.zeros(0, np.int64), [])
 
 
-def _array(column) -> pa.Array:
+def as_array(column) -> pa.Array:
+  """A column as one Arrow array (a chunked array's chunks combined)."""
   if isinstance(column, pa.ChunkedArray):
     return column.combine_chunks()
   return column
 
 
-def _mask(array) -> np.ndarray:
+def as_mask(array) -> np.ndarray:
   """A boolean pyarrow array as numpy, nulls as False."""
   return np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False),
                     dtype=bool)
 
 
-def _json_text(value) -> Optional[str]:
+def json_text(value) -> Optional[str]:
   """A value decoded by json.loads as the text of a cell."""
   if value is None or isinstance(value, str):
     return value
@@ -88,16 +92,16 @@ def _json_text(value) -> Optional[str]:
   return json.dumps(value, ensure_ascii=False)
 
 
-def _to_text(array: pa.Array, name: str) -> Tuple[pa.Array, _Bad]:
+def to_text(array: pa.Array, name: str) -> Tuple[pa.Array, BadCells]:
   """Any column as a string array; cells with invalid UTF-8 become null."""
   t = array.type
   if pa.types.is_string(t) or pa.types.is_large_string(t):
-    return array, _NO_BAD
+    return array, NO_BAD
   if pa.types.is_null(t):
-    return pa.nulls(len(array), pa.string()), _NO_BAD
+    return pa.nulls(len(array), pa.string()), NO_BAD
   if pa.types.is_binary(t) or pa.types.is_large_binary(t):
     try:
-      return pc.cast(array, pa.string()), _NO_BAD
+      return pc.cast(array, pa.string()), NO_BAD
     except pa.ArrowInvalid:
       pass
     # Rare: find the bad cells one by one (only this column of this batch).
@@ -115,12 +119,12 @@ def _to_text(array: pa.Array, name: str) -> Tuple[pa.Array, _Bad]:
     return pa.array(cells, pa.string()), (np.array(bad, np.int64),
                                           [reason] * len(bad))
   if pa.types.is_dictionary(t):
-    return _to_text(array.dictionary_decode(), name)
+    return to_text(array.dictionary_decode(), name)
   try:
-    return pc.cast(array, pa.string()), _NO_BAD
+    return pc.cast(array, pa.string()), NO_BAD
   except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
-    cells = [_json_text(v) for v in array.to_pylist()]
-    return pa.array(cells, pa.string()), _NO_BAD
+    cells = [json_text(v) for v in array.to_pylist()]
+    return pa.array(cells, pa.string()), NO_BAD
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -133,21 +137,21 @@ def _float_array(array: pa.Array) -> np.ndarray:
   return _finite(array.to_numpy(zero_copy_only=False))
 
 
-def _channel(array: pa.Array, name: str) -> Tuple[np.ndarray, _Bad]:
+def channel_values(array: pa.Array, name: str) -> Tuple[np.ndarray, BadCells]:
   """A channel column as float64 (NaN for missing) and its bad cells."""
   t = array.type
-  if _is_numeric_type(t):
-    return _float_array(pc.cast(array, pa.float64())), _NO_BAD
-  text, utf8_bad = _to_text(array, name)
+  if is_numeric_type(t):
+    return _float_array(pc.cast(array, pa.float64())), NO_BAD
+  text, utf8_bad = to_text(array, name)
   try:
     return _float_array(pc.cast(text, pa.float64())), utf8_bad
   except pa.ArrowInvalid:
     pass
   trimmed = pc.utf8_trim_whitespace(text)
-  number = _mask(pc.match_substring_regex(trimmed, _NUMBER))
-  missing = _mask(pc.is_in(pc.utf8_lower(trimmed),
-                           value_set=pa.array(_MISSING_WORDS)))
-  missing |= _mask(pc.is_null(trimmed))
+  number = as_mask(pc.match_substring_regex(trimmed, _NUMBER))
+  missing = as_mask(pc.is_in(pc.utf8_lower(trimmed),
+                             value_set=pa.array(_MISSING_WORDS)))
+  missing |= as_mask(pc.is_null(trimmed))
   clean = pc.if_else(pa.array(number), trimmed, pa.scalar(None, pa.string()))
   try:
     values = _float_array(pc.cast(clean, pa.float64()))
@@ -163,21 +167,31 @@ def _channel(array: pa.Array, name: str) -> Tuple[np.ndarray, _Bad]:
   cells = text.take(pa.array(bad)).to_pylist() if len(bad) else []
   reasons = [f'channel {name!r} value {_show(c)} is not a number'
              for c in cells]
-  return values, _merge_bad(utf8_bad, (bad, reasons))
+  return values, merge_bad(utf8_bad, (bad, reasons))
 
 
-def _reasons(mask: np.ndarray, template: str, cells: pa.Array) -> _Bad:
-  """(positions, reasons) for the true positions of mask."""
+def bad_cells(mask: np.ndarray, template: str, cells: pa.Array) -> BadCells:
+  """The cells of a batch that `mask` rejects, with their reasons.
+
+  Args:
+    mask: Boolean, one per cell: which are bad.
+    template: The reason; a '{}' in it is filled with the cell (quoted,
+      cut when long).
+    cells: The cells shown in the reasons (unused without '{}').
+
+  Returns:
+    (positions, reasons) for the true positions of mask.
+  """
   where = np.flatnonzero(mask)
   if not len(where):
-    return _NO_BAD
+    return NO_BAD
   if '{}' not in template:
     return where, [template] * len(where)
   shown = cells.take(pa.array(where)).to_pylist()
   return where, [template.format(_show(c)) for c in shown]
 
 
-def _merge_bad(first: _Bad, second: _Bad) -> _Bad:
+def merge_bad(first: BadCells, second: BadCells) -> BadCells:
   """Both lists of bad positions; a position keeps its first reason."""
   if not len(second[0]):
     return first
@@ -193,8 +207,8 @@ def _merge_bad(first: _Bad, second: _Bad) -> _Bad:
   return np.array(positions, np.int64), reasons
 
 
-def _strings(array: pa.Array, name: str) -> Tuple[np.ndarray, np.ndarray,
-                                                  _Bad]:
+def canonical_strings(array: pa.Array, name: str
+                      ) -> Tuple[np.ndarray, np.ndarray, BadCells]:
   """A text column as an object array of stripped, NFC str ('' for
   missing): label_text.canonical of each cell.
 
@@ -202,15 +216,15 @@ def _strings(array: pa.Array, name: str) -> Tuple[np.ndarray, np.ndarray,
     (values, missing mask, bad cells (invalid UTF-8)).
   """
   n = len(array)
-  text, bad = _to_text(array, name)
+  text, bad = to_text(array, name)
   trimmed = pc.utf8_trim_whitespace(text)
-  missing = _mask(pc.is_null(trimmed)) | _mask(pc.equal(trimmed, ''))
+  missing = as_mask(pc.is_null(trimmed)) | as_mask(pc.equal(trimmed, ''))
   out = np.full(n, '', dtype=object)
   encoded = pc.dictionary_encode(trimmed)
   if len(encoded.dictionary):
     words = np.asarray(label_text.canonical_words(
         encoded.dictionary.to_numpy(zero_copy_only=False)), dtype=object)
-    present = ~_mask(pc.is_null(encoded.indices))
+    present = ~as_mask(pc.is_null(encoded.indices))
     indices = encoded.indices.fill_null(0).to_numpy(zero_copy_only=False)
     out[present] = words[indices[present]]
   if len(bad[0]):

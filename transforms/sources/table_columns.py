@@ -32,7 +32,16 @@ class Columns:
   channels: Tuple[str, ...]
 
 
-def _column_list(names: Sequence[str], limit: int = 40) -> str:
+def column_list(names: Sequence[str], limit: int = 40) -> str:
+  """Column names as an error message lists them.
+
+  Args:
+    names: The names, in file order.
+    limit: How many are shown; the rest are counted ('and 3 more').
+
+  Returns:
+    'a, b, c', or 'none' for no names.
+  """
   shown = ', '.join(names[:limit])
   if len(names) > limit:
     shown += f' and {len(names) - limit} more'
@@ -61,7 +70,7 @@ def resolve_columns(names: Sequence[str], numeric: Sequence[str],
       twice, or no channel column left.
   """
   names = list(names)
-  available = _column_list(names)
+  available = column_list(names)
 
   def check_exists(name, role):
     if name not in names:
@@ -94,7 +103,7 @@ def resolve_columns(names: Sequence[str], numeric: Sequence[str],
       raise ColumnError(
           'no numeric channel columns are left besides the timestamp, '
           f'entity and label columns (numeric columns: '
-          f'{_column_list(numeric_left)}; columns: {available})')
+          f'{column_list(numeric_left)}; columns: {available})')
     return Columns(timestamp, entity, label, tuple(picked))
   if isinstance(channels, str):
     channels = [channels]
@@ -112,7 +121,7 @@ def resolve_columns(names: Sequence[str], numeric: Sequence[str],
   return Columns(timestamp, entity, label, tuple(picked))
 
 
-def _needed(columns: Columns) -> List[str]:
+def needed_columns(columns: Columns) -> List[str]:
   """The columns to read, each once, in role order."""
   out = []
   for name in (columns.timestamp, columns.entity, columns.label,

@@ -29,27 +29,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from transforms.sources.table_cells import _is_missing_text
-from transforms.sources.table_cells import _NUMBER_RE
-from transforms.sources.table_columns import _needed
-from transforms.sources.table_columns import ColumnError
-from transforms.sources.table_formats import _open
-from transforms.sources.table_formats import _read_prefix
-from transforms.sources.table_formats import _SAMPLE_BYTES
-from transforms.sources.table_formats import _SAMPLE_ROWS
-from transforms.sources.table_rows import _convert
-from transforms.sources.table_rows import _empty_batch
+from transforms.sources import table_cells
+from transforms.sources import table_columns
+from transforms.sources import table_formats
+from transforms.sources import table_rows
 
 # CSV block sizes (bytes) for pyarrow's streaming reader. A block must hold
 # at least one whole record, hence the floor.
-_MIN_BLOCK_BYTES = 1 << 20
+MIN_BLOCK_BYTES = 1 << 20
 _MAX_BLOCK_BYTES = 256 << 20
 
 
-def _csv_header(path: str, fmt: str) -> Tuple[List[str], List[str]]:
-  data, at_end = _read_prefix(path, _SAMPLE_BYTES)
+def read_header(path: str, fmt: str) -> Tuple[List[str], List[str]]:
+  """tables.read_header for a CSV or TSV file ('csv' or 'tsv')."""
+  sample_rows = table_formats.SAMPLE_ROWS
+  data, at_end = table_formats.read_prefix(path, table_formats.SAMPLE_BYTES)
   if not data.strip():
-    raise ColumnError(f'the file {path} is empty')
+    raise table_columns.ColumnError(f'the file {path} is empty')
   text = data.decode('utf-8-sig', errors='replace')
   reader = csv.reader(io.StringIO(text, newline=''),
                       delimiter='\t' if fmt == 'tsv' else ',')
@@ -58,31 +54,32 @@ def _csv_header(path: str, fmt: str) -> Tuple[List[str], List[str]]:
     for record in reader:
       if record:
         records.append(record)
-      if len(records) > _SAMPLE_ROWS + 1:
+      if len(records) > sample_rows + 1:
         break
   except csv.Error:
     pass  # A damaged sample: judge from the records read so far.
-  if not at_end and len(records) <= _SAMPLE_ROWS + 1 and len(records) > 1:
+  if not at_end and len(records) <= sample_rows + 1 and len(records) > 1:
     records.pop()  # The last record may be cut by the sample's end.
   if not records:
-    raise ColumnError(f'the file {path} has no header line')
+    raise table_columns.ColumnError(f'the file {path} has no header line')
   names = records[0]
-  rows = [r for r in records[1:_SAMPLE_ROWS + 1] if len(r) == len(names)]
+  rows = [r for r in records[1:sample_rows + 1] if len(r) == len(names)]
   numeric = []
   for i, name in enumerate(names):
-    cells = [r[i] for r in rows if not _is_missing_text(r[i])]
-    if cells and all(_NUMBER_RE.match(c.strip()) for c in cells):
+    cells = [r[i] for r in rows if not table_cells.is_missing_text(r[i])]
+    if cells and all(table_cells.NUMBER_RE.match(c.strip()) for c in cells):
       numeric.append(name)
   return names, numeric
 
 
-def _csv_block_bytes(path: str, batch_rows: int) -> int:
-  """A pyarrow block size that holds about batch_rows records."""
-  sample, _ = _read_prefix(path, 1 << 16)
+def block_bytes(path: str, batch_rows: int) -> int:
+  """A pyarrow block size that holds about batch_rows records of the file
+  (judged from its first 64 KiB), at least MIN_BLOCK_BYTES."""
+  sample, _ = table_formats.read_prefix(path, 1 << 16)
   lines = max(1, sample.count(b'\n'))
   per_row = max(1.0, len(sample) / lines)
   wanted = int(batch_rows * per_row * 1.1)
-  return int(min(max(wanted, _MIN_BLOCK_BYTES), _MAX_BLOCK_BYTES))
+  return int(min(max(wanted, MIN_BLOCK_BYTES), _MAX_BLOCK_BYTES))
 
 
 def _split(batch, batch_rows: int):
@@ -92,9 +89,9 @@ def _split(batch, batch_rows: int):
 
 # A field larger than pyarrow's block cannot be parsed ("straddling
 # object straddles two block boundaries"); readers then read again with a
-# block this many times larger, up to _LARGEST_BLOCK_BYTES.
+# block this many times larger, up to LARGEST_BLOCK_BYTES.
 BLOCK_GROWTH = 8
-_LARGEST_BLOCK_BYTES = 1 << 30
+LARGEST_BLOCK_BYTES = 1 << 30
 
 
 def block_too_small(error: Exception) -> bool:
@@ -105,21 +102,37 @@ def block_too_small(error: Exception) -> bool:
 def larger_block(block: int) -> Optional[int]:
   """The next block size to try after block_too_small, or None when even
   the largest was too small."""
-  return None if block >= _LARGEST_BLOCK_BYTES else min(
-      block * BLOCK_GROWTH, _LARGEST_BLOCK_BYTES)
+  return None if block >= LARGEST_BLOCK_BYTES else min(
+      block * BLOCK_GROWTH, LARGEST_BLOCK_BYTES)
 
 
-def _open_binary_csv(f, path: str, fmt: str, needed: Sequence[str],
-                     batch_rows: int, on_invalid_row,
-                     block: Optional[int] = None):
+def open_binary(f, path: str, fmt: str, needed: Sequence[str],
+                batch_rows: int, on_invalid_row,
+                block: Optional[int] = None):
   """pyarrow's streaming CSV reader over the `needed` columns, read as
   binary, single-threaded (so rows with a wrong field count are reported to
-  `on_invalid_row` with their record number), quoted newlines allowed;
-  blocks of `block` bytes (default: about batch_rows records)."""
+  `on_invalid_row` with their record number), quoted newlines allowed.
+
+  Args:
+    f: The open file (or a stream that starts with the header line).
+    path: The file's path (to size the blocks from its start).
+    fmt: 'csv' or 'tsv'.
+    needed: The columns to read.
+    batch_rows: About how many records a block holds, when `block` is None.
+    on_invalid_row: pyarrow's invalid-row handler.
+    block: The block size in bytes, or None for about batch_rows records.
+
+  Returns:
+    A pyarrow.csv.CSVStreamingReader.
+
+  Raises:
+    pyarrow.ArrowInvalid: An unreadable header; pyarrow.ArrowKeyError: a
+      needed column is not in it.
+  """
   return pa_csv.open_csv(
       f,
       read_options=pa_csv.ReadOptions(
-          block_size=block or _csv_block_bytes(path, batch_rows),
+          block_size=block or block_bytes(path, batch_rows),
           use_threads=False),
       parse_options=pa_csv.ParseOptions(
           delimiter='\t' if fmt == 'tsv' else ',', newlines_in_values=True,
@@ -147,18 +160,19 @@ def take_row_numbers(next_row: int, n: int,
   return rows, mine
 
 
-def _iter_csv(path, fmt, columns, unit, batch_rows, reads=None):
-  with _open(path, reads) as f:
-    yield from _iter_csv_file(f, path, fmt, columns, unit, batch_rows)
+def iter_batches(path, fmt, columns, unit, batch_rows, reads=None):
+  """tables.iter_batches for a CSV or TSV file (arguments checked)."""
+  with table_formats.open_file(path, reads) as f:
+    yield from iter_stream_batches(f, path, fmt, columns, unit, batch_rows)
 
 
-def _iter_csv_file(f, path, fmt, columns, unit, batch_rows, first_row=0,
-                   block=None):
-  """_iter_csv over an open file object that starts with the header line
+def iter_stream_batches(f, path, fmt, columns, unit, batch_rows,
+                        first_row=0, block=None):
+  """iter_batches over an open file object that starts with the header line
   (the file itself, or a header line and a byte range of it whose first
   record is data row `first_row` of the file), in pyarrow blocks of
   `block` bytes (default: about batch_rows records)."""
-  needed = _needed(columns)
+  needed = table_columns.needed_columns(columns)
   pending: List[Tuple[int, str]] = []  # wrong field counts, by row index
 
   def on_invalid_row(row):
@@ -171,13 +185,14 @@ def _iter_csv_file(f, path, fmt, columns, unit, batch_rows, first_row=0,
 
   next_row = first_row
   try:
-    reader = _open_binary_csv(f, path, fmt, needed, batch_rows,
-                              on_invalid_row, block)
+    reader = open_binary(f, path, fmt, needed, batch_rows, on_invalid_row,
+                         block)
   except pa.ArrowInvalid as e:
-    head, _ = _read_prefix(path, 1 << 16)
+    head, _ = table_formats.read_prefix(path, 1 << 16)
     if len(head.strip().splitlines()) == 1:
       return  # Only a header line without a newline: no rows.
-    raise ColumnError(f'cannot read the CSV header of {path}: {e}') from None
+    raise table_columns.ColumnError(
+        f'cannot read the CSV header of {path}: {e}') from None
   while True:
     try:
       batch = reader.read_next_batch()
@@ -193,6 +208,6 @@ def _iter_csv_file(f, path, fmt, columns, unit, batch_rows, first_row=0,
       rows, mine = take_row_numbers(next_row, n, pending)
       next_row = int(rows[-1]) + 1
       arrays = {name: piece.column(name) for name in needed}
-      yield _convert(arrays, rows, columns, unit, mine)
+      yield table_rows.convert(arrays, rows, columns, unit, mine)
   if pending:
-    yield _empty_batch(len(columns.channels)), sorted(pending)
+    yield table_rows.empty_batch(len(columns.channels)), sorted(pending)

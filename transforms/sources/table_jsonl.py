@@ -25,30 +25,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from transforms.sources.table_cells import _json_text
-from transforms.sources.table_columns import _needed
-from transforms.sources.table_columns import ColumnError
-from transforms.sources.table_formats import _BOM
-from transforms.sources.table_formats import _open
-from transforms.sources.table_formats import _SAMPLE_ROWS
-from transforms.sources.table_rows import _convert
+from transforms.sources import table_cells
+from transforms.sources import table_columns
+from transforms.sources import table_formats
+from transforms.sources import table_rows
 
 # How much of a JSON-lines file is read per call.
 _JSON_CHUNK_BYTES = 1 << 20
 
 
-def _jsonl_header(path: str) -> Tuple[List[str], List[str]]:
+def read_header(path: str) -> Tuple[List[str], List[str]]:
+  """tables.read_header for a JSON-lines file."""
   names: Dict[str, None] = {}
   kinds: Dict[str, set] = {}
   seen = 0
-  with _open(path) as f:
+  with table_formats.open_file(path) as f:
     first = True
-    while seen < _SAMPLE_ROWS:
+    while seen < table_formats.SAMPLE_ROWS:
       line = f.readline()
       if not line:
         break
-      if first and line.startswith(_BOM):
-        line = line[len(_BOM):]
+      if first and line.startswith(table_formats.BOM):
+        line = line[len(table_formats.BOM):]
       if not line.strip():
         continue
       try:
@@ -56,8 +54,9 @@ def _jsonl_header(path: str) -> Tuple[List[str], List[str]]:
       except ValueError:
         record = None
       if first and not isinstance(record, dict):
-        raise ColumnError(f'the first line of {path} is not a JSON object, '
-                          'expected one JSON object per line')
+        raise table_columns.ColumnError(
+            f'the first line of {path} is not a JSON object, expected one '
+            'JSON object per line')
       first = False
       seen += 1
       if not isinstance(record, dict):
@@ -74,7 +73,7 @@ def _jsonl_header(path: str) -> Tuple[List[str], List[str]]:
           kind = 'other'
         kinds.setdefault(key, set()).add(kind)
   if first:
-    raise ColumnError(f'the file {path} is empty')
+    raise table_columns.ColumnError(f'the file {path} is empty')
   numeric = [k for k in names if 'number' in kinds[k] and 'other' not in
              kinds[k]]
   return list(names), numeric
@@ -100,8 +99,12 @@ def _scan_lines(data: bytes) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
   return ends, nonblank, first == ord('{')
 
 
-def _json_blocks(f, batch_rows: int) -> Iterator[Tuple[bytes, int, bool]]:
+def line_blocks(f, batch_rows: int) -> Iterator[Tuple[bytes, int, bool]]:
   """Cuts a JSON-lines stream into blocks of batch_rows non-blank lines.
+
+  Args:
+    f: The open file (a UTF-8 BOM at its start is skipped).
+    batch_rows: Non-blank lines per block.
 
   Yields:
     (bytes of whole lines, number of non-blank lines in them, whether every
@@ -116,8 +119,8 @@ def _json_blocks(f, batch_rows: int) -> Iterator[Tuple[bytes, int, bool]]:
   while True:
     chunk = f.read(_JSON_CHUNK_BYTES)
     if first:
-      if chunk.startswith(_BOM):
-        chunk = chunk[len(_BOM):]
+      if chunk.startswith(table_formats.BOM):
+        chunk = chunk[len(table_formats.BOM):]
       first = False
     at_end = not chunk
     data = tail + chunk
@@ -157,12 +160,22 @@ def _json_blocks(f, batch_rows: int) -> Iterator[Tuple[bytes, int, bool]]:
       return
 
 
-def _json_fast(block: bytes, count: int, objects: bool) -> Optional[pa.Table]:
+def arrow_block(block: bytes, count: int, objects: bool
+                ) -> Optional[pa.Table]:
   """The block via pyarrow, or None when the per-line path must decide.
 
   Only blocks whose lines all start with '{' go to pyarrow: pyarrow 25
   crashes on a block whose first line is `null` and reads a `null` line as
   a row of nulls.
+
+  Args:
+    block: A block from line_blocks.
+    count: Its number of non-blank lines.
+    objects: Whether every non-blank line starts with '{'.
+
+  Returns:
+    A table of `count` rows, or None: a line that does not start with '{',
+    invalid UTF-8, a block pyarrow refuses, or another number of rows.
   """
   if not objects:
     return None
@@ -204,24 +217,25 @@ def _json_slow(block: bytes, rows: np.ndarray, needed: Sequence[str]):
       continue
     good.append(row)
     for name in needed:
-      cells[name].append(_json_text(record.get(name)))
+      cells[name].append(table_cells.json_text(record.get(name)))
   arrays = {name: pa.array(values, pa.string())
             for name, values in cells.items()}
   return arrays, np.array(good, np.int64), bad
 
 
-def _iter_jsonl(path, columns, unit, batch_rows, reads=None):
-  needed = _needed(columns)
+def iter_batches(path, columns, unit, batch_rows, reads=None):
+  """tables.iter_batches for a JSON-lines file (arguments checked)."""
+  needed = table_columns.needed_columns(columns)
   next_row = 0
-  with _open(path, reads) as f:
-    for block, count, objects in _json_blocks(f, batch_rows):
+  with table_formats.open_file(path, reads) as f:
+    for block, count, objects in line_blocks(f, batch_rows):
       rows = np.arange(next_row, next_row + count, dtype=np.int64)
       next_row += count
-      table = _json_fast(block, count, objects)
+      table = arrow_block(block, count, objects)
       if table is not None:
         arrays = {name: (table.column(name) if name in table.column_names
                          else None) for name in needed}
-        yield _convert(arrays, rows, columns, unit)
+        yield table_rows.convert(arrays, rows, columns, unit)
       else:
         arrays, good, bad = _json_slow(block, rows, needed)
-        yield _convert(arrays, good, columns, unit, bad)
+        yield table_rows.convert(arrays, good, columns, unit, bad)

@@ -19,12 +19,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from transforms.sources.table_cells import _is_numeric_type
-from transforms.sources.table_columns import _column_list
-from transforms.sources.table_columns import _needed
-from transforms.sources.table_columns import ColumnError
-from transforms.sources.table_formats import _open
-from transforms.sources.table_rows import _convert
+from transforms.sources import table_cells
+from transforms.sources import table_columns
+from transforms.sources import table_formats
+from transforms.sources import table_rows
 
 if TYPE_CHECKING:
   from transforms.sources import files
@@ -42,28 +40,32 @@ def _parquet_file(path: str, f) -> pq.ParquetFile:
   try:
     return pq.ParquetFile(_parquet_source(f))
   except (pa.ArrowException, OSError) as e:
-    raise ColumnError(f'the file {path} is not a readable Parquet file: '
-                      f'{e}') from None
+    raise table_columns.ColumnError(
+        f'the file {path} is not a readable Parquet file: {e}') from None
 
 
-def _parquet_header(path: str) -> Tuple[List[str], List[str]]:
-  with _open(path) as f:
+def read_header(path: str) -> Tuple[List[str], List[str]]:
+  """tables.read_header for a Parquet file."""
+  with table_formats.open_file(path) as f:
     schema = _parquet_file(path, f).schema_arrow
   names = list(schema.names)
-  numeric = [field.name for field in schema if _is_numeric_type(field.type)]
+  numeric = [field.name for field in schema
+             if table_cells.is_numeric_type(field.type)]
   return names, numeric
 
 
-def _iter_parquet(path, columns, unit, batch_rows, reads=None):
-  needed = _needed(columns)
+def iter_batches(path, columns, unit, batch_rows, reads=None):
+  """tables.iter_batches for a Parquet file (arguments checked)."""
+  needed = table_columns.needed_columns(columns)
   next_row = 0
-  with _open(path) as f:
+  with table_formats.open_file(path) as f:
     parquet = _parquet_file(path, f)
     names = parquet.schema_arrow.names
     for name in needed:
       if name not in names:
-        raise ColumnError(f'the column {name!r} is not in {path} (columns: '
-                          f'{_column_list(names)})')
+        raise table_columns.ColumnError(
+            f'the column {name!r} is not in {path} (columns: '
+            f'{table_columns.column_list(names)})')
     # Only some column chunks are read, wherever they are in the file: its
     # share of the rows stands for how far it is read.
     size = _size(path) if reads is not None else 0
@@ -77,7 +79,7 @@ def _iter_parquet(path, columns, unit, batch_rows, reads=None):
       if reads is not None:
         reads.reached(path, size * min(next_row, total_rows) // total_rows)
       arrays = {name: batch.column(name) for name in needed}
-      yield _convert(arrays, rows, columns, unit)
+      yield table_rows.convert(arrays, rows, columns, unit)
   if reads is not None:
     reads.reached(path, size)
 

@@ -21,13 +21,10 @@ from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
 
 import pyarrow as pa
 
-from transforms.sources.table_columns import Columns
-from transforms.sources.table_csv import _iter_csv_file
-from transforms.sources.table_csv import _LARGEST_BLOCK_BYTES
-from transforms.sources.table_csv import _MIN_BLOCK_BYTES
-from transforms.sources.table_formats import _open
-from transforms.sources.table_formats import format_of
-from transforms.sources.table_rows import RowBatch
+from transforms.sources import table_columns
+from transforms.sources import table_csv
+from transforms.sources import table_formats
+from transforms.sources import table_rows
 
 if TYPE_CHECKING:
   from transforms.sources import files
@@ -74,7 +71,7 @@ def ranges_possible(path: str) -> bool:
   """Whether csv_ranges may cut the file into ranges (with the default
   range size), from its name and size alone: a local CSV or TSV file of
   at least two ranges."""
-  stat = _local_table_stat(path, format_of(path))
+  stat = _local_table_stat(path, table_formats.format_of(path))
   return stat is not None and stat.st_size >= 2 * RANGE_BYTES
 
 
@@ -144,13 +141,13 @@ class RangeRows(NamedTuple):
   """What parse_range found: [(good rows, bad rows)] with rows numbered
   from 0 in the range, and how many records the range holds (good and
   bad); or quoted=True and nothing else when the range holds a quote."""
-  batches: List[Tuple[RowBatch, List[Tuple[int, str]]]]
+  batches: List[Tuple[table_rows.RowBatch, List[Tuple[int, str]]]]
   records: int
   quoted: bool = False
 
 
-def parse_range(path: str, fmt: str, columns: Columns, unit: str,
-                header: bytes, start: int, end: int,
+def parse_range(path: str, fmt: str, columns: table_columns.Columns,
+                unit: str, header: bytes, start: int, end: int,
                 batch_rows: int = 65536) -> RangeRows:
   """Reads bytes [start, end) of a CSV or TSV file (see csv_ranges): what
   a worker process runs."""
@@ -161,16 +158,24 @@ def parse_range(path: str, fmt: str, columns: Columns, unit: str,
     return RangeRows([], 0, quoted=True)
   # The range in one block: the block size is then not sampled from the
   # file through Beam, and rows are batched the same whatever the block.
-  block = min(max(len(header) + len(data), _MIN_BLOCK_BYTES),
-              _LARGEST_BLOCK_BYTES)
-  batches = list(_iter_csv_file(pa.BufferReader(header + data), path, fmt,
-                                columns, unit, batch_rows, block=block))
+  block = min(max(len(header) + len(data), table_csv.MIN_BLOCK_BYTES),
+              table_csv.LARGEST_BLOCK_BYTES)
+  batches = list(table_csv.iter_stream_batches(
+      pa.BufferReader(header + data), path, fmt, columns, unit, batch_rows,
+      block=block))
   records = sum(len(rows.row) + len(bad) for rows, bad in batches)
   return RangeRows(batches, records)
 
 
-class _Prefixed(io.RawIOBase):
-  """The header line, then the file from byte `start` on, as one stream."""
+class HeaderThenRest(io.RawIOBase):
+  """The header line, then the file from byte `start` on, as one stream:
+  what pyarrow's CSV reader reads to read a file from a range's start.
+
+  Args:
+    f: The open file (seekable).
+    header: The file's header line (from csv_ranges).
+    start: Where the rest begins (a range's start).
+  """
 
   def __init__(self, f, header: bytes, start: int):
     super().__init__()
@@ -191,20 +196,21 @@ class _Prefixed(io.RawIOBase):
     return len(data)
 
 
-def iter_csv_from(path: str, fmt: str, columns: Columns, unit: str,
-                  header: bytes, start: int, first_row: int,
+def iter_csv_from(path: str, fmt: str, columns: table_columns.Columns,
+                  unit: str, header: bytes, start: int, first_row: int,
                   batch_rows: int = 65536,
                   reads: Optional[files.ReadCount] = None):
   """iter_batches over the file from byte `start` (a range's start, where
   data row `first_row` begins) to its end, in one piece."""
-  with _open(path, reads) as f:
-    stream = io.BufferedReader(_Prefixed(f, header, start), 1 << 20)
-    yield from _iter_csv_file(stream, path, fmt, columns, unit, batch_rows,
-                              first_row)
+  with table_formats.open_file(path, reads) as f:
+    stream = io.BufferedReader(HeaderThenRest(f, header, start), 1 << 20)
+    yield from table_csv.iter_stream_batches(stream, path, fmt, columns,
+                                             unit, batch_rows, first_row)
 
 
-def shift_rows(rows: RowBatch, bad: List[Tuple[int, str]], offset: int
-               ) -> Tuple[RowBatch, List[Tuple[int, str]]]:
+def shift_rows(rows: table_rows.RowBatch, bad: List[Tuple[int, str]],
+               offset: int
+               ) -> Tuple[table_rows.RowBatch, List[Tuple[int, str]]]:
   """A range's rows numbered in the whole file (row -1, not known, stays)."""
   if not offset:
     return rows, bad

@@ -14,13 +14,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import pyarrow as pa
 
-from transforms.sources.table_cells import _array
-from transforms.sources.table_cells import _channel
-from transforms.sources.table_cells import _merge_bad
-from transforms.sources.table_cells import _reasons
-from transforms.sources.table_cells import _strings
-from transforms.sources.table_columns import Columns
-from transforms.sources.table_timestamps import _timestamps
+from transforms.sources import table_cells
+from transforms.sources import table_columns
+from transforms.sources import table_timestamps
 
 
 @dataclasses.dataclass
@@ -46,16 +42,17 @@ class RowBatch:
     return len(self.row)
 
 
-def _empty_batch(n_channels: int) -> RowBatch:
+def empty_batch(n_channels: int) -> RowBatch:
+  """A RowBatch of no rows (for a batch that holds only bad rows)."""
   return RowBatch(row=np.zeros(0, np.int64), time=np.zeros(0, np.int64),
                   entity=np.zeros(0, object), label=np.zeros(0, object),
                   values=np.zeros((0, n_channels), np.float64))
 
 
-def _convert(arrays: Dict[str, Optional[pa.Array]], rows: np.ndarray,
-             columns: Columns, unit: str,
-             earlier_bad: Sequence[Tuple[int, str]] = ()
-             ) -> Tuple[RowBatch, List[Tuple[int, str]]]:
+def convert(arrays: Dict[str, Optional[pa.Array]], rows: np.ndarray,
+            columns: table_columns.Columns, unit: str,
+            earlier_bad: Sequence[Tuple[int, str]] = ()
+            ) -> Tuple[RowBatch, List[Tuple[int, str]]]:
   """Turns the needed columns of one batch into good rows and bad rows.
 
   Args:
@@ -69,24 +66,31 @@ def _convert(arrays: Dict[str, Optional[pa.Array]], rows: np.ndarray,
     (RowBatch of the good rows, [(row, reason)] sorted by row).
   """
   n = len(rows)
+  merge_bad = table_cells.merge_bad
 
   def get(name):
     array = arrays.get(name)
-    return pa.nulls(n, pa.string()) if array is None else _array(array)
+    if array is None:
+      return pa.nulls(n, pa.string())
+    return table_cells.as_array(array)
 
-  time, bad = _timestamps(get(columns.timestamp), columns.timestamp, unit)
+  time, bad = table_timestamps.column_to_ns(get(columns.timestamp),
+                                            columns.timestamp, unit)
   if columns.entity is None:
     entity = np.full(n, '', dtype=object)
   else:
-    entity, _, entity_bad = _strings(get(columns.entity), columns.entity)
-    bad = _merge_bad(bad, entity_bad)
-  label, label_missing, label_bad = _strings(get(columns.label), columns.label)
-  bad = _merge_bad(bad, label_bad)
-  bad = _merge_bad(bad, _reasons(label_missing, 'missing label', None))
+    entity, _, entity_bad = table_cells.canonical_strings(
+        get(columns.entity), columns.entity)
+    bad = merge_bad(bad, entity_bad)
+  label, label_missing, label_bad = table_cells.canonical_strings(
+      get(columns.label), columns.label)
+  bad = merge_bad(bad, label_bad)
+  bad = merge_bad(bad, table_cells.bad_cells(label_missing, 'missing label',
+                                             None))
   values = np.empty((n, len(columns.channels)), np.float64)
   for j, name in enumerate(columns.channels):
-    values[:, j], channel_bad = _channel(get(name), name)
-    bad = _merge_bad(bad, channel_bad)
+    values[:, j], channel_bad = table_cells.channel_values(get(name), name)
+    bad = merge_bad(bad, channel_bad)
   rows = np.asarray(rows, np.int64)
   bad_rows = list(earlier_bad)
   if len(bad[0]):

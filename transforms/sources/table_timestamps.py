@@ -24,14 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transforms.sources.table_cells import _Bad
-from transforms.sources.table_cells import _is_numeric_type
-from transforms.sources.table_cells import _mask
-from transforms.sources.table_cells import _merge_bad
-from transforms.sources.table_cells import _reasons
-from transforms.sources.table_cells import _to_text
+from transforms.sources import table_cells
 
-_UNIT_NS = {'s': 10**9, 'ms': 10**6, 'us': 10**3, 'ns': 1}
+# The units of numeric timestamps (epoch values), in nanoseconds.
+UNIT_NS = {'s': 10**9, 'ms': 10**6, 'us': 10**3, 'ns': 1}
 _INT64_MAX = np.iinfo(np.int64).max
 # Finite numbers only (timestamps), and integers that fit int64.
 _FINITE_NUMBER = r'(?i)^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?$'
@@ -105,7 +101,7 @@ def _iso_to_ns(texts: np.ndarray) -> Tuple[np.ndarray, np.ndarray,
         'us')
   nat = np.asarray(parsed.isna())
   ticks = np.where(nat, 0, parsed.asi8)
-  ns, over = _epoch_ints(ticks, _UNIT_NS[parsed.unit])
+  ns, over = _epoch_ints(ticks, UNIT_NS[parsed.unit])
   return ns, nat, over & ~nat
 
 
@@ -152,29 +148,39 @@ def _parse_one_iso(text):
     return pd.NaT
 
 
-def _timestamps(array: pa.Array, name: str, unit: str) -> Tuple[np.ndarray,
-                                                                 _Bad]:
-  """A timestamp column as int64 ns since the epoch and its bad cells."""
+def column_to_ns(array: pa.Array, name: str, unit: str
+                 ) -> Tuple[np.ndarray, table_cells.BadCells]:
+  """A timestamp column of one batch as nanoseconds since the epoch.
+
+  Args:
+    array: The column (timestamps, dates, numbers or text).
+    name: Its name, for the reasons.
+    unit: The epoch unit of numbers (one of UNIT_NS).
+
+  Returns:
+    (int64 ns since the Unix epoch, UTC, per cell; the bad cells).
+  """
+  mask = table_cells.as_mask
   n = len(array)
   t = array.type
-  factor = _UNIT_NS[unit]
+  factor = UNIT_NS[unit]
   ns = np.zeros(n, np.int64)
   if pa.types.is_timestamp(t) or pa.types.is_date(t):
     if pa.types.is_timestamp(t):
-      type_factor = _UNIT_NS[t.unit]
+      type_factor = UNIT_NS[t.unit]
     else:
       type_factor = 86400 * 10**9 if pa.types.is_date32(t) else 10**6
-    missing = _mask(pc.is_null(array))
+    missing = mask(pc.is_null(array))
     # date32 casts only to int32 (days), the others to int64.
     storage = pa.int32() if pa.types.is_date32(t) else pa.int64()
     ints = pc.cast(array, storage).fill_null(0).to_numpy(
         zero_copy_only=False).astype(np.int64)
     ns, over = _epoch_ints(ints, type_factor)
     shown = array
-  elif _is_numeric_type(t):
-    missing = _mask(pc.is_null(array))
+  elif table_cells.is_numeric_type(t):
+    missing = mask(pc.is_null(array))
     if pa.types.is_floating(t):
-      missing |= _mask(pc.is_nan(array))
+      missing |= mask(pc.is_nan(array))
     filled = array.fill_null(0)
     if pa.types.is_floating(t):
       filled = pc.if_else(pa.array(missing), 0.0, filled)
@@ -182,7 +188,7 @@ def _timestamps(array: pa.Array, name: str, unit: str) -> Tuple[np.ndarray,
     over &= ~missing
     shown = array
   else:
-    text, utf8_bad = _to_text(array, name)
+    text, utf8_bad = table_cells.to_text(array, name)
     trimmed = pc.utf8_trim_whitespace(text)
     over = np.zeros(n, bool)
     unparsed = np.zeros(n, bool)
@@ -193,15 +199,15 @@ def _timestamps(array: pa.Array, name: str, unit: str) -> Tuple[np.ndarray,
       ns, over = _epoch_ints(every_iso, 1)
       integer = number = iso = missing
     else:
-      missing = _mask(pc.is_null(trimmed)) | _mask(pc.equal(trimmed, ''))
-      integer = _mask(pc.match_substring_regex(trimmed, _INTEGER))
-      number = (_mask(pc.match_substring_regex(trimmed, _FINITE_NUMBER))
+      missing = mask(pc.is_null(trimmed)) | mask(pc.equal(trimmed, ''))
+      integer = mask(pc.match_substring_regex(trimmed, _INTEGER))
+      number = (mask(pc.match_substring_regex(trimmed, _FINITE_NUMBER))
                 & ~integer)
       iso = ~missing & ~integer & ~number
       # An ISO-8601 time begins with a digit. pandas also reads the words
       # 'now' and 'today' (as the clock's time when it reads them): such a
       # cell is no time of the data.
-      word = iso & ~_mask(pc.match_substring_regex(trimmed, '^[0-9]'))
+      word = iso & ~mask(pc.match_substring_regex(trimmed, '^[0-9]'))
       unparsed |= word
       iso &= ~word
     if integer.any():
@@ -220,12 +226,14 @@ def _timestamps(array: pa.Array, name: str, unit: str) -> Tuple[np.ndarray,
       missing[utf8_bad[0]] = False
       unparsed[utf8_bad[0]] = False
     bad = utf8_bad
-    for mask, template in ((missing, 'missing timestamp'),
-                           (unparsed, 'timestamp {} is not ISO-8601 or a '
-                                      'number'),
-                           (over, 'timestamp {} is out of range')):
-      bad = _merge_bad(bad, _reasons(mask, template, text))
+    for where, template in ((missing, 'missing timestamp'),
+                            (unparsed, 'timestamp {} is not ISO-8601 or a '
+                                       'number'),
+                            (over, 'timestamp {} is out of range')):
+      bad = table_cells.merge_bad(
+          bad, table_cells.bad_cells(where, template, text))
     return ns, bad
-  bad = _merge_bad(_reasons(missing, 'missing timestamp', shown),
-                   _reasons(over, 'timestamp {} is out of range', shown))
+  bad = table_cells.merge_bad(
+      table_cells.bad_cells(missing, 'missing timestamp', shown),
+      table_cells.bad_cells(over, 'timestamp {} is out of range', shown))
   return ns, bad

@@ -1,23 +1,36 @@
-"""Reading and row parsing for the sensor modality (tabular time series).
+"""The table reader: CSV, TSV, JSON-lines and Parquet files, parsed in batches.
 
-No Beam pipeline in here: plain functions that turn one CSV, TSV, JSON-lines
-or Parquet file into batches of parsed rows plus the rows that cannot be used
-(dead letters), each with its 0-based data-row index and a short reason.
+The reader the modalities share for table files. Sensor reads its rows
+through this module's names; text reads its documents with the same file
+handling through the public names of the reader's parts (listed below).
+No Beam pipeline in here: plain functions that turn one CSV, TSV,
+JSON-lines or Parquet file into batches of parsed rows plus the rows that
+cannot be used (dead letters), each with its 0-based data-row index and a
+short reason.
 
 Layers:
 
 - `format_of`, `read_header` and `resolve_columns` run on the launching
   machine and turn a bad invocation into a `ColumnError` (one sentence);
 - `iter_batches` streams one file in batches of about `batch_rows` rows and
-  converts each batch with vectorized numpy / pyarrow / pandas code.
+  converts each batch with vectorized numpy / pyarrow / pandas code;
+- `csv_ranges`, `parse_range`, `iter_csv_from` and `shift_rows` read a
+  large local CSV or TSV file in byte ranges, in several processes.
 
+The reader is this module and its parts, each a module of its own, whose
+names without an underscore are public:
 
-The reader is this module and its parts, each a module of its own:
-`table_formats` (formats and opening files), `table_columns` (column
-roles), `table_rows` (one batch's columns into good rows and dead
-letters), `table_cells` and `table_timestamps` (its cells), `table_csv`,
-`table_jsonl` and `table_parquet` (one format each) and `table_ranges`
-(CSV and TSV files in byte ranges).
+- `table_formats`: formats and opening files (`open_file`, `read_prefix`,
+  `BOM`);
+- `table_columns`: column roles (`Columns`, `resolve_columns`,
+  `column_list` for messages);
+- `table_csv`, `table_jsonl`, `table_parquet`: one format each; CSV's
+  binary streaming reader (`open_binary`, `block_bytes`,
+  `take_row_numbers`, `block_too_small`, `larger_block`) and the blocks
+  of JSON lines (`line_blocks`, `arrow_block`) serve text as well;
+- `table_ranges`: CSV and TSV files in byte ranges (`HeaderThenRest`);
+- `table_rows`: one batch's columns into good rows and dead letters, with
+  `table_cells` and `table_timestamps` for its cells.
 
 Decisions:
 
@@ -32,32 +45,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator, List, Optional, Tuple
 
+from transforms.sources import table_csv
+from transforms.sources import table_formats
+from transforms.sources import table_jsonl
+from transforms.sources import table_parquet
+from transforms.sources import table_timestamps
+# The reader's public names, from its parts.
 from transforms.sources.table_columns import ColumnError
 from transforms.sources.table_columns import Columns
 from transforms.sources.table_columns import resolve_columns
-from transforms.sources.table_csv import _csv_header
-from transforms.sources.table_csv import _iter_csv
 from transforms.sources.table_csv import BLOCK_GROWTH
 from transforms.sources.table_csv import block_too_small
 from transforms.sources.table_csv import larger_block
 from transforms.sources.table_csv import take_row_numbers
-from transforms.sources.table_formats import _check_format
-from transforms.sources.table_formats import format_of
 from transforms.sources.table_formats import FORMATS
-from transforms.sources.table_jsonl import _iter_jsonl
-from transforms.sources.table_jsonl import _jsonl_header
-from transforms.sources.table_parquet import _iter_parquet
-from transforms.sources.table_parquet import _parquet_header
-from transforms.sources.table_ranges import csv_ranges
-from transforms.sources.table_ranges import iter_csv_from
-from transforms.sources.table_ranges import parse_range
+from transforms.sources.table_formats import format_of
 from transforms.sources.table_ranges import RANGE_BYTES
 from transforms.sources.table_ranges import RangeRows
 from transforms.sources.table_ranges import Ranges
+from transforms.sources.table_ranges import csv_ranges
+from transforms.sources.table_ranges import iter_csv_from
+from transforms.sources.table_ranges import parse_range
 from transforms.sources.table_ranges import ranges_possible
 from transforms.sources.table_ranges import shift_rows
 from transforms.sources.table_rows import RowBatch
-from transforms.sources.table_timestamps import _UNIT_NS
 
 if TYPE_CHECKING:
   from transforms.sources import files
@@ -81,12 +92,12 @@ def read_header(path: str, fmt: str) -> Tuple[List[str], List[str]]:
     ColumnError: Empty file, no header, a first JSON line that is not an
       object, or a file that is not Parquet.
   """
-  _check_format(fmt)
+  table_formats.check_format(fmt)
   if fmt in ('csv', 'tsv'):
-    return _csv_header(path, fmt)
+    return table_csv.read_header(path, fmt)
   if fmt == 'jsonl':
-    return _jsonl_header(path)
-  return _parquet_header(path)
+    return table_jsonl.read_header(path)
+  return table_parquet.read_header(path)
 
 
 def iter_batches(path: str, fmt: str, columns: Columns,
@@ -112,14 +123,17 @@ def iter_batches(path: str, fmt: str, columns: Columns,
     ValueError: A bad format, unit or batch size, or a file that cannot be
       read at all (ColumnError for header problems).
   """
-  _check_format(fmt)
-  if timestamp_unit not in _UNIT_NS:
+  table_formats.check_format(fmt)
+  if timestamp_unit not in table_timestamps.UNIT_NS:
     raise ValueError(f'timestamp unit {timestamp_unit!r} is not one of '
-                     f'{", ".join(_UNIT_NS)}')
+                     f'{", ".join(table_timestamps.UNIT_NS)}')
   if batch_rows < 1:
     raise ValueError(f'batch_rows must be at least 1, got {batch_rows}')
   if fmt in ('csv', 'tsv'):
-    return _iter_csv(path, fmt, columns, timestamp_unit, batch_rows, reads)
+    return table_csv.iter_batches(path, fmt, columns, timestamp_unit,
+                                  batch_rows, reads)
   if fmt == 'jsonl':
-    return _iter_jsonl(path, columns, timestamp_unit, batch_rows, reads)
-  return _iter_parquet(path, columns, timestamp_unit, batch_rows, reads)
+    return table_jsonl.iter_batches(path, columns, timestamp_unit,
+                                    batch_rows, reads)
+  return table_parquet.iter_batches(path, columns, timestamp_unit,
+                                    batch_rows, reads)

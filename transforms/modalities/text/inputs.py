@@ -78,18 +78,12 @@ import pyarrow.csv as pa_csv
 
 from transforms.core import label_text
 from transforms.core.errors import UsageError
+from transforms.sources import table_columns
 from transforms.sources import table_csv
+from transforms.sources import table_formats
+from transforms.sources import table_jsonl
 from transforms.sources import table_ranges
 from transforms.sources import tables as tables_lib
-# Shared private helpers of the sensor reader (same file handling).
-from transforms.sources.table_columns import _column_list
-from transforms.sources.table_csv import _csv_block_bytes
-from transforms.sources.table_csv import _open_binary_csv
-from transforms.sources.table_formats import _BOM
-from transforms.sources.table_formats import _open
-from transforms.sources.table_formats import _read_prefix
-from transforms.sources.table_jsonl import _json_blocks
-from transforms.sources.table_jsonl import _json_fast
 
 if TYPE_CHECKING:
   from transforms.sources import files
@@ -260,7 +254,7 @@ def _check_policy(invalid_utf8: str):
 
 def _csv_names(path: str, fmt: str) -> List[str]:
   """The header of a CSV/TSV file (the first non-empty record)."""
-  data, _ = _read_prefix(path, _HEADER_BYTES)
+  data, _ = table_formats.read_prefix(path, _HEADER_BYTES)
   text = data.decode('utf-8-sig', errors='replace')
   if not text.strip():
     raise UsageError(f'the file {path} is empty')
@@ -284,13 +278,13 @@ def _jsonl_keys(path: str) -> Tuple[List[str], int]:
   keys = {}
   seen = 0
   objects = 0
-  with _open(path) as f:
+  with table_formats.open_file(path) as f:
     while seen < _SAMPLE_LINES:
       line = f.readline()
       if not line:
         break
-      if not seen and line.startswith(_BOM):
-        line = line[len(_BOM):]
+      if not seen and line.startswith(table_formats.BOM):
+        line = line[len(table_formats.BOM):]
       if not line.strip(b' \t\r\n'):
         continue
       seen += 1
@@ -344,10 +338,11 @@ def check_columns(path: str, fmt: str, text_column: str,
   for role, name in (('text', text_column), ('label', label_column)):
     if name not in names:
       raise UsageError(f'the {role} column {name!r} is not in {where} '
-                           f'({what}: {_column_list(names)})')
+                           f'({what}: {table_columns.column_list(names)})')
     if names.count(name) > 1:
       raise UsageError(f'the {role} column {name!r} appears more than '
-                           f'once in {where} ({what}: {_column_list(names)})')
+                           f'once in {where} ({what}: '
+                           f'{table_columns.column_list(names)})')
   return TextColumns(text_column, label_column)
 
 
@@ -549,7 +544,7 @@ def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows,
       return
     except _BlockTooSmall as e:
       done = progress['next_row']
-      block = tables_lib.larger_block(e.block)
+      block = table_csv.larger_block(e.block)
       if block is None:
         raise ValueError(f'cannot read {path} after data row {done}: a '
                          'field is larger than 1 GiB') from None
@@ -572,27 +567,28 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
   follows the rows given."""
   needed = list(dict.fromkeys((columns.text, columns.label)))
   skipped: _BadList = []  # rows pyarrow skipped (wrong field count)
-  block = block or _csv_block_bytes(path, batch_rows)
+  block = block or table_csv.block_bytes(path, batch_rows)
   first_row = start[2] if start else 0
 
   on_invalid_row = _skipping_into(skipped, first_row)
   next_row = first_row
-  with _open(path, reads) as f:
+  with table_formats.open_file(path, reads) as f:
     stream = f
     if start:
-      stream = io.BufferedReader(table_ranges._Prefixed(f, start[0], start[1]),
-                                 1 << 20)
+      stream = io.BufferedReader(
+          table_ranges.HeaderThenRest(f, start[0], start[1]), 1 << 20)
     try:
-      reader = _open_binary_csv(stream, path, fmt, needed, batch_rows,
-                                on_invalid_row, block)
+      reader = table_csv.open_binary(stream, path, fmt, needed, batch_rows,
+                                     on_invalid_row, block)
     except pa.ArrowKeyError:
       check_columns(path, fmt, columns.text, columns.label)
       raise
     except pa.ArrowInvalid as e:
-      if tables_lib.block_too_small(e):
+      if table_csv.block_too_small(e):
         raise _BlockTooSmall(block) from None
-      head, _ = _read_prefix(path, 1 << 16)
-      head = head[len(_BOM):] if head.startswith(_BOM) else head
+      head, _ = table_formats.read_prefix(path, 1 << 16)
+      if head.startswith(table_formats.BOM):
+        head = head[len(table_formats.BOM):]
       if len(head.strip().splitlines()) <= 1:
         return  # Empty, or only a header without a newline: no rows.
       raise ValueError(f'cannot read the header of {path}: {e}') from None
@@ -604,14 +600,14 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
         except StopIteration:
           return
         except pa.ArrowInvalid as e:
-          if tables_lib.block_too_small(e):
+          if table_csv.block_too_small(e):
             raise _BlockTooSmall(block) from None
           raise ValueError(f'cannot read {path} after data row {next_row}: '
                            f'{e}') from None
 
     for piece in _even_batches(blocks(), batch_rows):
       n = piece.num_rows
-      rows, mine = tables_lib.take_row_numbers(next_row, n, skipped)
+      rows, mine = table_csv.take_row_numbers(next_row, n, skipped)
       last = int(rows[-1])
       next_row = last + 1
       if last < skip_rows:
@@ -685,10 +681,10 @@ def parse_csv_range(path: str, fmt: str, columns: TextColumns,
 
   on_invalid_row = _skipping_into(skipped, 0)
   # The range in one block: no record straddles two blocks.
-  block = min(max(len(body), table_csv._MIN_BLOCK_BYTES),
-              table_csv._LARGEST_BLOCK_BYTES)
-  table = _open_binary_csv(pa.BufferReader(body), path, fmt, needed,
-                           batch_rows, on_invalid_row, block).read_all()
+  block = min(max(len(body), table_csv.MIN_BLOCK_BYTES),
+              table_csv.LARGEST_BLOCK_BYTES)
+  table = table_csv.open_binary(pa.BufferReader(body), path, fmt, needed,
+                                batch_rows, on_invalid_row, block).read_all()
   n = table.num_rows - 1
   if n < 0 or table.column(columns.text)[n].as_py() != RANGE_END:
     return None
@@ -697,7 +693,7 @@ def parse_csv_range(path: str, fmt: str, columns: TextColumns,
   replace = invalid_utf8 == 'replace'
   batches, next_row = [], 0
   for piece in _even_batches(iter(table.to_batches()), batch_rows):
-    rows, mine = tables_lib.take_row_numbers(next_row, piece.num_rows, skipped)
+    rows, mine = table_csv.take_row_numbers(next_row, piece.num_rows, skipped)
     next_row = int(rows[-1]) + 1
     batches.append(_documents(piece.column(columns.text),
                               piece.column(columns.label), rows, list,
@@ -773,11 +769,11 @@ def _fast_column(table: pa.Table, name: str, n: int) -> Optional[pa.Array]:
 
 def _iter_jsonl(path, columns, make_ids, replace, batch_rows, reads=None):
   next_row = 0
-  with _open(path, reads) as f:
-    for block, count, objects in _json_blocks(f, batch_rows):
+  with table_formats.open_file(path, reads) as f:
+    for block, count, objects in table_jsonl.line_blocks(f, batch_rows):
       rows = np.arange(next_row, next_row + count, dtype=np.int64)
       next_row += count
-      table = _json_fast(block, count, objects)
+      table = table_jsonl.arrow_block(block, count, objects)
       if table is not None:
         text = _fast_column(table, columns.text, count)
         label = _fast_column(table, columns.label, count)
@@ -841,7 +837,7 @@ def _iter_folder(paths, root, replace, batch_docs, reads=None):
       parts = files.relative_parts(root, path)
       ids.append('/'.join(parts))
       try:
-        with _open(path) as f:
+        with table_formats.open_file(path) as f:
           raw = f.read()
       except Exception as e:  # pylint: disable=broad-except
         if not (isinstance(e, OSError) or files.is_not_found(e)):
@@ -851,8 +847,8 @@ def _iter_folder(paths, root, replace, batch_docs, reads=None):
         continue
       if reads is not None:
         reads.add(len(raw))
-      if raw.startswith(_BOM):
-        raw = raw[len(_BOM):]
+      if raw.startswith(table_formats.BOM):
+        raw = raw[len(table_formats.BOM):]
       raws.append(raw)
       labels.append(parts[-2] if len(parts) > 1 else '')
       good.append(i)
