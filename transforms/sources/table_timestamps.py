@@ -148,6 +148,60 @@ def _parse_one_iso(text):
     return pd.NaT
 
 
+def _text_to_ns(array: pa.Array, name: str, factor: int
+                ) -> Tuple[np.ndarray, table_cells.BadCells]:
+  """column_to_ns for a column of text (or of any other type, as text):
+  ISO-8601 timestamps and epoch numbers, `factor` ns each."""
+  mask = table_cells.as_mask
+  n = len(array)
+  ns = np.zeros(n, np.int64)
+  text, utf8_bad = table_cells.to_text(array, name)
+  trimmed = pc.utf8_trim_whitespace(text)
+  over = np.zeros(n, bool)
+  unparsed = np.zeros(n, bool)
+  every_iso = _iso_by_arrow(trimmed)
+  if every_iso is not None:
+    # The usual column: every cell a timestamp in one ISO-8601 form.
+    missing = np.zeros(n, bool)
+    ns, over = _epoch_ints(every_iso, 1)
+    integer = number = iso = missing
+  else:
+    missing = mask(pc.is_null(trimmed)) | mask(pc.equal(trimmed, ''))
+    integer = mask(pc.match_substring_regex(trimmed, _INTEGER))
+    number = (mask(pc.match_substring_regex(trimmed, _FINITE_NUMBER))
+              & ~integer)
+    iso = ~missing & ~integer & ~number
+    # An ISO-8601 time begins with a digit. pandas also reads the words
+    # 'now' and 'today' (as the clock's time when it reads them): such a
+    # cell is no time of the data.
+    word = iso & ~mask(pc.match_substring_regex(trimmed, '^[0-9]'))
+    unparsed |= word
+    iso &= ~word
+  if integer.any():
+    part = trimmed if integer.all() else trimmed.filter(pa.array(integer))
+    ns[integer], over[integer] = _integer_text_to_ns(part, factor)
+  if number.any():
+    part = trimmed.filter(pa.array(number))
+    ns[number], over[number] = _epoch_floats(
+        pc.cast(part, pa.float64()).to_numpy(zero_copy_only=False), factor)
+  if iso.any():
+    part = trimmed if iso.all() else trimmed.filter(pa.array(iso))
+    iso_ns, iso_nat, iso_over = _iso_to_ns(
+        part.to_numpy(zero_copy_only=False))
+    ns[iso], unparsed[iso], over[iso] = iso_ns, iso_nat, iso_over
+  if len(utf8_bad[0]):
+    missing[utf8_bad[0]] = False
+    unparsed[utf8_bad[0]] = False
+  bad = utf8_bad
+  for where, template in ((missing, 'missing timestamp'),
+                          (unparsed, 'timestamp {} is not ISO-8601 or a '
+                                     'number'),
+                          (over, 'timestamp {} is out of range')):
+    bad = table_cells.merge_bad(
+        bad, table_cells.bad_cells(where, template, text))
+  return ns, bad
+
+
 def column_to_ns(array: pa.Array, name: str, unit: str
                  ) -> Tuple[np.ndarray, table_cells.BadCells]:
   """A timestamp column of one batch as nanoseconds since the epoch.
@@ -161,10 +215,8 @@ def column_to_ns(array: pa.Array, name: str, unit: str
     (int64 ns since the Unix epoch, UTC, per cell; the bad cells).
   """
   mask = table_cells.as_mask
-  n = len(array)
   t = array.type
   factor = UNIT_NS[unit]
-  ns = np.zeros(n, np.int64)
   if pa.types.is_timestamp(t) or pa.types.is_date(t):
     if pa.types.is_timestamp(t):
       type_factor = UNIT_NS[t.unit]
@@ -188,51 +240,7 @@ def column_to_ns(array: pa.Array, name: str, unit: str
     over &= ~missing
     shown = array
   else:
-    text, utf8_bad = table_cells.to_text(array, name)
-    trimmed = pc.utf8_trim_whitespace(text)
-    over = np.zeros(n, bool)
-    unparsed = np.zeros(n, bool)
-    every_iso = _iso_by_arrow(trimmed)
-    if every_iso is not None:
-      # The usual column: every cell a timestamp in one ISO-8601 form.
-      missing = np.zeros(n, bool)
-      ns, over = _epoch_ints(every_iso, 1)
-      integer = number = iso = missing
-    else:
-      missing = mask(pc.is_null(trimmed)) | mask(pc.equal(trimmed, ''))
-      integer = mask(pc.match_substring_regex(trimmed, _INTEGER))
-      number = (mask(pc.match_substring_regex(trimmed, _FINITE_NUMBER))
-                & ~integer)
-      iso = ~missing & ~integer & ~number
-      # An ISO-8601 time begins with a digit. pandas also reads the words
-      # 'now' and 'today' (as the clock's time when it reads them): such a
-      # cell is no time of the data.
-      word = iso & ~mask(pc.match_substring_regex(trimmed, '^[0-9]'))
-      unparsed |= word
-      iso &= ~word
-    if integer.any():
-      part = trimmed if integer.all() else trimmed.filter(pa.array(integer))
-      ns[integer], over[integer] = _integer_text_to_ns(part, factor)
-    if number.any():
-      part = trimmed.filter(pa.array(number))
-      ns[number], over[number] = _epoch_floats(
-          pc.cast(part, pa.float64()).to_numpy(zero_copy_only=False), factor)
-    if iso.any():
-      part = trimmed if iso.all() else trimmed.filter(pa.array(iso))
-      iso_ns, iso_nat, iso_over = _iso_to_ns(
-          part.to_numpy(zero_copy_only=False))
-      ns[iso], unparsed[iso], over[iso] = iso_ns, iso_nat, iso_over
-    if len(utf8_bad[0]):
-      missing[utf8_bad[0]] = False
-      unparsed[utf8_bad[0]] = False
-    bad = utf8_bad
-    for where, template in ((missing, 'missing timestamp'),
-                            (unparsed, 'timestamp {} is not ISO-8601 or a '
-                                       'number'),
-                            (over, 'timestamp {} is out of range')):
-      bad = table_cells.merge_bad(
-          bad, table_cells.bad_cells(where, template, text))
-    return ns, bad
+    return _text_to_ns(array, name, factor)
   bad = table_cells.merge_bad(
       table_cells.bad_cells(missing, 'missing timestamp', shown),
       table_cells.bad_cells(over, 'timestamp {} is out of range', shown))
