@@ -88,7 +88,7 @@ def csv_ranges(path: str, fmt: str, range_bytes: Optional[int] = None,
   doubled quote counts twice). A quote inside an unquoted field breaks
   that rule, and so does a range cut after _QUOTED_LINE_SEARCH bytes
   without such a place, so the reader must check that each range ended
-  outside a quoted field (see modalities/text/inputs.parse_csv_range)."""
+  outside a quoted field (see modalities/text/parse.parse_csv_range)."""
   range_bytes = range_bytes or RANGE_BYTES
   stat = _local_table_stat(path, fmt)
   if stat is None:

@@ -9,7 +9,7 @@ documents are then read by `parse.py` and checked by `documents.py`.
 Decisions:
 
 - Files are listed and opened with Beam's `FileSystems`, so `gs://` works.
-- Table files: the format comes from the extension (`tables_lib.format_of`):
+- Table files: the format comes from the extension (`tables.format_of`):
   .csv; .tsv and .tab; .jsonl, .ndjson and .json (all read as JSON lines).
   A glob keeps only the matched files with one of those extensions and skips
   empty files; `root` is the deepest folder holding all of them.
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 from transforms.core.errors import UsageError
 from transforms.sources import table_columns
 from transforms.sources import table_formats
-from transforms.sources import tables as tables_lib
+from transforms.sources import tables
 
 if TYPE_CHECKING:
   from transforms.sources import files
@@ -56,7 +56,7 @@ class TextColumns:
 
 
 def _table_format(path: str) -> Optional[str]:
-  fmt = tables_lib.format_of(path)
+  fmt = tables.format_of(path)
   return fmt if fmt in _TABLE_FORMATS else None
 
 
@@ -123,11 +123,11 @@ def list_inputs(path: str) -> Tuple[str, List[str], str]:
     matched = files.match(path)
     if not matched:
       raise UsageError(f'no files match {path}')
-    tables = [m for m in matched if _table_format(m.path)]
-    if not tables:
+    table_files = [m for m in matched if _table_format(m.path)]
+    if not table_files:
       raise UsageError(f'none of the {len(matched)} files matching {path} '
                            f'is a {_TABLE_EXTENSIONS} file')
-    paths = sorted(m.path for m in tables if m.size_in_bytes > 0)
+    paths = sorted(m.path for m in table_files if m.size_in_bytes > 0)
     if not paths:
       raise UsageError(f'every file matching {path} is empty')
     return 'table', paths, _common_folder(paths)
@@ -153,7 +153,9 @@ def list_inputs(path: str) -> Tuple[str, List[str], str]:
 # Columns.
 
 
-def _check_format(fmt: str):
+def check_table_format(fmt: str):
+  """Raises ValueError when `fmt` is not a table format (csv, tsv,
+  jsonl)."""
   if fmt not in _TABLE_FORMATS:
     raise ValueError(f'format {fmt!r} is not a table format '
                      f'({", ".join(_TABLE_FORMATS)})')
@@ -230,7 +232,7 @@ def check_columns(path: str, fmt: str, text_column: str,
       empty file, or a JSON-lines file without a JSON object.
     ValueError: A format that is not a table format.
   """
-  _check_format(fmt)
+  check_table_format(fmt)
   if text_column == label_column:
     raise UsageError(f'the column {text_column!r} is given as both the '
                          'text and the label column')

@@ -14,16 +14,18 @@ Decisions:
   numbered from its first row, or None when the range did not end between
   records; the caller then reads the rest of the file in one piece from
   that range's start (`iter_table_batches` with `start`).
-- CSV/TSV are read the way `tables_lib` reads them: `pyarrow.csv.open_csv`,
-  single-threaded (so pyarrow reports the record number of a row with the
-  wrong number of fields, which keeps the row indices exact), with only the
-  text and label columns read, as *binary*: one bad byte then only costs a
-  per-cell decode of that column of that batch instead of failing the block.
-  Quoting applies to TSV as well. Empty lines are not rows; a line of blanks
-  is a one-field row (a dead letter). Memory: about one batch plus one
-  pyarrow block (at least 1 MiB).
-- JSON lines: blocks of `batch_rows` non-blank lines (tables_lib's reader); a
-  block goes to `pyarrow.json` when every line starts with '{' and the block
+- CSV/TSV are read through the shared table reader (`sources/tables.py`)
+  the way it reads sensor rows (`table_csv.open_binary`):
+  `pyarrow.csv.open_csv`, single-threaded (so pyarrow reports the record
+  number of a row with the wrong number of fields, which keeps the row
+  indices exact), with only the text and label columns read, as *binary*:
+  one bad byte then only costs a per-cell decode of that column of that
+  batch instead of failing the block. Quoting applies to TSV as well. Empty
+  lines are not rows; a line of blanks is a one-field row (a dead letter).
+  Memory: about one batch plus one pyarrow block (at least 1 MiB).
+- JSON lines: blocks of `batch_rows` non-blank lines (the table reader's
+  `table_jsonl.line_blocks`); a block goes to `pyarrow.json`
+  (`table_jsonl.arrow_block`) when every line starts with '{' and the block
   is valid UTF-8, and the text and label columns come back as strings,
   integers, booleans or nulls. Anything else (a bad line, floats, nested
   values, invalid UTF-8) sends the block to a per-line `json.loads` path, so
@@ -52,16 +54,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
-from transforms.modalities.text.documents import _BadList
-from transforms.modalities.text.documents import _documents
-from transforms.modalities.text.documents import _flat
-from transforms.modalities.text.documents import NOT_AN_OBJECT
-from transforms.modalities.text.documents import table_ids
-from transforms.modalities.text.documents import TextBatch
-from transforms.modalities.text.inputs import _check_format
-from transforms.modalities.text.inputs import check_columns
-from transforms.modalities.text.inputs import INVALID_UTF8
-from transforms.modalities.text.inputs import TextColumns
+from transforms.modalities.text import documents
+from transforms.modalities.text import inputs
 from transforms.sources import table_csv
 from transforms.sources import table_formats
 from transforms.sources import table_jsonl
@@ -74,9 +68,9 @@ _LOG = logging.getLogger(__name__)
 
 
 def _check_policy(invalid_utf8: str):
-  if invalid_utf8 not in INVALID_UTF8:
+  if invalid_utf8 not in inputs.INVALID_UTF8:
     raise ValueError(f'invalid_utf8 {invalid_utf8!r} is not one of '
-                     f'{", ".join(INVALID_UTF8)}')
+                     f'{", ".join(inputs.INVALID_UTF8)}')
 
 
 # ---------------------------------------------------------------------------
@@ -114,7 +108,7 @@ def _even_batches(batches: Iterator[pa.RecordBatch],
     yield pa.Table.from_batches(held)
 
 
-def _skipping_into(skipped: _BadList, first_row: int):
+def _skipping_into(skipped: documents.BadRows, first_row: int):
   """pyarrow's invalid-row handler for a CSV read whose first data row is
   row `first_row` of the file: the row is skipped and noted in `skipped`
   as (row, reason)."""
@@ -131,10 +125,11 @@ def _skipping_into(skipped: _BadList, first_row: int):
   return on_invalid_row
 
 
-def _only_bad(skipped: _BadList, make_ids, replace: bool):
+def _only_bad(skipped: documents.BadRows, make_ids, replace: bool):
   """The batch of rows pyarrow skipped after the last good one."""
-  return _documents(pa.array([], pa.string()), pa.array([], pa.string()),
-                    np.zeros(0, np.int64), make_ids, replace, skipped)
+  return documents.check_batch(
+      pa.array([], pa.string()), pa.array([], pa.string()),
+      np.zeros(0, np.int64), make_ids, replace, skipped)
 
 
 def _iter_csv(path, fmt, columns, make_ids, replace, batch_rows,
@@ -175,7 +170,7 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
   before `skip_rows` (given by an earlier attempt); progress['next_row']
   follows the rows given."""
   needed = list(dict.fromkeys((columns.text, columns.label)))
-  skipped: _BadList = []  # rows pyarrow skipped (wrong field count)
+  skipped: documents.BadRows = []  # rows pyarrow skipped (wrong field count)
   block = block or table_csv.block_bytes(path, batch_rows)
   first_row = start[2] if start else 0
 
@@ -190,7 +185,7 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
       reader = table_csv.open_binary(stream, path, fmt, needed, batch_rows,
                                      on_invalid_row, block)
     except pa.ArrowKeyError:
-      check_columns(path, fmt, columns.text, columns.label)
+      inputs.check_columns(path, fmt, columns.text, columns.label)
       raise
     except pa.ArrowInvalid as e:
       if table_csv.block_too_small(e):
@@ -227,8 +222,9 @@ def _iter_csv_from(path, fmt, columns, make_ids, replace, batch_rows, block,
         piece, rows = piece.slice(first), rows[first:]
       mine = [item for item in mine if item[0] >= skip_rows]
       progress['next_row'] = next_row
-      yield _documents(piece.column(columns.text), piece.column(columns.label),
-                       rows, make_ids, replace, mine)
+      yield documents.check_batch(
+          piece.column(columns.text), piece.column(columns.label), rows,
+          make_ids, replace, mine)
   skipped[:] = [item for item in skipped if item[0] >= skip_rows]
   if skipped:
     yield _only_bad(skipped, make_ids, replace)
@@ -244,7 +240,7 @@ class TextRange(NamedTuple):
   file order, with rows numbered from 0 at the range's first record (the
   documents' ids are those row numbers), and how many records the range
   holds (good and bad)."""
-  batches: List[Tuple[TextBatch, List[Tuple[int, str]]]]
+  batches: List[Tuple[documents.TextBatch, List[Tuple[int, str]]]]
   records: int
 
 
@@ -263,7 +259,7 @@ def _range_end_row(header: bytes, fmt: str, column: str) -> Optional[bytes]:
   return delimiter.encode().join(cells) + b'\n'
 
 
-def parse_csv_range(path: str, fmt: str, columns: TextColumns,
+def parse_csv_range(path: str, fmt: str, columns: inputs.TextColumns,
                     invalid_utf8: str, header: bytes, start: int, end: int,
                     batch_rows: int = 10000) -> Optional[TextRange]:
   """Reads bytes [start, end) of a CSV or TSV file (tables.csv_ranges with
@@ -286,7 +282,7 @@ def parse_csv_range(path: str, fmt: str, columns: TextColumns,
     data += b'\n'  # the file's last line, without its newline
   body = header + data + last
   needed = list(dict.fromkeys((columns.text, columns.label)))
-  skipped: _BadList = []
+  skipped: documents.BadRows = []
 
   on_invalid_row = _skipping_into(skipped, 0)
   # The range in one block: no record straddles two blocks.
@@ -304,9 +300,9 @@ def parse_csv_range(path: str, fmt: str, columns: TextColumns,
   for piece in _even_batches(iter(table.to_batches()), batch_rows):
     rows, mine = table_csv.take_row_numbers(next_row, piece.num_rows, skipped)
     next_row = int(rows[-1]) + 1
-    batches.append(_documents(piece.column(columns.text),
-                              piece.column(columns.label), rows, list,
-                              replace, mine))
+    batches.append(documents.check_batch(piece.column(columns.text),
+                                         piece.column(columns.label), rows,
+                                         list, replace, mine))
   if skipped:
     batches.append(_only_bad(skipped, list, replace))
   return TextRange(batches, records)
@@ -333,7 +329,7 @@ def _json_value(value, role: str) -> Tuple[Optional[bytes], Optional[str]]:
   return None, f'the {role} is {kind}, not a string'
 
 
-def _json_lines(block: bytes, rows: np.ndarray, columns: TextColumns):
+def _json_lines(block: bytes, rows: np.ndarray, columns: inputs.TextColumns):
   """Parses every line with json.loads; bad lines become dead letters.
 
   Returns:
@@ -348,7 +344,7 @@ def _json_lines(block: bytes, rows: np.ndarray, columns: TextColumns):
       bad.append((row, f'invalid JSON: {e}'))
       continue
     if not isinstance(record, dict):
-      bad.append((row, NOT_AN_OBJECT))
+      bad.append((row, documents.NOT_AN_OBJECT))
       continue
     text, problem = _json_value(record.get(columns.text), 'text')
     if problem is None:
@@ -367,7 +363,7 @@ def _fast_column(table: pa.Table, name: str, n: int) -> Optional[pa.Array]:
   """A column read by pyarrow.json when its type converts exactly, or None."""
   if name not in table.column_names:
     return pa.nulls(n, pa.string())
-  column = _flat(table.column(name))
+  column = documents.as_array(table.column(name))
   t = column.type
   if (pa.types.is_string(t) or pa.types.is_large_string(t)
       or pa.types.is_null(t) or pa.types.is_integer(t)
@@ -387,23 +383,25 @@ def _iter_jsonl(path, columns, make_ids, replace, batch_rows, reads=None):
         text = _fast_column(table, columns.text, count)
         label = _fast_column(table, columns.label, count)
         if text is not None and label is not None:
-          yield _documents(text, label, rows, make_ids, replace)
+          yield documents.check_batch(text, label, rows, make_ids, replace)
           continue
       text, label, good, bad = _json_lines(block, rows, columns)
-      yield _documents(text, label, good, make_ids, replace, bad)
+      yield documents.check_batch(text, label, good, make_ids, replace, bad)
 
 
-def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
-                       invalid_utf8: str = 'replace', batch_rows: int = 10000,
+def iter_table_batches(path: str, fmt: str, columns: inputs.TextColumns,
+                       source: str, invalid_utf8: str = 'replace',
+                       batch_rows: int = 10000,
                        reads: Optional[files.ReadCount] = None,
                        start: Optional[Tuple[bytes, int, int]] = None
-                       ) -> Iterator[Tuple[TextBatch, List[Tuple[str, str]]]]:
+                       ) -> Iterator[Tuple[documents.TextBatch,
+                                           List[Tuple[str, str]]]]:
   """Streams one table file as batches of documents.
 
   Args:
     path: The file (any path Beam's FileSystems opens).
     fmt: 'csv', 'tsv' or 'jsonl'.
-    columns: The text and label columns (from check_columns).
+    columns: The text and label columns (from inputs.check_columns).
     source: The name in the ids ('<source>:<row>').
     invalid_utf8: 'replace' (invalid bytes in the text become U+FFFD) or
       'dead_letter'. Invalid UTF-8 in the label is always a dead letter.
@@ -422,12 +420,12 @@ def iter_table_batches(path: str, fmt: str, columns: TextColumns, source: str,
     ValueError: A bad format, policy or batch size, or a file that cannot be
       read at all; UsageError when a CSV/TSV file lacks a column.
   """
-  _check_format(fmt)
+  inputs.check_table_format(fmt)
   _check_policy(invalid_utf8)
   if batch_rows < 1:
     raise ValueError(f'batch_rows must be at least 1, got {batch_rows}')
   replace = invalid_utf8 == 'replace'
-  make_ids = table_ids(source)
+  make_ids = documents.table_ids(source)
   if fmt == 'jsonl':
     return _iter_jsonl(path, columns, make_ids, replace, batch_rows, reads)
   return _iter_csv(path, fmt, columns, make_ids, replace, batch_rows, reads,
@@ -461,15 +459,17 @@ def _iter_folder(paths, root, replace, batch_docs, reads=None):
       raws.append(raw)
       labels.append(parts[-2] if len(parts) > 1 else '')
       good.append(i)
-    yield _documents(pa.array(raws, pa.binary()), pa.array(labels, pa.string()),
-                     np.array(good, np.int64),
-                     lambda rows, ids=ids: [ids[r] for r in rows], replace, bad)
+    yield documents.check_batch(
+        pa.array(raws, pa.binary()), pa.array(labels, pa.string()),
+        np.array(good, np.int64), lambda rows, ids=ids: [ids[r] for r in rows],
+        replace, bad)
 
 
 def iter_folder_batches(paths: Sequence[str], root: str,
                         invalid_utf8: str = 'replace', batch_docs: int = 1000,
                         reads: Optional[files.ReadCount] = None
-                        ) -> Iterator[Tuple[TextBatch, List[Tuple[str, str]]]]:
+                        ) -> Iterator[Tuple[documents.TextBatch,
+                                            List[Tuple[str, str]]]]:
   """Reads class-folder documents (one per file) in batches.
 
   Args:
