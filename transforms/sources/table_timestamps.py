@@ -118,8 +118,8 @@ def _iso_by_arrow(texts: pa.Array) -> Optional[np.ndarray]:
   leap second, 24:00, a comma, a week date, a mix of zoned and naive cells,
   an empty or null cell, a number) makes the whole array go to pandas. It
   never reads a number as a date: its forms put '-' where a number cannot
-  have one (after the 4th and the 7th character). About 7 times faster
-  than pandas, which matters in a column of millions of timestamps.
+  have one (after the 4th and the 7th character). Its speed against
+  pandas: benchmarks/TRIED.md.
   """
   if texts.null_count or not len(texts):
     return None
@@ -134,8 +134,9 @@ def _iso_by_arrow(texts: pa.Array) -> Optional[np.ndarray]:
 
 
 def _pandas():
-  """pandas, imported when a timestamp column needs it (a fifth of a
-  second, which the text reader's worker processes do without)."""
+  """pandas, imported when a timestamp column needs it (not with this
+  module: the text reader's worker processes do without it; its import
+  time: benchmarks/TRIED.md)."""
   import pandas  # pylint: disable=import-outside-toplevel
   return pandas
 
