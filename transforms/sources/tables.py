@@ -50,7 +50,8 @@ from transforms.sources import table_formats
 from transforms.sources import table_jsonl
 from transforms.sources import table_parquet
 from transforms.sources import table_timestamps
-# The reader's public names, from its parts.
+# The reader's public names, from its parts. A constant here (RANGE_BYTES)
+# is a copy: a test that changes one patches it in its part module.
 from transforms.sources.table_columns import ColumnError
 from transforms.sources.table_columns import Columns
 from transforms.sources.table_columns import resolve_columns
