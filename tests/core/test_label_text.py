@@ -6,6 +6,7 @@ import unicodedata
 from transforms.core import label_text
 from transforms.modalities.image import inputs as image_inputs
 from transforms.modalities.text import inputs as text_inputs
+from transforms.modalities.text import parse as text_parse
 from transforms.sources import tables
 
 NFC = 'café'
@@ -42,7 +43,7 @@ def test_text_labels_in_either_normal_form_are_one_class(tmp_path):
                   encoding='utf-8')
   columns = text_inputs.check_columns(str(path), 'csv', 'text', 'label')
   labels = [label
-            for batch, _ in text_inputs.iter_table_batches(
+            for batch, _ in text_parse.iter_table_batches(
                 str(path), 'csv', columns, 'docs.csv')
             for label in batch.label]
   assert labels == [NFC, NFC, NFC]

@@ -207,10 +207,10 @@ def test_paths_with_a_scheme_are_left_alone(path, expected):
 
 _CRASH = """
 import sys
-from transforms.modalities.text import inputs
+from transforms.modalities.text import parse
 def broken(*args, **kwargs):
   raise ValueError('the reader broke\\nsecond line of the message')
-inputs.iter_table_batches = broken
+parse.iter_table_batches = broken
 from pipelines import preprocess
 sys.exit(preprocess.main(sys.argv[1:]))
 """

@@ -38,7 +38,7 @@ from pipelines import progress as progress_lib
 from pipelines import signals
 from transforms.core import progress as core_progress
 from transforms.core.errors import UsageError
-from transforms.modalities.text import inputs
+from transforms.modalities.text import parse
 from transforms.sources import files
 from transforms.sources import tables
 
@@ -190,7 +190,7 @@ def test_reading_counts_the_bytes_of_each_format(tmp_path):
     (folder / 'a' / f'{i}.txt').write_text('x' * (10 + i))
   reads = files.ReadCount()
   paths = sorted(str(p) for p in (folder / 'a').iterdir())
-  list(inputs.iter_folder_batches(paths, str(folder), reads=reads))
+  list(parse.iter_folder_batches(paths, str(folder), reads=reads))
   assert reads.take() == 10 + 11 + 12
 
 

@@ -8,6 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from transforms.sources import table_csv
+from transforms.sources import table_formats
+from transforms.sources import table_jsonl
+from transforms.sources import table_timestamps
 from transforms.sources import tables
 
 S = 10**9  # ns per second
@@ -169,7 +173,7 @@ def test_parquet_round_trip(tmp_path):
 
 def test_parquet_from_a_non_seekable_stream(tmp_path, monkeypatch):
   path = _parquet(tmp_path, _parquet_table())
-  real_open = tables._open
+  real_open = table_formats.open_file
 
   class Stream(io.RawIOBase):
     """A read-only stream that cannot seek, like some remote readers."""
@@ -190,8 +194,8 @@ def test_parquet_from_a_non_seekable_stream(tmp_path, monkeypatch):
       self._f.close()
       super().close()
 
-  monkeypatch.setattr(tables, '_open', lambda p: Stream(real_open(p)))
-  assert not tables._open(path).seekable()
+  monkeypatch.setattr(table_formats, 'open_file', lambda p: Stream(real_open(p)))
+  assert not table_formats.open_file(path).seekable()
   assert tables.read_header(path, 'parquet')[1] == ['a', 'b']
   batch, bad, _ = _read_all(path, _cols())
   assert bad == []
@@ -350,9 +354,9 @@ def test_iso_timestamps_read_by_arrow_are_those_pandas_reads(column,
   # faster); any other goes to pandas. Both must give every cell the same
   # nanoseconds and the same dead letters.
   array = pa.array(column, pa.string())
-  fast = tables._timestamps(array, 't', 's')
-  monkeypatch.setattr(tables, '_iso_by_arrow', lambda texts: None)
-  slow = tables._timestamps(array, 't', 's')
+  fast = table_timestamps.column_to_ns(array, 't', 's')
+  monkeypatch.setattr(table_timestamps, '_iso_by_arrow', lambda texts: None)
+  slow = table_timestamps.column_to_ns(array, 't', 's')
   assert fast[0].tolist() == slow[0].tolist()
   assert fast[1][0].tolist() == slow[1][0].tolist()
   assert fast[1][1] == slow[1][1]
@@ -372,7 +376,7 @@ def test_words_pandas_reads_as_the_clock_are_dead_letters(tmp_path):
 
 
 def test_arrow_reads_a_column_of_one_iso_form_and_no_numbers():
-  read = tables._iso_by_arrow
+  read = table_timestamps._iso_by_arrow
   assert read(pa.array(['2026-01-01T00:00:00.003Z', '2026-01-01T01:00:00+01'
                         ])).tolist() == [_ns('2026-01-01T00:00:00.003'),
                                          _ns('2026-01-01T00:00:00')]
@@ -517,7 +521,7 @@ def test_only_bad_rows(tmp_path):
                                                     (7, 2), (40, 5)])
 def test_bad_jsonl_lines_are_dead_letters_and_others_kept(
     tmp_path, monkeypatch, chunk_bytes, batch_rows):
-  monkeypatch.setattr(tables, '_JSON_CHUNK_BYTES', chunk_bytes)
+  monkeypatch.setattr(table_jsonl, '_JSON_CHUNK_BYTES', chunk_bytes)
   path = _write(tmp_path, 'x.jsonl',
                 '{"t": 1, "lab": "x", "a": 1}\n'      # 0 good
                 '{"t": 2, "lab": "x", "a": \n'        # 1 invalid JSON
@@ -720,7 +724,7 @@ def test_csv_batches_and_row_indices_across_batches(tmp_path):
 def test_csv_many_small_blocks(tmp_path, monkeypatch):
   # Many pyarrow blocks: wrong field counts are reported ahead of the block
   # they belong to, and row indices must still be exact.
-  monkeypatch.setattr(tables, '_MIN_BLOCK_BYTES', 64)
+  monkeypatch.setattr(table_csv, 'MIN_BLOCK_BYTES', 64)
   path = _write(tmp_path, 'x.csv', _numbered_csv(300, bad_every=9))
   batch, bad, batches = _read_all(path, _cols(('a',), entity=None),
                                   batch_rows=4)
@@ -729,7 +733,7 @@ def test_csv_many_small_blocks(tmp_path, monkeypatch):
 
 
 def test_jsonl_batches_and_row_indices_across_batches(tmp_path, monkeypatch):
-  monkeypatch.setattr(tables, '_JSON_CHUNK_BYTES', 50)  # lines span reads
+  monkeypatch.setattr(table_jsonl, '_JSON_CHUNK_BYTES', 50)  # lines span reads
   lines = []
   for i in range(40):
     if i % 6 == 5:
@@ -919,7 +923,7 @@ def test_unterminated_quote_does_not_crash(tmp_path):
 
 
 def test_record_longer_than_a_block_is_a_plain_error(tmp_path, monkeypatch):
-  monkeypatch.setattr(tables, '_MIN_BLOCK_BYTES', 64)
+  monkeypatch.setattr(table_csv, 'MIN_BLOCK_BYTES', 64)
   path = _write(tmp_path, 'x.csv',
                 't,lab,a\n1,x,1\n2,"' + 'long\n' * 100 + '",2\n')
   with pytest.raises(ValueError, match='cannot read .* after data row'):

@@ -17,7 +17,7 @@ import readback
 import sensorgen
 from transforms.core import processes
 from transforms.modalities.sensor import ranges as sensor_ranges
-from transforms.sources import tables
+from transforms.sources import table_ranges
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
 SENSOR = ['--modality', 'sensor', '--timestamp_column', 'time',
@@ -51,7 +51,7 @@ def _input(folder, quoted: bool):
 def test_ranges_give_the_records_and_dead_letters_of_one_piece(
     tmp_path, monkeypatch, quoted):
   src = _input(tmp_path / 'logs', quoted)
-  monkeypatch.setattr(tables, 'RANGE_BYTES', 4096)
+  monkeypatch.setattr(table_ranges, 'RANGE_BYTES', 4096)
   ranged, whole = range_runs.run_with_and_without_workers(
       src, tmp_path, SENSOR + LOCAL)
   # Both files, in both passes, were cut; none without workers.
@@ -72,6 +72,6 @@ def test_without_worker_processes_the_file_is_read_in_one_piece(
     tmp_path, monkeypatch, caplog):
   """Workers that cannot start: a warning, and the same records."""
   src = _input(tmp_path / 'logs', quoted=False)
-  monkeypatch.setattr(tables, 'RANGE_BYTES', 4096)
+  monkeypatch.setattr(table_ranges, 'RANGE_BYTES', 4096)
   range_runs.assert_same_without_workers(src, tmp_path, monkeypatch, caplog,
                                          SENSOR + LOCAL, 'parse CSV ranges')

@@ -1,4 +1,5 @@
-"""Reading labelled documents for the text modality (transforms/modalities/text/inputs.py)."""
+"""Reading labelled documents for the text modality (transforms/modalities/text/
+inputs.py, documents.py and parse.py)."""
 
 import csv
 import io
@@ -9,6 +10,7 @@ import random
 import pytest
 
 from transforms.modalities.text import inputs
+from transforms.modalities.text import parse
 from transforms.modalities.text.inputs import TextColumns
 from transforms.core.errors import UsageError
 
@@ -42,8 +44,8 @@ def _collect(batches):
 
 
 def _read(path, fmt, columns=COLS, source='f', **kwargs):
-  return _collect(inputs.iter_table_batches(path, fmt, columns, source,
-                                            **kwargs))
+  return _collect(parse.iter_table_batches(path, fmt, columns, source,
+                                           **kwargs))
 
 
 def _jsonl(*records):
@@ -245,8 +247,8 @@ def test_csv_batches_continue_ids(tmp_path):
   assert labels == ['l0', 'l1', 'l0', 'l1', 'l0', 'l0', 'l1', 'l1']
   assert bad == [('f:5', 'row has 3 fields, the header has 2'),
                  ('f:8', 'empty text')]
-  for batch, _ in inputs.iter_table_batches(path, 'csv', COLS, 'f',
-                                            batch_rows=3):
+  for batch, _ in parse.iter_table_batches(path, 'csv', COLS, 'f',
+                                           batch_rows=3):
     assert len(batch) <= 3
 
 
@@ -262,13 +264,13 @@ def test_csv_header_only_and_missing_column(tmp_path):
 def test_bad_arguments(tmp_path):
   path = _write(tmp_path, 'a.csv', 'text,label\na,b\n')
   with pytest.raises(ValueError, match='invalid_utf8'):
-    inputs.iter_table_batches(path, 'csv', COLS, 'f', invalid_utf8='ignore')
+    parse.iter_table_batches(path, 'csv', COLS, 'f', invalid_utf8='ignore')
   with pytest.raises(ValueError, match='not a table format'):
-    inputs.iter_table_batches(path, 'folder', COLS, 'f')
+    parse.iter_table_batches(path, 'folder', COLS, 'f')
   with pytest.raises(ValueError, match='batch_rows'):
-    inputs.iter_table_batches(path, 'csv', COLS, 'f', batch_rows=0)
+    parse.iter_table_batches(path, 'csv', COLS, 'f', batch_rows=0)
   with pytest.raises(ValueError, match='batch_docs'):
-    inputs.iter_folder_batches([path], str(tmp_path), batch_docs=0)
+    parse.iter_folder_batches([path], str(tmp_path), batch_docs=0)
 
 
 # --- JSON lines -----------------------------------------------------------
@@ -321,7 +323,7 @@ def test_jsonl_fast_path_numbers_and_nulls(tmp_path, monkeypatch):
   def no_slow_path(*args):
     raise AssertionError('the per-line path was used')
 
-  monkeypatch.setattr(inputs, '_json_lines', no_slow_path)
+  monkeypatch.setattr(parse, '_json_lines', no_slow_path)
   path = _write(tmp_path, 'a.jsonl', BOM + _jsonl(
       {'text': 'a', 'label': 1}, {'text': None, 'label': 2}, '',
       {'label': 3}, {'text': 'd', 'label': None}, {'text': 'e', 'label': 0}
@@ -369,7 +371,7 @@ def test_jsonl_batches_continue_ids(tmp_path):
 def _folder_read(tmp_path, **kwargs):
   kind, files, root = inputs.list_inputs(str(tmp_path / 'docs'))
   assert kind == 'folder'
-  return _collect(inputs.iter_folder_batches(files, root, **kwargs))
+  return _collect(parse.iter_folder_batches(files, root, **kwargs))
 
 
 def test_folder_round_trip(tmp_path):
@@ -409,7 +411,7 @@ def test_folder_unreadable_and_batches(tmp_path):
   files.insert(2, os.path.join(root, 'c0', 'gone.txt'))
   files.insert(4, os.path.join(root, 'c1', 'dir.txt'))
   ids, texts, labels, bad, count = _collect(
-      inputs.iter_folder_batches(files, root, batch_docs=2))
+      parse.iter_folder_batches(files, root, batch_docs=2))
   assert count == 4
   assert ids == ['c0/0.txt', 'c1/1.txt', 'c0/2.txt', 'c1/3.txt', 'c0/4.txt']
   assert texts == [f'doc {i}' for i in range(5)]

@@ -29,11 +29,14 @@ import range_runs
 import readback
 from transforms.core import bands
 from transforms.core import processes
+from transforms.modalities.text import documents
 from transforms.modalities.text import inputs
+from transforms.modalities.text import parse
 from transforms.modalities.text import preprocessing
 from transforms.modalities.text import ranges as text_ranges
 from transforms.modalities.text import signature_kernels
 from transforms.modalities.text import signatures
+from transforms.sources import table_ranges
 from transforms.sources import tables
 
 LOCAL = ['--direct_running_mode', 'in_memory', '--direct_num_workers', '1']
@@ -96,7 +99,7 @@ def _lone_quotes_csv(rows=300, seed=9) -> bytes:
 def _whole(path):
   """(ids, texts, labels, bad) read in one piece."""
   ids, texts, labels, bad = [], [], [], []
-  for docs, dead in inputs.iter_table_batches(
+  for docs, dead in parse.iter_table_batches(
       path, 'csv', inputs.TextColumns('text', 'label'), 'f'):
     ids += docs.ids
     texts += docs.text
@@ -110,11 +113,11 @@ def _ranged(path, ranges):
   when a range did not end between records."""
   ids, texts, labels, bad = [], [], [], []
   offset = 0
-  make_ids = inputs.table_ids('f')
+  make_ids = documents.table_ids('f')
   for start, end in ranges.spans:
-    found = inputs.parse_csv_range(path, 'csv',
-                                   inputs.TextColumns('text', 'label'),
-                                   'replace', ranges.header, start, end)
+    found = parse.parse_csv_range(path, 'csv',
+                                  inputs.TextColumns('text', 'label'),
+                                  'replace', ranges.header, start, end)
     if found is None:
       return None
     for docs, dead in found.batches:
@@ -136,7 +139,7 @@ def test_ranges_end_between_records_and_read_as_one_piece(tmp_path):
   # What the fixture is about.
   reasons = [reason for _, reason in whole[3]]
   assert any('fields' in r for r in reasons), reasons
-  assert inputs.EMPTY_TEXT in reasons and inputs.MISSING_LABEL in reasons
+  assert documents.EMPTY_TEXT in reasons and documents.MISSING_LABEL in reasons
   assert any('\n' in t for t in whole[1]) and any('"' in t for t in whole[1])
   assert any('\ufffd' in t for t in whole[1])  # invalid UTF-8, replaced
 
@@ -149,12 +152,12 @@ def test_a_range_cut_inside_a_quoted_field_is_refused(tmp_path):
   # Cut right after the newline inside the first quoted multi-line text.
   inside = data.index(b'line one\n') + len(b'line one\n')
   columns = inputs.TextColumns('text', 'label')
-  assert inputs.parse_csv_range(str(path), 'csv', columns, 'replace',
-                                header, len(header), inside) is None
+  assert parse.parse_csv_range(str(path), 'csv', columns, 'replace',
+                               header, len(header), inside) is None
   # The same range ended at the end of that record is read.
   after = data.index(b'\n', data.index(b'line two')) + 1
-  found = inputs.parse_csv_range(str(path), 'csv', columns, 'replace',
-                                 header, len(header), after)
+  found = parse.parse_csv_range(str(path), 'csv', columns, 'replace',
+                                header, len(header), after)
   assert found is not None and 'line one\nline two' in found.batches[-1][0].text[-1]
 
 
@@ -166,15 +169,15 @@ def test_lone_quotes_are_caught_and_read_in_one_piece(tmp_path):
   # The ranges before the lone quote end between records; after it, the
   # count of quotes put a cut inside a quoted field: the check sees it.
   columns = inputs.TextColumns('text', 'label')
-  first = inputs.parse_csv_range(str(path), 'csv', columns, 'replace',
-                                 ranges.header, *ranges.spans[0])
+  first = parse.parse_csv_range(str(path), 'csv', columns, 'replace',
+                                ranges.header, *ranges.spans[0])
   assert first is not None and first.records > 10
   assert _ranged(str(path), ranges) is None
   whole = _whole(str(path))
   assert len(whole[1]) == 301 and 'a 5" screen' in whole[1]
   quoted = [t for t in whole[1] if t != 'a 5" screen']
   assert all(t.endswith(f'\nsecond line, {i}') for i, t in enumerate(quoted))
-  assert [reason for _, reason in whole[3]] == [inputs.MISSING_LABEL] * 2
+  assert [reason for _, reason in whole[3]] == [documents.MISSING_LABEL] * 2
 
 
 @pytest.mark.parametrize('extra', [[], ['--split_key', 'id'],
@@ -187,7 +190,7 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
     tmp_path, monkeypatch, extra, kind):
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv() if kind == 'quoted' else _lone_quotes_csv())
-  monkeypatch.setattr(tables, 'RANGE_BYTES', RANGE)
+  monkeypatch.setattr(table_ranges, 'RANGE_BYTES', RANGE)
   ranged, whole = range_runs.run_with_and_without_workers(
       src, tmp_path, TEXT + extra + LOCAL)
   # A contents pass first, for the near-duplicate groups (the default) or
@@ -205,12 +208,12 @@ def test_ranges_give_the_records_and_dead_letters_of_one_piece(
   if kind == 'quoted':
     reasons = [reason for _, reason, _ in ranged[2]]
     assert any('fields' in r for r in reasons), reasons
-    assert inputs.MISSING_LABEL in reasons
+    assert documents.MISSING_LABEL in reasons
   else:
     # Rows 10 and 292: the second is read after the ranges stopped.
     assert [(i, r) for i, r, _ in ranged[2]] == [
-        ('docs.csv:10', inputs.MISSING_LABEL),
-        ('docs.csv:292', inputs.MISSING_LABEL)]
+        ('docs.csv:10', documents.MISSING_LABEL),
+        ('docs.csv:292', documents.MISSING_LABEL)]
   if kind == 'quoted' and extra == ['--drop_duplicates']:
     assert any('duplicate' in r for _, r, _ in ranged[2]), ranged[2]
   # The digests kept between passes went with the publish.
@@ -226,7 +229,7 @@ def test_without_worker_processes_the_file_is_read_in_one_piece(
   """Workers that cannot start: a warning, and the same records."""
   src = tmp_path / 'docs.csv'
   src.write_bytes(_quoted_csv())
-  monkeypatch.setattr(tables, 'RANGE_BYTES', RANGE)
+  monkeypatch.setattr(table_ranges, 'RANGE_BYTES', RANGE)
   range_runs.assert_same_without_workers(src, tmp_path, monkeypatch, caplog,
                                          TEXT + LOCAL, 'read CSV ranges')
 
@@ -242,7 +245,7 @@ def test_an_odd_count_of_quotes_does_not_make_one_range_of_the_rest(
             for _ in range(400)]
   path = tmp_path / 'docs.csv'
   path.write_bytes(b'\n'.join(lines) + b'\n')
-  monkeypatch.setattr(tables, '_QUOTED_LINE_SEARCH', 300)
+  monkeypatch.setattr(table_ranges, '_QUOTED_LINE_SEARCH', 300)
   ranges = tables.csv_ranges(str(path), 'csv', RANGE, quotes=True)
   assert len(ranges.spans) >= 5
   assert all(end - start < RANGE + 300 + 200 for start, end in ranges.spans)

@@ -50,7 +50,9 @@ from transforms.core.skeleton import records_key
 from transforms.core.errors import UsageError
 from transforms.sources import files as files_lib
 from transforms.sources import tables
+from transforms.modalities.text import documents
 from transforms.modalities.text import inputs
+from transforms.modalities.text import parse
 from transforms.modalities.text import preprocessing
 from transforms.modalities.text import ranges as text_ranges
 from transforms.output import manifest as manifest_lib
@@ -190,9 +192,9 @@ class _ReadDocumentsFn(beam.DoFn):
     kind, payload = element
     tc, plan = self._cfg.settings, self._plan
     if kind == 'folder':
-      return inputs.iter_folder_batches(payload, plan.root,
-                                        tc.invalid_utf8, reads=reads)
-    return inputs.iter_table_batches(
+      return parse.iter_folder_batches(payload, plan.root,
+                                       tc.invalid_utf8, reads=reads)
+    return parse.iter_table_batches(
         payload, tables.format_of(payload), plan.columns,
         batches.source_name(plan.root, payload), tc.invalid_utf8,
         reads=reads, start=start)
@@ -203,7 +205,7 @@ class _ReadDocumentsFn(beam.DoFn):
     the first range that did not end between records (or failed) on, the
     rest of the file in one piece, here (tables.csv_ranges)."""
     fmt, plan = tables.format_of(path), self._plan
-    make_ids = inputs.table_ids(batches.source_name(plan.root, path))
+    make_ids = documents.table_ids(batches.source_name(plan.root, path))
     offset = 0  # records of the ranges before
     rest_from = None
 
@@ -227,8 +229,8 @@ class _ReadDocumentsFn(beam.DoFn):
       found, keys = result
       for (docs, bad), known in zip(found.batches, keys):
         bad_ids = ids([row for row, _ in bad])
-        yield (inputs.TextBatch(ids=ids(docs.ids), text=docs.text,
-                                label=docs.label),
+        yield (documents.TextBatch(ids=ids(docs.ids), text=docs.text,
+                                   label=docs.label),
                [(i, reason) for i, (_, reason) in zip(bad_ids, bad)], known)
       offset += found.records
       self._bytes_read.inc(end - start)
@@ -271,9 +273,9 @@ def _subset(docs, keep: np.ndarray):
   if keep.all():
     return docs
   index = np.flatnonzero(keep).tolist()
-  return inputs.TextBatch(ids=[docs.ids[i] for i in index],
-                          text=[docs.text[i] for i in index],
-                          label=[docs.label[i] for i in index])
+  return documents.TextBatch(ids=[docs.ids[i] for i in index],
+                             text=[docs.text[i] for i in index],
+                             label=[docs.label[i] for i in index])
 
 
 def _decided(docs, split, digests, dropped, near, names):

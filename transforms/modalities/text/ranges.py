@@ -1,5 +1,5 @@
 """What the text reader's worker processes run: a byte range of a large
-CSV or TSV file parsed and checked (inputs.parse_csv_range), with the
+CSV or TSV file parsed and checked (parse.parse_csv_range), with the
 content digest and split of each of its documents (and, for the
 near-duplicate search, its signature), so that neither the parse nor the
 content keys (tokens and a SHA-256 per document) run on the runner's
@@ -28,7 +28,9 @@ import numpy as np
 
 from transforms.core import bands
 from transforms.core import splits as split_lib
+from transforms.modalities.text import documents
 from transforms.modalities.text import inputs
+from transforms.modalities.text import parse
 from transforms.modalities.text import preprocessing
 from transforms.modalities.text import signatures as text_signatures
 
@@ -89,16 +91,16 @@ def read_range(path: str, fmt: str, columns: inputs.TextColumns,
                signatures_needed: bool = False,
                keys_folder: Optional[str] = None,
                texts_needed: bool = True
-               ) -> Tuple[Optional[inputs.TextRange], list]:
-  """A range's documents (inputs.parse_csv_range; None when the range did
+               ) -> Tuple[Optional[parse.TextRange], list]:
+  """A range's documents (parse.parse_csv_range; None when the range did
   not end between records) and, per batch, batch_keys of its good
   documents (kept in and read back from `keys_folder`, see the module
   docstring). Without `texts_needed` the documents come back without
   their texts (TextBatch.text None): a pass that needs only their keys
   does not have them sent to it. Without `digests_needed` the digests
   come back None, even where the splits were found from them."""
-  found = inputs.parse_csv_range(path, fmt, columns, invalid_utf8, header,
-                                 start, end)
+  found = parse.parse_csv_range(path, fmt, columns, invalid_utf8, header,
+                                start, end)
   if found is None:
     return None, []
   sizes = [len(docs.text) for docs, _ in found.batches]
@@ -117,7 +119,7 @@ def read_range(path: str, fmt: str, columns: inputs.TextColumns,
       keys = [(split, None, signed) for split, _, signed in keys]
   if not texts_needed:
     found = found._replace(batches=[
-        (inputs.TextBatch(docs.ids, None, docs.label), bad)
+        (documents.TextBatch(docs.ids, None, docs.label), bad)
         for docs, bad in found.batches])
   return found, keys
 
