@@ -27,9 +27,11 @@ from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
 import numpy as np
 
+from transforms.modalities.sensor import config
 from transforms.modalities.sensor import entity_statistics
 from transforms.modalities.sensor import example_batches
 from transforms.modalities.sensor import preprocessing
+from transforms.modalities.sensor import stream_windower
 from transforms.modalities.sensor import time_chunks
 from transforms.modalities.sensor import windows as sensor_windows
 
@@ -47,7 +49,7 @@ GAP_S = 30  # the seconds of the dropouts put into the series
 
 
 def _settings(length, stride, rule, chunk_rows, cutoff):
-  return sensor_windows.SensorConfig(
+  return config.SensorConfig(
       timestamp_column='time', timestamp_unit='s', entity_column='device',
       label_column='label', channels=(), window_length=length,
       window_stride=stride, window_label=rule, missing='drop',
@@ -285,7 +287,7 @@ def _streamed_grid_windows(rows, sc, cutoff):
     max_gap = 3 * int(steps[(len(steps) - 1) // 2])
     names = np.array(sorted({r[4] for r in mine}))
     codes = np.searchsorted(names, [r[4] for r in mine]).astype(np.int32)
-    streamer = sensor_windows.StreamWindower(sc.window_length, sc.window_stride,
+    streamer = stream_windower.StreamWindower(sc.window_length, sc.window_stride,
                                              {entity: max_gap}, sc.resample,
                                              (cutoff,))
     done = streamer.add(entity, time, np.stack([r[5] for r in mine]),

@@ -5,11 +5,11 @@ and entities.
 
 from typing import Optional
 
-from transforms.modalities.sensor import windows
+from transforms.modalities.sensor import config
 
 
 def _time(ns: int) -> str:
-  return windows.format_time(ns)
+  return config.format_time(ns)
 
 
 _NOT_RECORDED = ('not recorded: the manifest has no sensor.time (it was '

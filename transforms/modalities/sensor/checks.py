@@ -29,7 +29,7 @@ import numpy as np
 from transforms.modalities.sensor import check_wording
 from transforms.modalities.sensor import report_sections
 from transforms.modalities.sensor import series_checks as series_checks_lib
-from transforms.modalities.sensor import windows
+from transforms.modalities.sensor import config
 from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as dataset_checks_lib
 from transforms.validation import entries
@@ -274,7 +274,7 @@ def _outside_cutoffs(names: List[str], spans: Dict[str, Optional[dict]],
   """The splits with records outside their cut-offs (split i holds the
   times from cut-off i - 1 up to, not including, cut-off i; the manifest
   records the cut-offs as ISO-8601 times)."""
-  bounds = [None] + [windows.parse_time(c) for c in cutoffs] + [None]
+  bounds = [None] + [config.parse_time(c) for c in cutoffs] + [None]
   problems = []
   for i, name in enumerate(names):
     span = spans[name]

@@ -3,6 +3,7 @@ counted: rows per split, each entity's series shape over time
 (sensor.time), the windows expected and formed, the channel statistics.
 """
 
+from transforms.modalities.sensor import config
 from transforms.modalities.sensor import entity_statistics
 from transforms.modalities.sensor import preprocessing
 from transforms.modalities.sensor import windows
@@ -40,7 +41,7 @@ def manifest_section(cfg, values, splits):
       'time_unit': 'ns since 1970-01-01T00:00:00Z',
       'missing': sc.missing,
       'split_by': sc.split_by,
-      'time_cutoffs': [windows.format_time(t) for t in sc.time_cutoffs],
+      'time_cutoffs': [config.format_time(t) for t in sc.time_cutoffs],
       'entities': len(entity_rows),
       # Windowed while reading (in one file, in time order); the others
       # were grouped by (entity, time chunk).

@@ -17,6 +17,7 @@ from transforms.modalities.sensor import example_batches
 from transforms.modalities.sensor import inputs
 from transforms.modalities.sensor import preprocessing
 from transforms.modalities.sensor import ranges as sensor_ranges
+from transforms.modalities.sensor import stream_windower
 from transforms.sources import files as files_lib
 from transforms.sources import tables
 from transforms.modalities.sensor import windows
@@ -220,7 +221,7 @@ class RowExamplesFn(_ReadRowsFn):
     sc = self._cfg.settings
     source = batches.source_name(self._plan.root, path)
     gaps = entity_statistics._MaxGaps(sc.max_gap, entity_stats)
-    streamer = windows.StreamWindower(
+    streamer = stream_windower.StreamWindower(
         sc.window_length, sc.window_stride, gaps, sc.resample,
         sc.time_cutoffs if sc.split_by == 'time' else None)
     labels = windows.LabelCodes()
