@@ -353,7 +353,7 @@ def test_the_statistics_pass_counts_intervals_the_same_in_any_batches(
   found = []
   for pending in (1 << 18, 7):
     monkeypatch.setattr(entity_statistics, '_PENDING_INTERVALS', pending)
-    seen = entity_statistics._FileEntities()  # pylint: disable=protected-access
+    seen = entity_statistics.FileEntities()
     for lo in range(0, len(times), 333):
       seen.add('e', times[lo:lo + 333])
     [(_, stats)] = seen.stats('f.csv')

@@ -8,16 +8,17 @@ from typing import Optional
 from transforms.modalities.sensor import config
 
 
-def _time(ns: int) -> str:
+def time_text(ns: int) -> str:
+  """ns since the epoch as ISO-8601 UTC text."""
   return config.format_time(ns)
 
 
-_NOT_RECORDED = ('not recorded: the manifest has no sensor.time (it was '
-                 'written before preprocessing recorded sampling intervals '
-                 'and gaps)')
+NOT_RECORDED = ('not recorded: the manifest has no sensor.time (it was '
+                'written before preprocessing recorded sampling intervals '
+                'and gaps)')
 
 
-def _time_section(manifest: dict) -> Optional[dict]:
+def time_section(manifest: dict) -> Optional[dict]:
   """The manifest's sensor.time, or None (written before it existed)."""
   return manifest['sensor'].get('time')
 
@@ -27,7 +28,7 @@ _DURATION_UNITS = ((86_400 * 10**9, 'd'), (3_600 * 10**9, 'h'),
                    (10**3, 'us'))
 
 
-def _duration(ns: Optional[int], digits: int = 4) -> str:
+def duration(ns: Optional[int], digits: int = 4) -> str:
   """ns as readable text (11.98 s, 15.62 ms; 'none' for None)."""
   if ns is None:
     return 'none'
@@ -37,5 +38,6 @@ def _duration(ns: Optional[int], digits: int = 4) -> str:
   return f'{ns} ns'
 
 
-def _entity_name(entity: str) -> str:
+def entity_name(entity: str) -> str:
+  """An entity as a detail names it ('' has no entity column)."""
   return entity or "'' (no entity column)"

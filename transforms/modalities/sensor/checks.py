@@ -160,7 +160,7 @@ def _rows_add_up(manifest: dict) -> dict:
       for s in splits) and totals['inputs'] == used + dropped + dups + (
           totals['dead_lettered'])
   recorded = all('duplicates_dropped' in s for s in splits)
-  conflicting = (check_wording._time_section(manifest) or {}).get('total', {}).get(
+  conflicting = (check_wording.time_section(manifest) or {}).get('total', {}).get(
       'conflicting_rows')
   return entries.entry(
       'rows read = rows used + dropped + dead letters', ok,
@@ -249,9 +249,9 @@ def _time_leakage(manifest: dict, by_split: Dict[str, List[dict]]) -> dict:
       a, b = spans[early], spans[late]
       if a and b and b['first'][0] <= a['last'][0]:
         problems.append(
-            f'{late} record {b["first"][1]} starts at {check_wording._time(b["first"][0])}'
+            f'{late} record {b["first"][1]} starts at {check_wording.time_text(b["first"][0])}'
             f', not after {early} record {a["last"][1]} ends at '
-            f'{check_wording._time(a["last"][0])}: the time ranges of {early} and {late} '
+            f'{check_wording.time_text(a["last"][0])}: the time ranges of {early} and {late} '
             'overlap')
   cutoffs = list(manifest['sensor'].get('time_cutoffs') or [])
   if len(cutoffs) + 1 == len(names):
@@ -260,8 +260,8 @@ def _time_leakage(manifest: dict, by_split: Dict[str, List[dict]]) -> dict:
     problems.append(f'the manifest records {len(cutoffs)} time cut-offs for '
                     f'{len(names)} splits')
   shown = ', '.join(
-      f'{name} {check_wording._time(spans[name]["first"][0])} to '
-      f'{check_wording._time(spans[name]["last"][0])}' for name in names if spans[name])
+      f'{name} {check_wording.time_text(spans[name]["first"][0])} to '
+      f'{check_wording.time_text(spans[name]["last"][0])}' for name in names if spans[name])
   return entries.entry(
       'no time range in two splits (leakage)', not problems,
       '; '.join(problems[:10]) if problems else
@@ -284,12 +284,12 @@ def _outside_cutoffs(names: List[str], spans: Dict[str, Optional[dict]],
     if low is not None and span['first'][0] < low:
       problems.append(
           f'{name} record {span["first"][1]} starts at '
-          f'{check_wording._time(span["first"][0])}, before the cut-off {cutoffs[i - 1]} '
+          f'{check_wording.time_text(span["first"][0])}, before the cut-off {cutoffs[i - 1]} '
           f'where {name} begins')
     if high is not None and span['last'][0] >= high:
       problems.append(
           f'{name} record {span["last"][1]} ends at '
-          f'{check_wording._time(span["last"][0])}, not before the cut-off {cutoffs[i]} '
+          f'{check_wording.time_text(span["last"][0])}, not before the cut-off {cutoffs[i]} '
           f'where {name} ends')
   return problems
 

@@ -25,7 +25,7 @@ class EntityStats(NamedTuple):
   out_of_order: int = 0  # rows earlier than the row before them
 
 
-class _FileEntities:
+class FileEntities:
   """What the statistics pass learns of each entity in one file, batch by
   batch: its rows, time range and the intervals between its consecutive
   rows in the file's order (the positive ones give the sampling interval;
@@ -85,13 +85,13 @@ class _FileEntities:
 _PENDING_INTERVALS = 1 << 18
 
 
-def _streamable(stats) -> bool:
+def streamable(stats) -> bool:
   """Windowed while reading: in one file, in strictly increasing time."""
   stats = EntityStats(*stats)
   return stats.source is not None and stats.ordered and not stats.repeats
 
 
-class _MaxGaps:
+class MaxGaps:
   """entity -> its max gap (ns; None: never cut), from --max_gap and the
   statistics pass's intervals, worked out once per entity."""
 
@@ -112,7 +112,8 @@ class _MaxGaps:
     return self._medians[entity]
 
 
-def _merge_ranges(values):
+def merge_ranges(values):
+  """The EntityStats of one entity from several files as one."""
   merged = None
   for v in values:
     if merged is None:

@@ -9,7 +9,7 @@ from transforms.modalities.sensor import preprocessing
 from transforms.modalities.sensor import windows
 
 
-def _span_bound(sc, median, max_gap):
+def span_bound(sc, median, max_gap):
   """The longest time a window may span: window_length rows at the
   entity's sampling interval (the grid's period with --resample) and one
   gap."""
@@ -50,7 +50,7 @@ def window_batch(entity, global_starts, starts, time, values, label, split,
   }, lost
 
 
-def _chunk_rows(item, with_entity):
+def chunk_rows(item, with_entity):
   """A chunk's observations as row examples."""
   (entity, _), (c, _, _) = item
   return {
@@ -62,7 +62,9 @@ def _chunk_rows(item, with_entity):
   }
 
 
-def _row_examples(batch, with_entity):
+def row_examples(batch, with_entity):
+  """RowExamplesFn's rows (of the entities in time order in one file)
+  as row examples."""
   ids = [f'{batch["source"]}:{r}' for r in batch['row'].tolist()]
   return {
       preprocessing.ID: ids,

@@ -114,7 +114,7 @@ def _take_rows(rows, keep):
 class RowStatisticsFn(_ReadRowsFn):
   """The statistics pass over one input file: tagged outputs only, all
   small but the analysis input: dead letters, per-entity EntityStats once
-  at the file's end (entity_statistics._FileEntities), counts per (split, kind),
+  at the file's end (entity_statistics.FileEntities), counts per (split, kind),
   label names, tf.Transform analysis batches and exact statistics inputs of
   the training rows, and class counts (one example per row)."""
 
@@ -126,7 +126,7 @@ class RowStatisticsFn(_ReadRowsFn):
   def process(self, path):
     source = batches.source_name(self._plan.root, path)
     # What this file shows of each entity, emitted once at its end.
-    seen = entity_statistics._FileEntities()
+    seen = entity_statistics.FileEntities()
     try:
       for rows, bad, split in self._batches(path):
         self._rows.inc(len(rows.row) + len(bad))
@@ -220,7 +220,7 @@ class RowExamplesFn(_ReadRowsFn):
   def process(self, path, entity_stats):
     sc = self._cfg.settings
     source = batches.source_name(self._plan.root, path)
-    gaps = entity_statistics._MaxGaps(sc.max_gap, entity_stats)
+    gaps = entity_statistics.MaxGaps(sc.max_gap, entity_stats)
     streamer = stream_windower.StreamWindower(
         sc.window_length, sc.window_stride, gaps, sc.resample,
         sc.time_cutoffs if sc.split_by == 'time' else None)
@@ -259,7 +259,7 @@ class RowExamplesFn(_ReadRowsFn):
     completed, too_long = [], {}
     codes = None
     for entity, idx in windows.group_rows(rows.entity):
-      if not entity_statistics._streamable(entity_stats[entity]):
+      if not entity_statistics.streamable(entity_stats[entity]):
         continue
       chunked[idx] = False
       streamed += np.bincount(split[idx], minlength=len(names))
@@ -275,7 +275,7 @@ class RowExamplesFn(_ReadRowsFn):
         global_starts, starts, time, vals, label, sp = done
         batch, lost = example_batches.window_batch(
             entity, global_starts, starts, time, vals, label, sp, sc,
-            labels.names, example_batches._span_bound(sc, gaps.median(entity),
+            labels.names, example_batches.span_bound(sc, gaps.median(entity),
                                       gaps.get(entity)))
         if lost:
           too_long[entity] = too_long.get(entity, 0) + lost

@@ -80,7 +80,7 @@ class ReadRows(skeleton.ReadInputs):
         'files': files, 'counts': counts,
         'entity_stats': (stats_out[parse.ENTITY_STATS]
                          | 'EntityRange' >> beam.CombinePerKey(
-                             lambda vs: entity_statistics._merge_ranges(vs))),
+                             lambda vs: entity_statistics.merge_ranges(vs))),
         # -> (entity, (rows, first time, last time, source, ordered))
         'train_stats': stats_out[parse.TRAIN_VALUES] | 'TrainStats' >> (
             beam.CombineGlobally(preprocessing.ChannelStatsFn())),
@@ -130,9 +130,9 @@ def _series_examples(read, cfg, plan):
     with_entity = plan.columns.entity is not None
     branches = [
         ('Rows', parsed.ordered | 'RowExamples' >> beam.Map(
-            example_batches._row_examples, with_entity)),
+            example_batches.row_examples, with_entity)),
         ('ChunkRows', chunked['chunks'] | 'ChunkRowExamples' >> beam.Map(
-            example_batches._chunk_rows, with_entity))]
+            example_batches.chunk_rows, with_entity))]
     rows_windowed = read['files'] | 'NoRowsWindowed' >> beam.Filter(
         lambda _: False)
   shapes = (shape_parts

@@ -30,7 +30,7 @@ def report_summary(manifest: dict) -> dict:
   does not record the time shape, else {'total': sensor.time.total,
   'entities': how many, 'most_gaps': the MAX_GAP_ROWS entities with the
   most gaps (then the longest), each {'entity', and its GAP_COLUMNS}}}."""
-  time = check_wording._time_section(manifest)
+  time = check_wording.time_section(manifest)
   if time is None:
     return {'time': None}
   entities = time.get('entities') or {}
@@ -92,7 +92,7 @@ def _time_shape_section(report: dict) -> str:
   time = report['time']
   if time is None:
     return (f'<h2>Time shape</h2><p class="small">'
-            f'{e(check_wording._NOT_RECORDED.capitalize())}.</p>')
+            f'{e(check_wording.NOT_RECORDED.capitalize())}.</p>')
   total = time.get('total') or {}
   windows = total.get('windows') or {}
   heads = [h for h, _, _ in _TOTAL_COLUMNS] + (
@@ -103,7 +103,7 @@ def _time_shape_section(report: dict) -> str:
                if windows else [])
   most = time.get('most_gaps') or []
   rows = ''.join(
-      f'<tr><td>{e(check_wording._entity_name(x["entity"]))}</td>' + ''.join(
+      f'<tr><td>{e(check_wording.entity_name(x["entity"]))}</td>' + ''.join(
           _cell(x.get(key), key.endswith('_ns')) for key in GAP_COLUMNS) +
       '</tr>' for x in most)
   entities = e(html_report.number(time.get('entities')))
@@ -119,7 +119,7 @@ def _time_shape_section(report: dict) -> str:
 
 def _cell(value, duration: bool) -> str:
   """A number (or a duration in ns) as a table cell."""
-  text = check_wording._duration(value) if duration else html_report.number(value)
+  text = check_wording.duration(value) if duration else html_report.number(value)
   return f'<td class="num">{html_report.escape(text)}</td>'
 
 

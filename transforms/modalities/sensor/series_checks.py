@@ -90,11 +90,11 @@ def span_problem(span_ns: int, shape: dict, length: int) -> Optional[str]:
     return None
   # Digits enough to show the span above the bound.
   digits = next(d for d in range(4, 20)
-                if check_wording._duration(span_ns, d) != check_wording._duration(bound, d))
-  return (f'the window spans {check_wording._duration(span_ns, digits)}, more than the '
-          f'{check_wording._duration(bound, digits)} that {length} samples at '
-          f'{check_wording._duration(shape["median_interval_ns"])} and one gap of '
-          f'{check_wording._duration(shape["max_gap_ns"])} allow')
+                if check_wording.duration(span_ns, d) != check_wording.duration(bound, d))
+  return (f'the window spans {check_wording.duration(span_ns, digits)}, more than the '
+          f'{check_wording.duration(bound, digits)} that {length} samples at '
+          f'{check_wording.duration(shape["median_interval_ns"])} and one gap of '
+          f'{check_wording.duration(shape["max_gap_ns"])} allow')
 
 
 def _empty_findings() -> dict:
@@ -143,7 +143,7 @@ def series_findings(entity: str, points: Iterable[tuple],
   found['entities'], found['records'] = 1, len(points)
   sensor = manifest['sensor']
   windowed = sensor.get('mode') == 'window'
-  time = check_wording._time_section(manifest)
+  time = check_wording.time_section(manifest)
   if time is not None:
     shape = (time.get('entities') or {}).get(entity)
     if shape is None:
@@ -265,10 +265,10 @@ def _listed(series: dict, kinds: Tuple[str, ...], show) -> str:
 
 def _entities_recorded(manifest: dict, series: dict) -> dict:
   """With sensor.time: every entity of the records is in it."""
-  if check_wording._time_section(manifest) is None:
+  if check_wording.time_section(manifest) is None:
     return entries.entry(
         'every entity read back is in the manifest\'s time section', True,
-        check_wording._NOT_RECORDED)
+        check_wording.NOT_RECORDED)
   found = series['found']['unknown_entity']
   return entries.entry(
       'every entity read back is in the manifest\'s time section',
@@ -276,7 +276,7 @@ def _entities_recorded(manifest: dict, series: dict) -> dict:
       f'{found} entities of the records are not in the manifest\'s '
       'sensor.time.entities, which lists every entity the run read: ' +
       _listed(series, ('unknown_entity',), lambda x: (
-          f'{check_wording._entity_name(x["entity"])} ({x["records"]} records)'))
+          f'{check_wording.entity_name(x["entity"])} ({x["records"]} records)'))
       if found else
       f'the {series["entities"]} entities of the records are all in '
       'sensor.time.entities')
@@ -284,10 +284,10 @@ def _entities_recorded(manifest: dict, series: dict) -> dict:
 
 def _spans_bounded(manifest: dict, series: dict) -> dict:
   """With sensor.time: no window spans more than span_bound."""
-  if check_wording._time_section(manifest) is None:
+  if check_wording.time_section(manifest) is None:
     return entries.entry(
         'no window spans more time than its samples and one gap allow',
-        True, check_wording._NOT_RECORDED)
+        True, check_wording.NOT_RECORDED)
   length = manifest['sensor']['window_length']
   found = series['found']['too_long']
   unbounded = series['unbounded_entities']
@@ -354,13 +354,13 @@ def _starts_increase(manifest: dict, series: dict) -> dict:
   earlier = series['found']['earlier_start']
   same = series['found']['same_start']
   listed = _listed(series, ('earlier_start', 'same_start'), lambda x: (
-      f'{x["ids"][1]} starts at {check_wording._time(x["start_times"][1])}, not after '
-      f'{x["ids"][0]} at {check_wording._time(x["start_times"][0])}'))
+      f'{x["ids"][1]} starts at {check_wording.time_text(x["start_times"][1])}, not after '
+      f'{x["ids"][0]} at {check_wording.time_text(x["start_times"][0])}'))
   problem = 'fail'
   if not (earlier or same):
     detail = ('the windows of each entity start later the later their '
               'first observation')
-  elif check_wording._time_section(manifest) is None and not earlier:
+  elif check_wording.time_section(manifest) is None and not earlier:
     problem = 'info'
     detail = (f'{same} windows start at the time of the window before '
               f'them, as the input repeats times; {_KEPT_THEN}: {listed}')
@@ -385,12 +385,12 @@ def _observations_once(manifest: dict, series: dict) -> dict:
            'records there)' if copies else '')
   found = series['found']['repeated_observation']
   listed = _listed(series, ('repeated_observation',), lambda x: (
-      f'{check_wording._entity_name(x["entity"])} at {check_wording._time(x["at"])}: {x["records"]} '
+      f'{check_wording.entity_name(x["entity"])} at {check_wording.time_text(x["at"])}: {x["records"]} '
       f'records in {x["split"]}'))
   problem = 'fail'
   if not found:
     detail = f'no entity has two records of one time in a split{aside}'
-  elif check_wording._time_section(manifest) is None:
+  elif check_wording.time_section(manifest) is None:
     problem = 'info'
     detail = (f'{found} observations (an entity at one time) are in a split '
               f'more than once{aside}; {_KEPT_THEN}: {listed}')

@@ -251,7 +251,7 @@ class WindowChunks(beam.DoFn):
           position, time[lo:hi], values[lo:hi], label[lo:hi],
           split[lo:hi])))
     if len(starts):
-      bound = example_batches._span_bound(sc, *intervals[entity])
+      bound = example_batches.span_bound(sc, *intervals[entity])
       batch, lost = example_batches.window_batch(entity, starts, starts - offset, time,
                                  values, label, split, sc, bound=bound)
       if lost:
@@ -291,7 +291,7 @@ def _assemble(item, intervals, sc):
   if whole is None:
     return
   time, values, label, split = whole
-  bound = example_batches._span_bound(sc, *intervals[entity])
+  bound = example_batches.span_bound(sc, *intervals[entity])
   batch, lost = example_batches.window_batch(entity, np.array([start]), np.array([0]), time,
                              values, label, split, sc, bound=bound)
   if lost:
