@@ -160,8 +160,8 @@ def _rows_add_up(manifest: dict) -> dict:
       for s in splits) and totals['inputs'] == used + dropped + dups + (
           totals['dead_lettered'])
   recorded = all('duplicates_dropped' in s for s in splits)
-  conflicting = (check_wording.time_section(manifest) or {}).get('total', {}).get(
-      'conflicting_rows')
+  conflicting = (check_wording.time_section(manifest) or {}).get(
+      'total', {}).get('conflicting_rows')
   return entries.entry(
       'rows read = rows used + dropped + dead letters', ok,
       f'{totals["inputs"]} rows read, {used} used, {dropped} dropped for '
@@ -249,10 +249,11 @@ def _time_leakage(manifest: dict, by_split: Dict[str, List[dict]]) -> dict:
       a, b = spans[early], spans[late]
       if a and b and b['first'][0] <= a['last'][0]:
         problems.append(
-            f'{late} record {b["first"][1]} starts at {check_wording.time_text(b["first"][0])}'
-            f', not after {early} record {a["last"][1]} ends at '
-            f'{check_wording.time_text(a["last"][0])}: the time ranges of {early} and {late} '
-            'overlap')
+            f'{late} record {b["first"][1]} starts at '
+            f'{check_wording.time_text(b["first"][0])}, not after {early} '
+            f'record {a["last"][1]} ends at '
+            f'{check_wording.time_text(a["last"][0])}: the time ranges of '
+            f'{early} and {late} overlap')
   cutoffs = list(manifest['sensor'].get('time_cutoffs') or [])
   if len(cutoffs) + 1 == len(names):
     problems += _outside_cutoffs(names, spans, cutoffs)
@@ -261,7 +262,8 @@ def _time_leakage(manifest: dict, by_split: Dict[str, List[dict]]) -> dict:
                     f'{len(names)} splits')
   shown = ', '.join(
       f'{name} {check_wording.time_text(spans[name]["first"][0])} to '
-      f'{check_wording.time_text(spans[name]["last"][0])}' for name in names if spans[name])
+      f'{check_wording.time_text(spans[name]["last"][0])}'
+      for name in names if spans[name])
   return entries.entry(
       'no time range in two splits (leakage)', not problems,
       '; '.join(problems[:10]) if problems else
@@ -284,13 +286,13 @@ def _outside_cutoffs(names: List[str], spans: Dict[str, Optional[dict]],
     if low is not None and span['first'][0] < low:
       problems.append(
           f'{name} record {span["first"][1]} starts at '
-          f'{check_wording.time_text(span["first"][0])}, before the cut-off {cutoffs[i - 1]} '
-          f'where {name} begins')
+          f'{check_wording.time_text(span["first"][0])}, before the cut-off '
+          f'{cutoffs[i - 1]} where {name} begins')
     if high is not None and span['last'][0] >= high:
       problems.append(
           f'{name} record {span["last"][1]} ends at '
-          f'{check_wording.time_text(span["last"][0])}, not before the cut-off {cutoffs[i]} '
-          f'where {name} ends')
+          f'{check_wording.time_text(span["last"][0])}, not before the '
+          f'cut-off {cutoffs[i]} where {name} ends')
   return problems
 
 

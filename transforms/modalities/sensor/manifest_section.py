@@ -46,8 +46,9 @@ def manifest_section(cfg, values, splits):
       # Windowed while reading (in one file, in time order); the others
       # were grouped by (entity, time chunk).
       'entities_in_time_order': sum(
-          1 for _, es in values['entity_stats'] if entity_statistics.streamable(
-              entity_statistics.EntityStats(*es))) if sc.windowed else None,
+          1 for _, es in values['entity_stats']
+          if entity_statistics.streamable(entity_statistics.EntityStats(*es))
+      ) if sc.windowed else None,
       'longest_entity_rows': max(entity_rows.values(), default=0),
       'longest_segment': time_shape['total']['longest_segment'],
       'max_gap': sc.max_gap_text,

@@ -275,8 +275,8 @@ class RowExamplesFn(_ReadRowsFn):
         global_starts, starts, time, vals, label, sp = done
         batch, lost = example_batches.window_batch(
             entity, global_starts, starts, time, vals, label, sp, sc,
-            labels.names, example_batches.span_bound(sc, gaps.median(entity),
-                                      gaps.get(entity)))
+            labels.names, example_batches.span_bound(
+                sc, gaps.median(entity), gaps.get(entity)))
         if lost:
           too_long[entity] = too_long.get(entity, 0) + lost
         if batch is not None:

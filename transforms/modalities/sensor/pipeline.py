@@ -66,8 +66,9 @@ class ReadRows(skeleton.ReadInputs):
                  | 'SpreadFilesA' >> beam.Reshuffle()
                  | 'ParseForStatistics' >> beam.ParDo(
                      parse.RowStatisticsFn(cfg, plan)).with_outputs(
-                         parse.DEAD, parse.ENTITY_STATS, parse.COUNTS, parse.LABELS, parse.ANALYSIS,
-                         parse.TRAIN_VALUES, parse.ROW_CLASSES))
+                         parse.DEAD, parse.ENTITY_STATS, parse.COUNTS,
+                         parse.LABELS, parse.ANALYSIS, parse.TRAIN_VALUES,
+                         parse.ROW_CLASSES))
     counts = batches.sum_counts(stats_out[parse.COUNTS], 'SumCounts')
     # -> ((split, 'inputs'|'dead'|'dropped'|'used'), rows)
     columns = plan.columns

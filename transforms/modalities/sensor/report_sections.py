@@ -119,7 +119,8 @@ def _time_shape_section(report: dict) -> str:
 
 def _cell(value, duration: bool) -> str:
   """A number (or a duration in ns) as a table cell."""
-  text = check_wording.duration(value) if duration else html_report.number(value)
+  text = (check_wording.duration(value) if duration
+          else html_report.number(value))
   return f'<td class="num">{html_report.escape(text)}</td>'
 
 

@@ -90,11 +90,13 @@ def span_problem(span_ns: int, shape: dict, length: int) -> Optional[str]:
     return None
   # Digits enough to show the span above the bound.
   digits = next(d for d in range(4, 20)
-                if check_wording.duration(span_ns, d) != check_wording.duration(bound, d))
-  return (f'the window spans {check_wording.duration(span_ns, digits)}, more than the '
-          f'{check_wording.duration(bound, digits)} that {length} samples at '
-          f'{check_wording.duration(shape["median_interval_ns"])} and one gap of '
-          f'{check_wording.duration(shape["max_gap_ns"])} allow')
+                if check_wording.duration(span_ns, d)
+                != check_wording.duration(bound, d))
+  return (f'the window spans {check_wording.duration(span_ns, digits)}, more '
+          f'than the {check_wording.duration(bound, digits)} that {length} '
+          'samples at '
+          f'{check_wording.duration(shape["median_interval_ns"])} and one gap '
+          f'of {check_wording.duration(shape["max_gap_ns"])} allow')
 
 
 def _empty_findings() -> dict:
@@ -354,7 +356,8 @@ def _starts_increase(manifest: dict, series: dict) -> dict:
   earlier = series['found']['earlier_start']
   same = series['found']['same_start']
   listed = _listed(series, ('earlier_start', 'same_start'), lambda x: (
-      f'{x["ids"][1]} starts at {check_wording.time_text(x["start_times"][1])}, not after '
+      f'{x["ids"][1]} starts at '
+      f'{check_wording.time_text(x["start_times"][1])}, not after '
       f'{x["ids"][0]} at {check_wording.time_text(x["start_times"][0])}'))
   problem = 'fail'
   if not (earlier or same):
@@ -385,8 +388,9 @@ def _observations_once(manifest: dict, series: dict) -> dict:
            'records there)' if copies else '')
   found = series['found']['repeated_observation']
   listed = _listed(series, ('repeated_observation',), lambda x: (
-      f'{check_wording.entity_name(x["entity"])} at {check_wording.time_text(x["at"])}: {x["records"]} '
-      f'records in {x["split"]}'))
+      f'{check_wording.entity_name(x["entity"])} at '
+      f'{check_wording.time_text(x["at"])}: {x["records"]} records in '
+      f'{x["split"]}'))
   problem = 'fail'
   if not found:
     detail = f'no entity has two records of one time in a split{aside}'

@@ -92,8 +92,8 @@ class StreamWindower:
   def _resampled(self, state, piece):
     """A segment's next observations -> its grid rows up to the last of
     them (windows.grid_points), or None."""
-    found = windows.grid_points(*piece, self._period, state.anchor, state.prev,
-                        self._cutoffs)
+    found = windows.grid_points(*piece, self._period, state.anchor,
+                                state.prev, self._cutoffs)
     state.prev = tuple(a[-1] for a in piece)
     if found is None:
       return None
@@ -115,7 +115,8 @@ class StreamWindower:
     shape = state.shape
     shape['longest_segment'] = max(shape['longest_segment'], rows)
     if self._length:
-      shape['in_segments'] += windows.window_count(rows, self._length, self._stride)
+      shape['in_segments'] += windows.window_count(rows, self._length,
+                                                   self._stride)
 
   def _window(self, state, arrays):
     """Adds rows of one segment; the windows they complete, or None."""

@@ -252,8 +252,9 @@ class WindowChunks(beam.DoFn):
           split[lo:hi])))
     if len(starts):
       bound = example_batches.span_bound(sc, *intervals[entity])
-      batch, lost = example_batches.window_batch(entity, starts, starts - offset, time,
-                                 values, label, split, sc, bound=bound)
+      batch, lost = example_batches.window_batch(
+          entity, starts, starts - offset, time, values, label, split, sc,
+          bound=bound)
       if lost:
         yield beam.pvalue.TaggedOutput('shapes', (entity,
                                                   {'too_long': lost}))
@@ -292,8 +293,9 @@ def _assemble(item, intervals, sc):
     return
   time, values, label, split = whole
   bound = example_batches.span_bound(sc, *intervals[entity])
-  batch, lost = example_batches.window_batch(entity, np.array([start]), np.array([0]), time,
-                             values, label, split, sc, bound=bound)
+  batch, lost = example_batches.window_batch(
+      entity, np.array([start]), np.array([0]), time, values, label, split,
+      sc, bound=bound)
   if lost:
     yield beam.pvalue.TaggedOutput('shapes', (entity, {'too_long': lost}))
   if batch is not None:
