@@ -15,11 +15,9 @@ same entity) in two splits fails. Equal values in two splits are reported
 as information.
 
 Each entity's records, gathered from every shard and split, are checked in
-order (`series_findings`, `series_checks`): windows no longer in time than
-their samples and one gap allow (against the manifest's sensor.time), none
-stored twice or closer than the stride allows, start times increasing;
-rows of one entity and time once per split. Manifests written before
-sensor.time pass what needs it as "not recorded".
+order in series_checks.py; the report's sensor sections are in
+report_sections.py. The plug-in finds them through the functions at the
+end of this module.
 """
 
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -27,9 +25,9 @@ from typing import Dict, Iterable, List, Optional, Tuple
 import numpy as np
 
 from transforms.modalities.sensor import check_wording
+from transforms.modalities.sensor import config
 from transforms.modalities.sensor import report_sections
 from transforms.modalities.sensor import series_checks as series_checks_lib
-from transforms.modalities.sensor import config
 from transforms.output import manifest as manifest_lib
 from transforms.validation import dataset_checks as dataset_checks_lib
 from transforms.validation import entries

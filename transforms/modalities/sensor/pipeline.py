@@ -23,8 +23,14 @@ full-pass statistics:
 
 Elements are NumPy batches (a block of rows, a chunk's windows), never one
 Python object per row; the only per-record elements are the serialized
-records on their way to the shuffle and the writer. See transforms/modalities/sensor/windows.py
-for how windows are cut without holding an entity's whole history.
+records on their way to the shuffle and the writer. See windows.py for how
+windows are cut without holding an entity's whole history.
+
+This module holds the two stages (ReadRows, BuildSensorRecords); their
+parts are in inputs.py (the input checked at launch), parse.py (the two
+passes' DoFns), entity_statistics.py (what the statistics pass learns of
+each entity), time_chunks.py (the (entity, time chunk) grouping),
+example_batches.py (window and row batches) and manifest_section.py.
 """
 
 import functools

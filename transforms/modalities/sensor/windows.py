@@ -2,7 +2,8 @@
 windows.
 
 No Beam in here: the functions work on NumPy arrays of one batch or one
-chunk, and `transforms/modalities/sensor/pipeline.py` wires them together.
+chunk; parse.py, time_chunks.py and stream_windower.py use them in the
+pipeline (pipeline.py).
 
 An entity's (device's, subject's) rows sorted by time are its
 observations, each time once (`duplicate_runs`: equal rows at one time are
@@ -17,14 +18,14 @@ spans more time than `span_bound` allows is not made.
 
 An entity's rows are never gathered in one place. The entities in one
 file in strictly increasing time are windowed while the file is read
-(`StreamWindower`). The rows of the others are cut into time chunks of
-about `chunk_rows` rows (`chunk_index`, from the entity's row count and
-time range); each chunk is sorted and made one row per observation on its
-own (repeated times fall in one chunk), knows where it starts in the
-entity's observations from the chunks before it, and builds the windows
-that lie inside it (`segment_windows`); a window that crosses a chunk
-boundary leaves one fragment in each chunk it touches, and the fragments
-are put together by global start (`assemble`).
+(`StreamWindower`, in stream_windower.py). The rows of the others are cut
+into time chunks of about `chunk_rows` rows (`chunk_index`, from the
+entity's row count and time range); each chunk is sorted and made one row
+per observation on its own (repeated times fall in one chunk), knows where
+it starts in the entity's observations from the chunks before it, and
+builds the windows that lie inside it (`segment_windows`); a window that
+crosses a chunk boundary leaves one fragment in each chunk it touches, and
+the fragments are put together by global start (`assemble`).
 """
 
 import math
