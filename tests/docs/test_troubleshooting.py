@@ -83,7 +83,7 @@ EXPLICIT: Dict[str, Tuple[str, ...]] = {
         'split <name> is given twice',
         'split ratios add up to <total>, not 1',
         'unknown split <name> (expected one of <splits>)',
-        # transforms/modalities/sensor/windows.py, after "--time_cutoffs: ".
+        # transforms/modalities/sensor/config.py, after "--time_cutoffs: ".
         '<text> is not an ISO-8601 time or a number',
         # transforms/modalities/text/preprocessing.py, after "--ngrams: ".
         '<text> is not n or lo,hi with 1 <= lo <= hi <= 5',

@@ -9,7 +9,7 @@ import types
 
 from transforms import modalities
 from transforms.modalities.image import decode
-from transforms.modalities.sensor import pipeline as sensor_pipeline
+from transforms.modalities.sensor import inputs as sensor_inputs
 from transforms.modalities.text import pipeline as text_pipeline
 from transforms.sources import tables
 
@@ -62,16 +62,16 @@ def test_sensor_starts_workers_only_for_a_file_read_in_ranges(tmp_path):
   sensor = modalities.get('sensor')
 
   def plan(pattern):
-    return sensor_pipeline.SensorInput(pattern, str(tmp_path), None)
+    return sensor_inputs.SensorInput(pattern, str(tmp_path), None)
 
   assert sensor.worker_modules(_cfg(2), plan(small)) == ()
   assert sensor.worker_modules(_cfg(0), plan(large)) == ()
   assert sensor.worker_modules(_cfg(2), plan('gs://bucket/large.csv')) == ()
   assert sensor.worker_modules(_cfg(2), plan(large)) == (
-      sensor_pipeline.WORKER_MODULES)
+      sensor_inputs.WORKER_MODULES)
   # A folder's files, listed by a pattern.
   assert sensor.worker_modules(_cfg(2), plan(str(tmp_path / '*.csv'))) == (
-      sensor_pipeline.WORKER_MODULES)
+      sensor_inputs.WORKER_MODULES)
   assert sensor.worker_modules(_cfg(2), plan(str(tmp_path / 's*.csv'))) == ()
 
 

@@ -27,8 +27,12 @@ from apache_beam.testing.util import assert_that
 from apache_beam.testing.util import equal_to
 import numpy as np
 
-from transforms.modalities.sensor import pipeline as sensor_pipeline
+from transforms.modalities.sensor import config
+from transforms.modalities.sensor import entity_statistics
+from transforms.modalities.sensor import example_batches
 from transforms.modalities.sensor import preprocessing
+from transforms.modalities.sensor import stream_windower
+from transforms.modalities.sensor import time_chunks
 from transforms.modalities.sensor import windows as sensor_windows
 
 START = 1_767_225_600 * 10**9  # 2026-01-01T00:00:00Z in ns
@@ -45,7 +49,7 @@ GAP_S = 30  # the seconds of the dropouts put into the series
 
 
 def _settings(length, stride, rule, chunk_rows, cutoff):
-  return sensor_windows.SensorConfig(
+  return config.SensorConfig(
       timestamp_column='time', timestamp_unit='s', entity_column='device',
       label_column='label', channels=(), window_length=length,
       window_stride=stride, window_label=rule, missing='drop',
@@ -111,7 +115,7 @@ def _entity_stats(rows):
   stats = {}
   for entity in ENTITY_ROWS:
     times = [r[1] for r in rows if r[0] == entity]
-    stats[entity] = sensor_pipeline.EntityStats(
+    stats[entity] = entity_statistics.EntityStats(
         len(times), min(times), max(times), None, False)
   return stats
 
@@ -232,7 +236,7 @@ def test_chunked_windows_equal_windows_of_the_sorted_series():
       assert counts[SAME_TIME][1] == ENTITY_ROWS[SAME_TIME]
       if tag == 'Last':
         assert sum(c[3] for c in counts.values()) > 0, 'no window too long'
-      out = sensor_pipeline.chunked_series(sc, SPLIT_NAMES, entity_dict,
+      out = time_chunks.chunked_series(sc, SPLIT_NAMES, entity_dict,
                                            batch_pc, tag)
       windows = ((out['windows'], out['crossing'])
                  | f'AllWindows{tag}' >> beam.Flatten()
@@ -283,14 +287,14 @@ def _streamed_grid_windows(rows, sc, cutoff):
     max_gap = 3 * int(steps[(len(steps) - 1) // 2])
     names = np.array(sorted({r[4] for r in mine}))
     codes = np.searchsorted(names, [r[4] for r in mine]).astype(np.int32)
-    streamer = sensor_windows.StreamWindower(sc.window_length, sc.window_stride,
+    streamer = stream_windower.StreamWindower(sc.window_length, sc.window_stride,
                                              {entity: max_gap}, sc.resample,
                                              (cutoff,))
     done = streamer.add(entity, time, np.stack([r[5] for r in mine]),
                         codes, (time >= cutoff).astype(np.int8))
     if done is None:
       continue
-    batch, _ = sensor_pipeline.window_batch(entity, *done, sc, names)
+    batch, _ = example_batches.window_batch(entity, *done, sc, names)
     for w in _windows_of(batch):
       out[w[0]] = w[1:]
   return out
@@ -311,7 +315,7 @@ def test_chunked_resampled_windows_equal_the_streamed_ones():
   with TestPipeline() as p:
     entity_dict = beam.pvalue.AsDict(
         p | 'EntityStats' >> beam.Create(sorted(_entity_stats(rows).items())))
-    out = sensor_pipeline.chunked_series(
+    out = time_chunks.chunked_series(
         sc, SPLIT_NAMES, entity_dict, p | beam.Create(_batches(rows, cutoff)))
     windows = ((out['windows'], out['crossing'])
                | 'AllWindows' >> beam.Flatten()

@@ -346,14 +346,14 @@ def test_the_statistics_pass_counts_intervals_the_same_in_any_batches(
     monkeypatch):
   """Intervals wait and are counted when enough wait (or at the file's
   end); how often does not change what is found."""
-  from transforms.modalities.sensor import pipeline as sensor_pipeline  # pylint: disable=import-outside-toplevel
+  from transforms.modalities.sensor import entity_statistics  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(0)
   times = np.cumsum(rng.choice([0, 10, 10, 11, -5, 300], 5000)).astype(
       np.int64)
   found = []
   for pending in (1 << 18, 7):
-    monkeypatch.setattr(sensor_pipeline, '_PENDING_INTERVALS', pending)
-    seen = sensor_pipeline._FileEntities()  # pylint: disable=protected-access
+    monkeypatch.setattr(entity_statistics, '_PENDING_INTERVALS', pending)
+    seen = entity_statistics.FileEntities()
     for lo in range(0, len(times), 333):
       seen.add('e', times[lo:lo + 333])
     [(_, stats)] = seen.stats('f.csv')

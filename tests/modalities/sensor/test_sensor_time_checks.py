@@ -22,6 +22,8 @@ from pipelines import preprocess
 from pipelines import validate
 from transforms import modalities
 from transforms.modalities.sensor import checks
+from transforms.modalities.sensor import report_sections
+from transforms.modalities.sensor import series_checks
 from transforms.validation import html_report
 
 SECOND = 10**9
@@ -113,18 +115,18 @@ def test_a_window_longer_than_its_samples_and_one_gap_fails():
 
 def test_the_span_message_shows_the_span_above_the_bound():
   shape = _shape(median=15_625_000, max_gap=46_875_000)
-  assert checks.span_problem(11_980_000_000, shape, 128) == (
+  assert series_checks.span_problem(11_980_000_000, shape, 128) == (
       'the window spans 11.98 s, more than the 2.047 s that 128 samples at '
       '15.62 ms and one gap of 46.88 ms allow')
   bound = 128 * 15_625_000 + 46_875_000
-  assert checks.span_problem(bound, shape, 128) is None
+  assert series_checks.span_problem(bound, shape, 128) is None
   # One ns over the bound: enough digits to tell them apart.
-  assert checks.span_problem(bound + 1, shape, 128) == (
+  assert series_checks.span_problem(bound + 1, shape, 128) == (
       'the window spans 2.046875001 s, more than the 2.046875 s that 128 '
       'samples at 15.62 ms and one gap of 46.88 ms allow')
   # --max_gap none (or no sampling interval): no bound.
-  assert checks.span_problem(10**15, _shape(max_gap=None), 128) is None
-  assert checks.span_problem(10**15, _shape(median=None), 128) is None
+  assert series_checks.span_problem(10**15, _shape(max_gap=None), 128) is None
+  assert series_checks.span_problem(10**15, _shape(median=None), 128) is None
 
 
 def test_an_entity_without_a_max_gap_is_not_bounded():
@@ -400,7 +402,7 @@ def test_findings_merge_in_any_order_and_keep_a_few_examples():
   assert one['found']['stored_twice'] == 30
   assert one['entities'] == 30 and one['records'] == 60
   listed = one['examples']['stored_twice']
-  assert len(listed) == checks.MAX_SERIES_EXAMPLES == 20
+  assert len(listed) == series_checks.MAX_SERIES_EXAMPLES == 20
   assert [x['id'] for x in listed] == [f'e{i:02d}#0' for i in range(20)]
   assert checks.merge_series_findings([]) == _series(manifest, {})
 
@@ -459,7 +461,7 @@ def test_the_report_shows_the_time_shape_with_the_most_gaps_first():
   assert time['entities'] == 13
   assert time['total'] == manifest['sensor']['time']['total']
   most = time['most_gaps']
-  assert len(most) == checks.MAX_GAP_ROWS == 10
+  assert len(most) == report_sections.MAX_GAP_ROWS == 10
   # Most gaps first, then the longest gap.
   assert [x['entity'] for x in most] == [
       '<b>&', 'dev11', 'dev07', 'dev03', 'dev10', 'dev06', 'dev02', 'dev09',

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 from transforms.core import splits as split_lib
+from transforms.modalities.sensor import config
+from transforms.modalities.sensor import stream_windower
 from transforms.modalities.sensor import windows
 
 
@@ -123,18 +125,18 @@ def test_chunks_follow_time_and_hold_about_chunk_rows():
 
 
 def test_time_splits_and_parse_time():
-  cut = [windows.parse_time('2024-03-01'),
-         windows.parse_time('2024-03-15T00:00Z')]
-  times = np.array([windows.parse_time('2024-02-28T23:59:59'),
-                    windows.parse_time('2024-03-01T00:00:00+00:00'),
-                    windows.parse_time('2024-03-20T00:00:00+02:00')])
+  cut = [config.parse_time('2024-03-01'),
+         config.parse_time('2024-03-15T00:00Z')]
+  times = np.array([config.parse_time('2024-02-28T23:59:59'),
+                    config.parse_time('2024-03-01T00:00:00+00:00'),
+                    config.parse_time('2024-03-20T00:00:00+02:00')])
   assert windows.time_splits(times, cut).tolist() == [0, 1, 2]
-  assert windows.parse_time('1700000000', 's') == 1700000000 * 10**9
-  assert windows.parse_time('1.5', 'ms') == 1_500_000
-  assert windows.parse_time('2024-03-01T02:00:00+02:00') == cut[0]
+  assert config.parse_time('1700000000', 's') == 1700000000 * 10**9
+  assert config.parse_time('1.5', 'ms') == 1_500_000
+  assert config.parse_time('2024-03-01T02:00:00+02:00') == cut[0]
   with pytest.raises(ValueError, match='not an ISO-8601 time'):
-    windows.parse_time('yesterday')
-  assert windows.format_time(cut[0]).startswith('2024-03-01T00:00:00')
+    config.parse_time('yesterday')
+  assert config.format_time(cut[0]).startswith('2024-03-01T00:00:00')
 
 
 def test_hash_splits_are_stable_and_follow_ratios():
@@ -254,7 +256,7 @@ def test_the_stream_windower_cuts_at_gaps_like_the_sorted_series(seed):
   length, stride = int(rng.integers(1, 12)), int(rng.integers(1, 15))
   times = np.cumsum(rng.choice([1, 1, 1, 2, 9], n)).astype(np.int64)
   values = np.arange(n, dtype=np.float32)[:, None]
-  streamer = windows.StreamWindower(length, stride, {'e': 3})
+  streamer = stream_windower.StreamWindower(length, stride, {'e': 3})
   got = []
   edges = sorted({0, n} | set(rng.integers(0, n + 1, 5).tolist()))
   for lo, hi in zip(edges, edges[1:]):
@@ -316,19 +318,19 @@ def test_the_median_interval_is_exact_for_loggers_and_close_for_jitter():
 
 
 def test_max_gap_and_window_span_bound():
-  assert windows.entity_max_gap(windows.AUTO_GAP, 100) == 300
-  assert windows.entity_max_gap(windows.AUTO_GAP, None) is None
+  assert windows.entity_max_gap(config.AUTO_GAP, 100) == 300
+  assert windows.entity_max_gap(config.AUTO_GAP, None) is None
   assert windows.entity_max_gap(None, 100) is None
   assert windows.entity_max_gap(5_000, 100) == 5_000
   assert windows.span_bound(128, 100, 300) == 128 * 100 + 300
   assert windows.span_bound(128, 100, None) is None
-  assert windows.parse_duration('2s') == 2 * 10**9
-  assert windows.parse_duration('500ms') == 500 * 10**6
-  assert windows.parse_duration('1.5', 'ms') == 1_500_000
-  assert windows.parse_duration('1min') == 60 * 10**9
+  assert config.parse_duration('2s') == 2 * 10**9
+  assert config.parse_duration('500ms') == 500 * 10**6
+  assert config.parse_duration('1.5', 'ms') == 1_500_000
+  assert config.parse_duration('1min') == 60 * 10**9
   for bad in ('soon', '-2s', '0'):
     with pytest.raises(ValueError):
-      windows.parse_duration(bad)
+      config.parse_duration(bad)
 
 
 def test_grid_points_interpolate_and_take_the_label_before():
@@ -380,7 +382,7 @@ def test_the_stream_windower_resamples_like_each_whole_segment(seed):
     offset += len(grid[0])
   grid_time = np.concatenate([g[0] for g in grids])
   grid_values = np.concatenate([g[1] for g in grids])
-  streamer = windows.StreamWindower(length, stride, {'e': max_gap}, period)
+  streamer = stream_windower.StreamWindower(length, stride, {'e': max_gap}, period)
   got = []
   edges = sorted({0, n} | set(rng.integers(0, n + 1, 4).tolist()))
   for lo, hi in zip(edges, edges[1:]):

@@ -57,16 +57,16 @@ class SensorModality(Modality):
     return None
 
   def check_input(self, cfg):
-    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
-    return pipeline.check_input(cfg)
+    from transforms.modalities.sensor import inputs  # pylint: disable=import-outside-toplevel
+    return inputs.check_input(cfg)
 
   def worker_modules(self, cfg, plan):
-    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
-    return pipeline.worker_modules(cfg, plan)
+    from transforms.modalities.sensor import inputs  # pylint: disable=import-outside-toplevel
+    return inputs.worker_modules(cfg, plan)
 
   def progress(self, cfg, plan):
-    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
-    return pipeline.progress_measure(cfg, plan)
+    from transforms.modalities.sensor import inputs  # pylint: disable=import-outside-toplevel
+    return inputs.progress_measure(cfg, plan)
 
   def read_inputs(self, cfg, plan):
     from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
@@ -85,8 +85,8 @@ class SensorModality(Modality):
     return pipeline.feature_spec(cfg, plan)
 
   def manifest_section(self, cfg, values, splits):
-    from transforms.modalities.sensor import pipeline  # pylint: disable=import-outside-toplevel
-    return pipeline.manifest_section(cfg, values, splits)
+    from transforms.modalities.sensor import manifest_section  # pylint: disable=import-outside-toplevel
+    return manifest_section.manifest_section(cfg, values, splits)
 
   def split_failures(self, name: str, split: dict) -> List[str]:
     problems = []

@@ -5,7 +5,7 @@ from typing import Tuple
 
 from transforms.core import flags
 from transforms.core.errors import UsageError
-from transforms.modalities.sensor import windows
+from transforms.modalities.sensor import config
 
 
 def add_arguments(add) -> None:
@@ -80,7 +80,7 @@ def add_arguments(add) -> None:
       'Default: 100000.')
 
 
-def settings(o) -> windows.SensorConfig:
+def settings(o) -> config.SensorConfig:
   """Checks the sensor flags (the columns are checked against the input
   later, by the pipeline's input check)."""
   length = flags.whole_number('window_length', o.window_length, 0, 1_000_000)
@@ -88,9 +88,9 @@ def settings(o) -> windows.SensorConfig:
   if length == 0 and stride:
     raise UsageError('--window_stride needs --window_length above 0.')
   entity = str(o.entity_column or '').strip() or None
-  split_by = flags.choice('split_by', o.split_by, windows.SPLIT_BY)
+  split_by = flags.choice('split_by', o.split_by, config.SPLIT_BY)
   cutoffs_text = flags.names(o.time_cutoffs)
-  unit = flags.choice('timestamp_unit', o.timestamp_unit, windows.TIME_UNITS)
+  unit = flags.choice('timestamp_unit', o.timestamp_unit, config.TIME_UNITS)
   if split_by == 'auto':
     split_by = 'time' if cutoffs_text else ('entity' if entity else 'hash')
     if split_by == 'hash' and length:
@@ -109,7 +109,7 @@ def settings(o) -> windows.SensorConfig:
       raise UsageError('--split_by time needs --time_cutoffs with one or two '
                        'times, such as 2024-03-01 or 2024-03-01,2024-03-15.')
     try:
-      cutoffs = tuple(windows.parse_time(t, unit) for t in cutoffs_text)
+      cutoffs = tuple(config.parse_time(t, unit) for t in cutoffs_text)
     except ValueError as e:
       raise UsageError(f'--time_cutoffs: {e}.') from None
     if list(cutoffs) != sorted(set(cutoffs)):
@@ -119,10 +119,10 @@ def settings(o) -> windows.SensorConfig:
   gap_text = str(o.max_gap).strip() or 'auto'
   if gap_text.lower() in ('auto', 'none'):
     gap_text = gap_text.lower()
-    max_gap = windows.AUTO_GAP if gap_text == 'auto' else None
+    max_gap = config.AUTO_GAP if gap_text == 'auto' else None
   else:
     try:
-      max_gap = windows.parse_duration(gap_text, unit)
+      max_gap = config.parse_duration(gap_text, unit)
     except ValueError as e:
       raise UsageError(f'--max_gap: {e}, or auto or none.') from None
   resample_text = str(o.resample or '').strip()
@@ -132,21 +132,21 @@ def settings(o) -> windows.SensorConfig:
       raise UsageError('--resample needs --window_length above 0 (windows '
                        'are made of the resampled rows).')
     try:
-      resample = windows.parse_duration(resample_text, unit)
+      resample = config.parse_duration(resample_text, unit)
     except ValueError as e:
       raise UsageError(f'--resample: {e}.') from None
-  return windows.SensorConfig(
+  return config.SensorConfig(
       timestamp_column=str(o.timestamp_column).strip(),
       timestamp_unit=unit, entity_column=entity,
       label_column=str(o.label_column).strip(),
       channels=flags.names(o.channels),
       window_length=length, window_stride=stride or length,
       window_label=flags.choice('window_label', o.window_label,
-                           windows.LABEL_RULES),
-      missing=flags.choice('missing', o.missing, windows.MISSING_POLICIES),
+                           config.LABEL_RULES),
+      missing=flags.choice('missing', o.missing, config.MISSING_POLICIES),
       split_by=split_by, time_cutoffs=cutoffs,
       bucketize=flags.whole_number('bucketize', o.bucketize, 0, 10000),
       chunk_rows=flags.whole_number('chunk_rows', o.chunk_rows, 1000),
       max_gap=max_gap, max_gap_text=gap_text, resample=resample,
       resample_text=resample_text,
-      same_time=flags.choice('same_time', o.same_time, windows.SAME_TIME))
+      same_time=flags.choice('same_time', o.same_time, config.SAME_TIME))

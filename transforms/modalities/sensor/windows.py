@@ -2,7 +2,8 @@
 windows.
 
 No Beam in here: the functions work on NumPy arrays of one batch or one
-chunk, and `transforms/modalities/sensor/pipeline.py` wires them together.
+chunk; parse.py, time_chunks.py and stream_windower.py use them in the
+pipeline (pipeline.py).
 
 An entity's (device's, subject's) rows sorted by time are its
 observations, each time once (`duplicate_runs`: equal rows at one time are
@@ -17,130 +18,23 @@ spans more time than `span_bound` allows is not made.
 
 An entity's rows are never gathered in one place. The entities in one
 file in strictly increasing time are windowed while the file is read
-(`StreamWindower`). The rows of the others are cut into time chunks of
-about `chunk_rows` rows (`chunk_index`, from the entity's row count and
-time range); each chunk is sorted and made one row per observation on its
-own (repeated times fall in one chunk), knows where it starts in the
-entity's observations from the chunks before it, and builds the windows
-that lie inside it (`segment_windows`); a window that crosses a chunk
-boundary leaves one fragment in each chunk it touches, and the fragments
-are put together by global start (`assemble`).
+(`StreamWindower`, in stream_windower.py). The rows of the others are cut
+into time chunks of about `chunk_rows` rows (`chunk_index`, from the
+entity's row count and time range); each chunk is sorted and made one row
+per observation on its own (repeated times fall in one chunk), knows where
+it starts in the entity's observations from the chunks before it, and
+builds the windows that lie inside it (`segment_windows`); a window that
+crosses a chunk boundary leaves one fragment in each chunk it touches, and
+the fragments are put together by global start (`assemble`).
 """
 
-import dataclasses
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd
 
-
-SPLIT_BY = ('auto', 'hash', 'entity', 'time')
-# --same_time: rows of one entity at one time are one observation
-# (conflict), or in one file successive samples of a coarse clock
-# (file_order).
-SAME_TIME = ('conflict', 'file_order')
-TIME_UNITS = ('s', 'ms', 'us', 'ns')
-LABEL_RULES = ('last', 'majority')
-MISSING_POLICIES = ('dead_letter', 'drop', 'impute')
-NORMALIZATIONS = ('zscore', 'minmax', 'none')
-AUTO_GAP = -1  # SensorConfig.max_gap: derived per entity
-GAP_FACTOR = 3  # --max_gap auto: this many sampling intervals
-_NS_PER_UNIT = {'s': 10**9, 'ms': 10**6, 'us': 10**3, 'ns': 1}
-
-
-@dataclasses.dataclass(frozen=True)
-class SensorConfig:
-  """The checked sensor settings of a run."""
-  timestamp_column: str
-  timestamp_unit: str
-  entity_column: Optional[str]
-  label_column: str
-  channels: Tuple[str, ...]  # as given; empty: every numeric column
-  window_length: int  # 0: one example per row
-  window_stride: int
-  window_label: str
-  missing: str
-  split_by: str  # 'hash', 'entity' or 'time'
-  time_cutoffs: Tuple[int, ...]  # ns since the epoch, increasing
-  bucketize: int
-  chunk_rows: int
-  # ns for every entity; AUTO_GAP: 3x each entity's sampling interval;
-  # None: series are never cut.
-  max_gap: Optional[int] = -1
-  max_gap_text: str = 'auto'
-  resample: Optional[int] = None  # ns: the grid's period; None: off
-  resample_text: str = ''
-  same_time: str = 'conflict'  # one of SAME_TIME
-
-  @property
-  def windowed(self) -> bool:
-    return self.window_length > 0
-
-  @property
-  def time_split_names(self) -> Tuple[str, ...]:
-    return (('train', 'test') if len(self.time_cutoffs) == 1 else
-            ('train', 'validation', 'test'))
-
-  def to_json(self) -> dict:
-    d = dataclasses.asdict(self)
-    d['channels'] = list(self.channels)
-    d['time_cutoffs'] = [format_time(t) for t in self.time_cutoffs]
-    d['max_gap'] = self.max_gap_text
-    d['resample'] = self.resample_text or None
-    del d['max_gap_text'], d['resample_text']
-    return d
-
-
-def parse_time(text: str, unit: str = 's') -> int:
-  """One timestamp (ISO-8601, or an epoch number in `unit`) -> ns (UTC).
-
-  Raises:
-    ValueError: Not a time.
-  """
-  text = str(text).strip()
-  try:
-    return int(round(float(text) * _NS_PER_UNIT[unit]))
-  except ValueError:
-    pass
-  import pandas as pd  # pylint: disable=import-outside-toplevel
-  try:
-    value = pd.Timestamp(text)
-  except (ValueError, TypeError):
-    raise ValueError(f'{text!r} is not an ISO-8601 time or a number'
-                     ) from None
-  if value is pd.NaT:
-    raise ValueError(f'{text!r} is not an ISO-8601 time or a number')
-  if value.tzinfo is None:
-    value = value.tz_localize('UTC')
-  return int(value.value)
-
-
-def format_time(ns: int) -> str:
-  """ns since the epoch -> ISO-8601 UTC text."""
-  import pandas as pd  # pylint: disable=import-outside-toplevel
-  return pd.Timestamp(int(ns), unit='ns', tz='UTC').isoformat()
-
-
-def parse_duration(text: str, unit: str = 's') -> int:
-  """A duration (pandas Timedelta text such as 2s, 500ms, 1min; or a bare
-  number in `unit`) -> ns.
-
-  Raises:
-    ValueError: Not a positive duration.
-  """
-  text = str(text).strip()
-  try:
-    ns = int(round(float(text) * _NS_PER_UNIT[unit]))
-  except ValueError:
-    try:
-      ns = int(pd.Timedelta(text).value)
-    except (ValueError, TypeError):
-      raise ValueError(f'{text!r} is not a duration such as 2s, 500ms or '
-                       '1min') from None
-  if ns <= 0:
-    raise ValueError(f'{text!r} is not a positive duration')
-  return ns
+from transforms.modalities.sensor import config
 
 
 # Sampling intervals are summarized per entity by a mergeable sketch: the
@@ -221,9 +115,9 @@ def sketch_median(sketch: Optional[tuple]) -> Optional[int]:
 def entity_max_gap(setting: Optional[int], median: Optional[int]
                    ) -> Optional[int]:
   """An entity's max gap (ns; None: never cut) from --max_gap (ns,
-  AUTO_GAP or None) and its median sampling interval."""
-  if setting == AUTO_GAP:
-    return None if median is None else GAP_FACTOR * median
+  config.AUTO_GAP or None) and its median sampling interval."""
+  if setting == config.AUTO_GAP:
+    return None if median is None else config.GAP_FACTOR * median
   return setting
 
 
@@ -570,151 +464,3 @@ class SeriesShape:
         else:
           out[key] += value
     return out
-
-
-class _Series:
-  """What StreamWindower holds of one entity."""
-  __slots__ = ('seen', 'start', 'held', 'last', 'segment', 'anchor', 'prev',
-               'shape')
-
-  def __init__(self):
-    self.seen = 0  # rows of the series so far (grid rows when resampled)
-    self.start = 0  # global start of the next window
-    self.held = None  # (time, values, label, split) from `start`, or None
-    self.last = None  # the last observation's time
-    self.segment = 0  # global index where the current segment starts
-    self.anchor = None  # the current segment's first observation's time
-    self.prev = None  # its last observation (time, values, label, split)
-    self.shape = dict(observations=0, gaps=0, longest_gap_ns=0, segments=1,
-                      longest_segment=0, in_segments=0, rows_resampled=0,
-                      rows_filled=0, first_ns=None, last_ns=None)
-
-
-class StreamWindower:
-  """Windows of entities whose observations arrive in time order (each
-  time once).
-
-  For an entity that is in one input file with its rows in strictly
-  increasing time, the series is cut at its gaps (`max_gaps[entity]`),
-  put on its grid with `period` (--resample, grid_points) and windowed
-  while the file is read: per entity only the rows of the next, not yet
-  complete windows are held (fewer than `length` when stride <= length),
-  never the entity's history. With length 0 only the shape of the series
-  is followed.
-  """
-
-  def __init__(self, length: int, stride: int, max_gaps, period=None,
-               cutoffs=None):
-    self._length, self._stride = length, stride
-    self._max_gaps = max_gaps  # entity -> ns or None
-    self._period, self._cutoffs = period, cutoffs
-    self._state: Dict[str, _Series] = {}
-
-  def add(self, entity: str, time, values, label, split):
-    """Adds the entity's next rows; returns the windows they complete as
-    (global starts, local starts, time, values, label, split) over the
-    returned arrays, or None."""
-    state = self._state.get(entity)
-    if state is None:
-      state = self._state[entity] = _Series()
-    if not len(time):
-      return None
-    shape = state.shape
-    if state.anchor is None:
-      state.anchor = shape['first_ns'] = int(time[0])
-    shape['last_ns'] = int(time[-1])
-    shape['observations'] += len(time)
-    arrays = (time, values, label, split)
-    cuts = gap_positions(time, self._max_gaps.get(entity), state.last)
-    done = []
-    cut_set = set(cuts.tolist())
-    edges = sorted(cut_set | {0, len(time)})
-    for lo, hi in zip(edges, edges[1:]):
-      if lo in cut_set:
-        before = time[lo - 1] if lo else state.last
-        self._new_segment(state, int(time[lo]) - int(before))
-        state.anchor = int(time[lo])
-      piece = tuple(a[lo:hi] for a in arrays)
-      if self._period:
-        piece = self._resampled(state, piece)
-        if piece is None:
-          continue
-      out = self._window(state, piece)
-      if out is not None:
-        done.append(out)
-    state.last = int(time[-1])
-    if not done:
-      return None
-    if len(done) == 1:
-      return done[0]
-    return tuple(np.concatenate(parts) for parts in zip(*[
-        _rebase(d, sum(len(x[2]) for x in done[:i]))
-        for i, d in enumerate(done)]))
-
-  def _resampled(self, state, piece):
-    """A segment's next observations -> its grid rows up to the last of
-    them (grid_points), or None."""
-    found = grid_points(*piece, self._period, state.anchor, state.prev,
-                        self._cutoffs)
-    state.prev = tuple(a[-1] for a in piece)
-    if found is None:
-      return None
-    state.shape['rows_resampled'] += len(found[0])
-    state.shape['rows_filled'] += found[4]
-    return found[:4]
-
-  def _new_segment(self, state, gap):
-    shape = state.shape
-    shape['gaps'] += 1
-    shape['segments'] += 1
-    shape['longest_gap_ns'] = max(shape['longest_gap_ns'], int(gap))
-    self._close_segment(state)
-    state.start, state.held, state.segment = state.seen, None, state.seen
-    state.prev = None
-
-  def _close_segment(self, state):
-    rows = state.seen - state.segment
-    shape = state.shape
-    shape['longest_segment'] = max(shape['longest_segment'], rows)
-    if self._length:
-      shape['in_segments'] += window_count(rows, self._length, self._stride)
-
-  def _window(self, state, arrays):
-    """Adds rows of one segment; the windows they complete, or None."""
-    length, stride = self._length, self._stride
-    seen, start, held = state.seen, state.start, state.held
-    n = len(arrays[0])
-    state.seen = seen + n
-    if not length:
-      return None
-    if held is not None:
-      arrays = tuple(np.concatenate([h, a]) for h, a in zip(held, arrays))
-      first = start
-    else:
-      first = seen
-    end = seen + n
-    count = (end - length - start) // stride + 1 if end >= start + length \
-        else 0
-    next_start = start + count * stride
-    state.start = next_start
-    state.held = (tuple(a[next_start - first:] for a in arrays)
-                  if next_start < end else None)
-    if not count:
-      return None
-    global_starts = start + stride * np.arange(count, dtype=np.int64)
-    return (global_starts, global_starts - first) + arrays
-
-  def shapes(self):
-    """Closes every entity's last segment: [(entity, shape dict)]."""
-    out = []
-    for entity, state in sorted(self._state.items()):
-      self._close_segment(state)
-      out.append((entity, state.shape))
-    self._state.clear()
-    return out
-
-
-def _rebase(done, offset):
-  """A window result's local starts shifted by `offset` rows (when results
-  of several segments are joined)."""
-  return (done[0], done[1] + offset) + tuple(done[2:])
