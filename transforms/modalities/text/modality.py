@@ -85,8 +85,8 @@ class TextModality(Modality):
     return pipeline.feature_spec(cfg)
 
   def manifest_section(self, cfg, values, splits):
-    from transforms.modalities.text import pipeline  # pylint: disable=import-outside-toplevel
-    return pipeline.manifest_section(cfg, values, splits)
+    from transforms.modalities.text import manifest_section  # pylint: disable=import-outside-toplevel
+    return manifest_section.manifest_section(cfg, values, splits)
 
   def tfds_input_features(self, manifest):
     if 'token_ids' in manifest['feature_spec']:
