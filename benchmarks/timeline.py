@@ -80,7 +80,7 @@ SUMMED = (
      'tf.Transform: load its analysis graph'),
     ('transforms.core.batches', 'ApplyTransform._load',
      'load the exported transform'),
-    ('transforms.core.processes', '_new_pool',
+    ('transforms.runtime.processes', '_new_pool',
      'start local worker processes and wait for them'),
     ('apache_beam.internal.util', 'run_using_threadpool',
      'Beam: run on a new thread pool (file sinks\' renames)'),

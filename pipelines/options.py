@@ -23,7 +23,7 @@ from transforms import modalities
 from transforms.core import contents as contents_lib
 from transforms.core import near_duplicates as near_lib
 from transforms.core import flags
-from transforms.core import processes as processes_lib
+from transforms.runtime import processes as processes_lib
 from transforms.core import rebalance
 from transforms.core import splits as split_lib
 from transforms.output import tfds_metadata as tfds_lib
@@ -330,7 +330,7 @@ class PreprocessConfig:
   # their config hashes are what they were).
   contents: Optional[contents_lib.ContentRules] = None
   # Local worker processes for the modality's CPU-heavy step (images:
-  # decoding; core/processes.py); 0: in the runner's own workers. How the
+  # decoding; runtime/processes.py); 0: in the runner's own workers. How the
   # work is spread, not what it makes: not part of the config hash.
   local_processes: int = 0
   # The shuffle's records wait in files in the run's folder while they are

@@ -17,7 +17,7 @@ from typing import Optional
 
 from pipelines import quiet
 from pipelines import signals
-from transforms.core import processes
+from transforms.runtime import processes
 
 # When this command started (its summary's "seconds").
 PROCESS_START = time.time()

@@ -58,7 +58,7 @@ from pipelines.options import UsageError
 from transforms.compat import beam as compat_beam
 from transforms.output import lease as lease_lib
 from transforms.output import manifest as manifest_lib
-from transforms.core import processes
+from transforms.runtime import processes
 from transforms.core import skeleton
 from transforms.core.errors import DataQualityError
 
@@ -634,7 +634,7 @@ def main(argv: Optional[List[str]] = None) -> int:
   try:
     return _main(argv)
   finally:
-    # The run's local worker processes (core/processes.py) end with it.
+    # The run's local worker processes (runtime/processes.py) end with it.
     processes.stop_all()
     signals.restore(handlers)
 

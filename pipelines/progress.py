@@ -1,7 +1,7 @@
 """The progress of a running job: done of total, rate and time left.
 
 While the pipeline runs, a thread of the launching process reads the run's
-progress counts every INTERVAL_SECONDS (transforms/core/progress.py says
+progress counts every INTERVAL_SECONDS (transforms/runtime/progress.py says
 where they come from, and why not from Beam's metrics alone) and turns
 them into done of total through the modality's Measure. With `--progress
 log` (and `auto` when stderr is not a terminal) it logs one line to the
@@ -42,7 +42,7 @@ from typing import Dict, Optional
 import tqdm
 
 from transforms.core import flags
-from transforms.core import progress
+from transforms.runtime import progress
 
 MODES = ('auto', 'bar', 'log', 'off')
 # Seconds between two progress lines (tests make it small).

@@ -34,7 +34,7 @@ import subprocess
 import sys
 from typing import List, Optional
 
-from transforms.core import processes
+from transforms.runtime import processes
 
 # Lines the filter drops. Native log lines look like (absl)
 #   I0000 00:00:1795408479.843572   32655 cudart_stub.cc:31] Could not ...

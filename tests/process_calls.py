@@ -1,4 +1,4 @@
-"""Functions the tests of core/processes.py run in worker processes (a
+"""Functions the tests of runtime/processes.py run in worker processes (a
 module of its own, so that a worker imports nothing else)."""
 
 import os

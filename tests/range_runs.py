@@ -42,7 +42,7 @@ def assert_same_without_workers(src, tmp_path, monkeypatch, caplog, args,
   """Worker processes that cannot start: a warning naming `work`, and the
   fingerprint and dead letters of a run with --local_processes 0."""
   from pipelines import preprocess  # pylint: disable=import-outside-toplevel
-  from transforms.core import processes  # pylint: disable=import-outside-toplevel
+  from transforms.runtime import processes  # pylint: disable=import-outside-toplevel
 
   def no_processes(*unused_args, **unused_kwargs):
     raise OSError('no processes here')

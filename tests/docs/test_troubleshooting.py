@@ -145,7 +145,7 @@ EXPLICIT: Dict[str, Tuple[str, ...]] = {
         'label conflict: the same content is labelled <labels>; the '
         'majority label <label> is kept',
         'duplicate of <id>',
-        # transforms/core/processes.py: Died, dead-lettered by image decode.
+        # transforms/runtime/processes.py: Died, dead-lettered by image decode.
         'the worker process died each time it processed this input '
         '(killed, out of memory, or a crash in a decoder)',
         # transforms/sources/files.py: read_error, of an input that is gone.

@@ -25,7 +25,7 @@ machine, since the Spark stages of a portable Beam job carry no transform
 names (every stage is "mapPartitionsToPair at
 GroupNonMergingWindowsFunctions", "collect at BoundedDataset" or the
 like): the SDK workers' progress counts (images decoded of images listed,
-transforms/core/progress.py), which worker has loaded TensorFlow (none
+transforms/runtime/progress.py), which worker has loaded TensorFlow (none
 does before tf.Transform builds its graph), the transform function
 tf.Transform writes when its analysis is done, and the shard files Beam
 writes in the run folder. The running
@@ -67,7 +67,7 @@ from repo import ROOT
 from test_spark import app_ids
 from test_spark import new_finished_apps
 from test_spark import spark_argv
-from transforms.core import progress
+from transforms.runtime import progress
 
 # Seconds the job's application runs before the SIGTERM (the sample's
 # runs take 50-90 s in all).
@@ -265,7 +265,7 @@ class Application:
 def images_decoded(workers):
   """(images decoded, images listed) so far by the SDK workers `workers`
   (pids): each writes its progress counts into the launcher's progress
-  folder, named by its pid (transforms/core/progress.py)."""
+  folder, named by its pid (transforms/runtime/progress.py)."""
   counts = collections.Counter()
   for path in glob.glob(os.path.join(tempfile.gettempdir(),
                                      'tfrecord-progress-*', '*.json')):

@@ -1,4 +1,4 @@
-"""The progress line (pipelines/progress.py, transforms/core/progress.py).
+"""The progress line (pipelines/progress.py, transforms/runtime/progress.py).
 
 Real pipeline runs on small generated inputs, with the interval made
 small so that even a short run shows lines: for each modality, the lines
@@ -36,7 +36,7 @@ from pipelines import outcome
 from pipelines import preprocess
 from pipelines import progress as progress_lib
 from pipelines import signals
-from transforms.core import progress as core_progress
+from transforms.runtime import progress as core_progress
 from transforms.core.errors import UsageError
 from transforms.modalities.text import parse
 from transforms.sources import files

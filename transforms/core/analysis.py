@@ -9,7 +9,7 @@ modality's graph does), and the runner's other work in the same stage
 change: each batch goes to a thread of its own, and its outputs are handed
 on in the batches' order when later batches arrive or at the end of the
 bundle, as core/batches.ApplyTransform does for the exported transform
-(both with core/batches.ThreadAhead). The outputs are the same, in the
+(both with runtime/threads.ThreadAhead). The outputs are the same, in the
 same order; a graph error still fails the bundle.
 
 `graph_ahead(2)` (`TwoGraphsAhead`) runs two batches at once on two
@@ -29,7 +29,7 @@ import contextlib
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms.compat import tensorflow_transform as compat_tft
-from transforms.core import batches
+from transforms.runtime import threads
 
 
 class TaggedGraph(compat_tft.RunMetaGraphDoFn):
@@ -70,7 +70,7 @@ class GraphAhead(TaggedGraph):
 
   def setup(self):
     super().setup()
-    self._ahead = batches.ThreadAhead('analysis-graph', self.AHEAD,
+    self._ahead = threads.ThreadAhead('analysis-graph', self.AHEAD,
                                       self.THREADS)
 
   def start_bundle(self):

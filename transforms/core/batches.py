@@ -14,8 +14,6 @@ Elements are batches until the records meet the writer, so Beam's cost per
 element is paid a few times per batch, not per example.
 """
 
-import collections
-from concurrent import futures
 import itertools
 from typing import Callable, Dict, List
 
@@ -24,14 +22,15 @@ from apache_beam.utils import shared
 from apache_beam.utils.windowed_value import WindowedValue
 import numpy as np
 
-from transforms.core import progress
 from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
+from transforms.runtime import progress
+from transforms.runtime import threads
 
 # Examples per call of the exported transform.
 TRANSFORM_BATCH = 4096
 ID, LABEL_TEXT, SPLIT = 'id', 'label_text', 'split'
-# The progress counter of the records encoded (core/progress.py).
+# The progress counter of the records encoded (runtime/progress.py).
 ENCODED = 'encoded'
 
 
@@ -94,48 +93,6 @@ class _TransformGraph:
     self.layer = layer
 
 
-class ThreadAhead:
-  """A DoFn's work on `threads` threads of its own, results handed back in
-  the order of submission: `submit` hands the work over and returns the
-  results now due (once more than `ahead` wait), `drain` the rest at the
-  end of a bundle. With more than one thread, that many pieces of work run
-  at once; their results still come back in the order they were submitted.
-  An error in the work is raised where its result is handed back. Made in
-  setup()."""
-
-  def __init__(self, name: str, ahead: int = 1, threads: int = 1):
-    self._name, self._ahead, self._threads = name, ahead, threads
-    self._pool = None
-    self._pending = collections.deque()
-
-  def start_bundle(self):
-    self._pending = collections.deque()
-
-  def submit(self, fn: Callable, arg, tag=None) -> List[tuple]:
-    """Hands fn(arg) to the thread; returns [(result, tag)] of the work
-    now due, oldest first."""
-    if self._pool is None:
-      self._pool = futures.ThreadPoolExecutor(
-          self._threads, thread_name_prefix=self._name)
-    self._pending.append((self._pool.submit(fn, arg), tag))
-    due = []
-    while len(self._pending) > self._ahead:
-      future, due_tag = self._pending.popleft()
-      due.append((future.result(), due_tag))
-    return due
-
-  def drain(self):
-    """(result, tag) of all the work still pending, oldest first."""
-    while self._pending:
-      future, tag = self._pending.popleft()
-      yield future.result(), tag
-
-  def close(self):
-    if self._pool is not None:
-      self._pool.shutdown(wait=False, cancel_futures=True)
-      self._pool = None
-
-
 class ApplyTransform(beam.DoFn):
   """Runs the exported tf.Transform graph on each batch.
 
@@ -166,7 +123,7 @@ class ApplyTransform(beam.DoFn):
 
   def setup(self):
     self._graph = None
-    self._ahead = ThreadAhead('apply-transform', self.AHEAD)
+    self._ahead = threads.ThreadAhead('apply-transform', self.AHEAD)
 
   def start_bundle(self):
     self._ahead.start_bundle()

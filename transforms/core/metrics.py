@@ -11,7 +11,7 @@ retried bundle twice, the manifest never does.
     dead_lettered   dead letters written, every stage
     serialized      records handed to the shard writer
 
-The progress line's counters (core/progress.py) are in a namespace of their
+The progress line's counters (runtime/progress.py) are in a namespace of their
 own, `tfrecord.<name>.progress`: listed, identified, processed and settled
 (images); bytes_read and documents or rows (text, sensor).
 """

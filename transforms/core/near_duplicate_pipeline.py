@@ -12,7 +12,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.core import hold as hold_lib
+from transforms.runtime import hold as hold_lib
 from transforms.core import near_duplicate_decisions
 from transforms.core import near_duplicates
 
@@ -74,7 +74,7 @@ class _BandFn(beam.DoFn):
   later (_InfosOfFn).
 
   With a `folder`, each flush writes its parts and columns to one file
-  there (core/hold.py) and the elements carry only where they are in it:
+  there (runtime/hold.py) and the elements carry only where they are in it:
   the runner then moves a few small elements per flush whatever the size
   of the dataset (the local runner keeps a grouping's input in memory),
   and this function holds at most _FLUSH_ROWS entries.

@@ -79,7 +79,7 @@ class ReadInputs(beam.PTransform):
 
   def hold_folder(self) -> str:
     """Where examples wait on disk for a decision about all of them
-    (core/hold.py); removed when the shards are written."""
+    (runtime/hold.py); removed when the shards are written."""
     if self.staging is None:
       raise ValueError('the run folder of ReadInputs is not set')
     return manifest_lib.join(self.staging, manifest_lib.HOLD_TEMP)

@@ -108,7 +108,7 @@ class Modality:
     return 1
 
   def worker_modules(self, cfg, plan) -> Sequence[str]:
-    """The modules of the local worker processes (core/processes.py) the
+    """The modules of the local worker processes (runtime/processes.py) the
     run's DoFns will use with cfg.local_processes processes, when the
     launching process can tell from the plan that they will (then it
     starts them early, see processes.start_early); else ()."""
@@ -188,7 +188,7 @@ class Modality:
 
   def progress(self, cfg, plan):
     """What the progress line measures while the run goes: a
-    core/progress.Measure (done of total from its progress counters), or
+    runtime/progress.Measure (done of total from its progress counters), or
     None for no progress line. Called on the launching machine after
     check_input."""
     del cfg, plan

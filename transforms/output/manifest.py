@@ -68,7 +68,7 @@ TFT_TEMP = 'tft_tmp'
 # The shuffle's records on a local run (core/shuffle.py), inside the run's
 # folder; removed once the shards are written.
 SHUFFLE_TEMP = 'shuffle_tmp'
-# Examples waiting for the near-duplicate groups (core/hold.py), inside the
+# Examples waiting for the near-duplicate groups (runtime/hold.py), inside the
 # run's folder; removed once the shards are written.
 HOLD_TEMP = 'hold_tmp'
 # The text reader's kept content digests and splits (text/ranges.py), in a

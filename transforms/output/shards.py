@@ -25,7 +25,7 @@ from apache_beam.io.filesystem import CompressionTypes
 import numpy as np
 
 from transforms.core import metrics
-from transforms.core import progress
+from transforms.runtime import progress
 from transforms.output import tfrecord_files
 
 _MOD = 1 << 128
@@ -156,7 +156,7 @@ class WriteSplit(beam.PTransform):
 
 
 # The progress counter of the records handed to the writer
-# (core/progress.py).
+# (runtime/progress.py).
 WRITTEN = 'written'
 
 

@@ -221,7 +221,7 @@ def test_images_decoded_while_the_pipeline_starts_write_the_same(
   # batch of the decoding pass mixes results taken from it with inputs
   # decoded then), bad images included; the records, their order, the
   # statistics and the dead letters must be those of in-line decoding.
-  from transforms.core import processes  # pylint: disable=import-outside-toplevel
+  from transforms.runtime import processes  # pylint: disable=import-outside-toplevel
   heads = []
   start_head = processes.start_head
 
@@ -257,7 +257,7 @@ def test_decoding_goes_on_in_line_when_processes_cannot_start(
     tree, dataset, tmp_path, caplog):
   import multiprocessing  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
-  from transforms.core import processes  # pylint: disable=import-outside-toplevel
+  from transforms.runtime import processes  # pylint: disable=import-outside-toplevel
   processes.stop_all()
   # A worker that exits at once, before it can take any work.
   multiprocessing.set_executable('/bin/false')

@@ -15,7 +15,7 @@ import pytest
 import range_runs
 import readback
 import sensorgen
-from transforms.core import processes
+from transforms.runtime import processes
 from transforms.modalities.sensor import ranges as sensor_ranges
 from transforms.sources import table_ranges
 

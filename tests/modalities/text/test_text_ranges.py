@@ -28,7 +28,7 @@ import pytest
 import range_runs
 import readback
 from transforms.core import bands
-from transforms.core import processes
+from transforms.runtime import processes
 from transforms.modalities.text import documents
 from transforms.modalities.text import inputs
 from transforms.modalities.text import parse

@@ -27,7 +27,7 @@ class BadImageError(ValueError):
     self.reason = reason
 
   def __reduce__(self):
-    # Comes back whole from a worker process (core/processes.py).
+    # Comes back whole from a worker process (runtime/processes.py).
     return BadImageError, (self.stage, self.reason)
 
 

@@ -13,8 +13,8 @@ from transforms.modalities.image import processing
 from transforms.modalities.image import features
 from transforms.core import contents
 from transforms.core import metrics
-from transforms.core import processes as processes_lib
-from transforms.core import progress
+from transforms.runtime import processes as processes_lib
+from transforms.runtime import progress
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import dead_letter
 from transforms.sources import files
@@ -22,7 +22,7 @@ from transforms.sources import files
 # What the local worker processes that decode images import.
 WORKER_MODULES = (processing.__name__,)
 
-# Progress counters (core/progress.py; inputs.LISTED counts the inputs
+# Progress counters (runtime/progress.py; inputs.LISTED counts the inputs
 # listed): inputs looked at by the first pass (FindContentFn); decoded or
 # dead-lettered by the decoding pass (copy 0); settled without a second pass
 # (bad in the first pass, or dropped by the content rules).
@@ -119,7 +119,7 @@ def example_from_image(ref, out: processing.ProcessedImage, copy: int = 0,
 
 class _PooledFn(beam.DoFn):
   """A DoFn whose per-input kernel (a function of processing.py) runs in
-  local worker processes when `processes` > 0 (core/processes.py), else
+  local worker processes when `processes` > 0 (runtime/processes.py), else
   in-line; either way through `processing.process_inputs`, so that reading
   and its errors are the same in both. A local file is read where the
   kernel runs (a worker reads its own inputs: only the path crosses

@@ -33,7 +33,7 @@ from transforms.modalities.image import config
 from transforms.core import label_text
 from transforms.core import splits as split_lib
 from transforms.core import metrics
-from transforms.core import progress
+from transforms.runtime import progress
 from transforms.core.dead_letters import DEAD
 from transforms.core.dead_letters import SKIPPED
 from transforms.core.dead_letters import dead_letter
@@ -41,7 +41,7 @@ from transforms.core.errors import UsageError
 from transforms.sources import files
 
 MANIFEST_EXTENSIONS = ('.csv', '.tsv', '.jsonl', '.json')
-# The progress counter of the inputs listed (core/progress.py).
+# The progress counter of the inputs listed (runtime/progress.py).
 LISTED = 'listed'
 
 

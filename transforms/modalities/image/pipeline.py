@@ -19,7 +19,7 @@
          come; the near-duplicate signature) --(bad)--> dead letter; the
          examples leave in lists, those of one call to a decoding worker
       -> [single pass: NearDuplicates of the signatures, while the
-         examples wait on disk (core/hold.py); then each is read back, in
+         examples wait on disk (runtime/hold.py); then each is read back, in
          its group's split --(dropped by the near-duplicate rules)--> dead
          letter]
       -> [single pass: ContentGroups of the decoded digests, for the
@@ -56,10 +56,10 @@ import numpy as np
 
 from transforms.modalities.image import features
 from transforms.core import contents as contents_lib
-from transforms.core import hold as hold_lib
+from transforms.runtime import hold as hold_lib
 from transforms.core import near_duplicate_decisions
 from transforms.core import near_duplicate_pipeline
-from transforms.core import progress
+from transforms.runtime import progress
 from transforms.core import rebalance as rebalance_lib
 from transforms.core import shuffle
 from transforms.core.dead_letters import DEAD

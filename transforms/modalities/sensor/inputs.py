@@ -12,7 +12,7 @@ from typing import List, NamedTuple, Optional
 
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.core import progress
+from transforms.runtime import progress
 from transforms.modalities.sensor import ranges as sensor_ranges
 from transforms.sources import files as files_lib
 from transforms.sources import tables

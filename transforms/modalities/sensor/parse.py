@@ -10,8 +10,8 @@ import numpy as np
 
 from transforms.core import batches
 from transforms.core import metrics
-from transforms.core import processes
-from transforms.core import progress
+from transforms.runtime import processes
+from transforms.runtime import progress
 from transforms.modalities.sensor import entity_statistics
 from transforms.modalities.sensor import example_batches
 from transforms.modalities.sensor import inputs

@@ -41,8 +41,8 @@ from transforms.core import contents as contents_lib
 from transforms.core import metrics
 from transforms.core import near_duplicate_decisions
 from transforms.core import near_duplicate_pipeline
-from transforms.core import processes
-from transforms.core import progress
+from transforms.runtime import processes
+from transforms.runtime import progress
 from transforms.core import shuffle
 from transforms.core import splits as split_lib
 from transforms.core import skeleton

@@ -1,4 +1,4 @@
-"""Elements that wait on disk (core/hold.py): what a bundle holds comes
+"""Elements that wait on disk (runtime/hold.py): what a bundle holds comes
 back whole and in order, a cut file says so, and spilled values (and rows
 of an array) come back by their reference."""
 
@@ -10,7 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 import numpy as np
 import pytest
 
-from transforms.core import hold
+from transforms.runtime import hold
 
 
 def _take(ref):

@@ -1,4 +1,4 @@
-"""core/processes.py: local worker processes for a DoFn's heavy step, with
+"""runtime/processes.py: local worker processes for a DoFn's heavy step, with
 real processes (spawned interpreters), real crashes and real orphans."""
 
 import os
@@ -9,7 +9,7 @@ import time
 import pytest
 
 import process_calls
-from transforms.core import processes
+from transforms.runtime import processes
 from transforms.modalities.image import config
 from transforms.modalities.image import processing
 
@@ -95,7 +95,7 @@ _ORPHANING = r'''
 import os, signal, sys
 sys.path[:0] = sys.argv[1:3]
 import process_calls
-from transforms.core import processes
+from transforms.runtime import processes
 ahead = processes.Ahead(2, ('process_calls',), depth=2)
 pids = set()
 for i in range(6):

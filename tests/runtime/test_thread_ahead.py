@@ -1,4 +1,4 @@
-"""core/batches.ThreadAhead: work on threads of its own, results in the
+"""runtime/threads.ThreadAhead: work on threads of its own, results in the
 order of submission, errors where their result is handed back."""
 
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from transforms.core import batches
+from transforms.runtime import threads as threads_lib
 
 
 def _all(ahead, items, fn):
@@ -28,7 +28,7 @@ def test_two_threads_run_two_pieces_at_once():
     barrier.wait()
     return x * 10
 
-  ahead = batches.ThreadAhead('test', ahead=2, threads=2)
+  ahead = threads_lib.ThreadAhead('test', ahead=2, threads=2)
   try:
     assert _all(ahead, [1, 2, 3, 4], meet) == [
         (10, 0), (20, 1), (30, 2), (40, 3)]
@@ -43,7 +43,7 @@ def test_one_thread_runs_one_piece_at_a_time():
     barrier.wait()
     return x
 
-  ahead = batches.ThreadAhead('test', ahead=2, threads=1)
+  ahead = threads_lib.ThreadAhead('test', ahead=2, threads=1)
   try:
     with pytest.raises(threading.BrokenBarrierError):
       _all(ahead, [1, 2], meet)
@@ -59,7 +59,7 @@ def test_results_come_back_in_the_order_submitted(ahead_by, threads):
     time.sleep(0.02 * (6 - x))
     return -x
 
-  ahead = batches.ThreadAhead('test', ahead=ahead_by, threads=threads)
+  ahead = threads_lib.ThreadAhead('test', ahead=ahead_by, threads=threads)
   try:
     assert _all(ahead, range(6), slow_first) == [
         (-x, x) for x in range(6)]
@@ -68,7 +68,7 @@ def test_results_come_back_in_the_order_submitted(ahead_by, threads):
 
 
 def test_at_most_ahead_results_wait_after_a_submit():
-  ahead = batches.ThreadAhead('test', ahead=2, threads=2)
+  ahead = threads_lib.ThreadAhead('test', ahead=2, threads=2)
   try:
     ahead.start_bundle()
     assert ahead.submit(abs, -1, 'a') == []
@@ -85,7 +85,7 @@ def test_an_error_is_raised_where_its_result_is_handed_back():
       raise ValueError('bad piece 2')
     return x
 
-  ahead = batches.ThreadAhead('test', ahead=2, threads=2)
+  ahead = threads_lib.ThreadAhead('test', ahead=2, threads=2)
   try:
     ahead.start_bundle()
     got = []
