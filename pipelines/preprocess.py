@@ -46,6 +46,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 
+from pipelines import command_line
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import outcome
@@ -63,21 +64,6 @@ from transforms.core import skeleton
 from transforms.core.errors import DataQualityError
 
 _LOG = logging.getLogger('pipelines.preprocess')
-
-class _HelpRequested(Exception):
-  """--help was given: print the options instead of running."""
-
-
-def print_help() -> None:
-  import argparse  # pylint: disable=import-outside-toplevel
-  parser = argparse.ArgumentParser(
-      prog='python -m pipelines.preprocess',
-      description='Turns labelled images, documents or sensor rows into a '
-      'sharded, validated TFRecord dataset. Any other option goes to Apache '
-      'Beam (--runner, --direct_running_mode, --direct_num_workers, ...).')
-  options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
-  parser.print_help()
-
 
 def check_output(cfg) -> None:
   """Refuses an output that holds a dataset (unless --overwrite)."""
@@ -462,10 +448,10 @@ def _configure(argv: List[str]):
   a table input must hold a data row.
   """
   if '--help' in argv or '-h' in argv:
-    raise _HelpRequested()
-  runner_setup.check_beam_options(argv)
+    raise command_line.HelpRequested()
+  command_line.check_beam_options(argv)
   options = options_lib.BeamOptions(argv)
-  unknown = runner_setup.unknown_flags(argv)
+  unknown = command_line.unknown_flags(argv)
   if unknown:
     raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
   _check_runner(options)
@@ -642,7 +628,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(argv: Optional[List[str]]) -> int:
   progress: dict = {}
   manifest, error = None, None
-  verbose = runner_setup.flag_given(argv, '--verbose')
+  verbose = command_line.flag_given(argv, '--verbose')
   with errors.Capture(verbose) as capture:
     try:
       manifest = run(argv, progress)
@@ -653,8 +639,8 @@ def _main(argv: Optional[List[str]]) -> int:
                'published and the run\'s folder was removed')
       print(f'error: {error}.', file=sys.stderr)
       code = signals.exit_code(signum)
-    except _HelpRequested:
-      print_help()
+    except command_line.HelpRequested:
+      command_line.print_help()
       return outcome.EXIT_OK
     except UsageError as e:
       error = outcome.usage_sentence(e)

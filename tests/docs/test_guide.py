@@ -19,6 +19,7 @@ import sys
 
 import pytest
 
+from pipelines import command_line
 from pipelines import options as options_lib
 from pipelines import validate
 from repo import ROOT
@@ -125,7 +126,7 @@ def test_help_lists_the_options_in_the_guides_groups(command):
     parser = argparse.ArgumentParser()
     options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
   else:
-    parser = validate._parser()  # pylint: disable=protected-access
+    parser = command_line.validate_parser(validate.__doc__.split('\n')[0])
   groups = _groups(parser)
   documented = _command_line_groups(command)
   assert list(groups) == list(documented)
