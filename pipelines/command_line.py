@@ -1,15 +1,17 @@
-"""The command lines of both commands (preprocess, validate): what
-argparse reads of them, --help, the values of Beam's options checked, and
-the flags no one declares.
+"""The command lines of both commands (preprocess, validate), read by
+argparse: preprocess's one parser holds its own flags and Beam's, and gives
+--help, the values checked and the flags no one declares (typos); validate
+reads its own flags first (they may be abbreviated), then the rest with the
+parser of Beam's flags. Beam's options classes are read in
+transforms/compat/beam.py.
 """
 
 import argparse
 import re
 from typing import List
 
-from apache_beam.options.pipeline_options import PipelineOptions
-
 from pipelines import options as options_lib
+from transforms.compat import beam as compat_beam
 from transforms.core.errors import UsageError
 from transforms.validation import dataset_checks
 
@@ -21,51 +23,88 @@ def flag_given(argv: List[str], flag: str) -> bool:
   return any(a == flag or a.startswith(flag + '=') for a in argv)
 
 
-def unknown_flags(argv: List[str]) -> List[str]:
-  """Flags neither we nor any Beam options class declare (typos)."""
-  parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
-  seen = set()
-  pending = [PipelineOptions]
-  while pending:
-    cls = pending.pop()
-    for sub in cls.__subclasses__():
-      if sub not in seen:
-        seen.add(sub)
-        pending.append(sub)
-        try:
-          sub._add_argparse_args(parser)  # pylint: disable=protected-access
-        except argparse.ArgumentError:
-          pass  # declared twice by two classes; either is fine
-  _, rest = parser.parse_known_args(argv)
+class _Parser(compat_beam.argument_parser_class()):
+  """A command's parser, on Beam's parser class (the options classes declare
+  their flags on it). Its errors raise argparse.ArgumentError or UsageError
+  instead of printing the usage and exiting; the flags declared while
+  `hiding` is set are not listed by --help."""
+
+  hiding = False
+
+  def add_argument(self, *args, **kwargs):
+    if self.hiding:
+      kwargs['help'] = argparse.SUPPRESS
+    return super().add_argument(*args, **kwargs)
+
+  def error(self, message):
+    # Beam's parser lets an ambiguous abbreviation pass; so do we.
+    if message.startswith('ambiguous option: '):
+      return
+    raise UsageError(f'bad Beam option: {message} (see --help).')
+
+
+def _add_beam_flags(parser: _Parser) -> None:
+  """Declares every flag of Beam's options classes on `parser`, unlisted
+  by --help (the command's own flags, declared first, keep their place)."""
+  parser.hiding = True
+  try:
+    compat_beam.declare_every_option(parser)
+  finally:
+    parser.hiding = False
+
+
+def preprocess_parser() -> argparse.ArgumentParser:
+  """The one parser of `python -m pipelines.preprocess`: its own flags, in
+  the groups --help lists, and every flag Beam's options classes declare
+  (`--runner`, ...), which --help leaves to Beam's documentation."""
+  parser = _Parser(
+      prog='python -m pipelines.preprocess',
+      description='Turns labelled images, documents or sensor rows into a '
+      'sharded, validated TFRecord dataset. Any other option goes to Apache '
+      'Beam (--runner, --direct_running_mode, --direct_num_workers, ...).',
+      allow_abbrev=False, exit_on_error=False)
+  options_lib.add_preprocess_flags(parser)
+  _add_beam_flags(parser)
+  return parser
+
+
+def beam_parser() -> argparse.ArgumentParser:
+  """A parser of the flags Beam's options classes declare (and of
+  preprocess's, which is one of them), for the options a command passes on
+  to Beam."""
+  parser = _Parser(allow_abbrev=False, add_help=False, exit_on_error=False)
+  _add_beam_flags(parser)
+  return parser
+
+
+def help_requested(argv: List[str]) -> bool:
+  """Whether --help or -h is anywhere on the command line: help wins over
+  every other flag, even one with a bad value before it (argparse would
+  stop at that value first)."""
+  return '--help' in argv or '-h' in argv
+
+
+def read(parser: argparse.ArgumentParser, argv: List[str]) -> List[str]:
+  """Reads `argv` with `parser`, checking the values of every option it
+  declares, as Beam would when it first reads them (lazily, and then by
+  printing its whole usage and exiting with 2).
+
+  Returns:
+    The flags `parser` does not declare (typos), for the caller to refuse.
+
+  Raises:
+    UsageError: A value Beam would refuse, named in one sentence.
+  """
+  try:
+    _, rest = parser.parse_known_args(list(argv))
+  except argparse.ArgumentError as e:
+    raise UsageError(_bad_value(parser, e)) from None
   return [a.split('=')[0] for a in rest if a.startswith('--')]
 
 
-def _option_parser():
-  """An argument parser holding every option Beam's own parser holds (the
-  direct subclasses of PipelineOptions, as Beam collects them), whose
-  errors raise argparse.ArgumentError or UsageError instead of printing
-  the usage and exiting."""
-  from apache_beam.options import pipeline_options as beam_options  # pylint: disable=import-outside-toplevel
-  base = getattr(beam_options, '_BeamArgumentParser', argparse.ArgumentParser)
-
-  class _Parser(base):
-
-    def error(self, message):
-      # Beam's parser lets an ambiguous abbreviation pass; so do we.
-      if message.startswith('ambiguous option: '):
-        return
-      raise UsageError(f'bad Beam option: {message} (see --help).')
-
-  parser = _Parser(allow_abbrev=False, add_help=False, exit_on_error=False)
-  classes = {}
-  for cls in PipelineOptions.__subclasses__():
-    classes.setdefault(str(cls), cls)
-  for cls in classes.values():
-    try:
-      cls._add_argparse_args(parser)  # pylint: disable=protected-access
-    except argparse.ArgumentError:
-      pass  # declared twice; Beam's own parser would fail the same way
-  return parser
+def unknown_sentence(unknown: List[str]) -> str:
+  """The usage error's sentence for flags no one declares."""
+  return f'unknown option {", ".join(unknown)} (see --help).'
 
 
 def _bad_value(parser, err) -> str:
@@ -93,35 +132,13 @@ def _bad_value(parser, err) -> str:
   return f'{name} has a value Beam cannot use (got {got})'
 
 
-def check_beam_options(argv: List[str]) -> None:
-  """Checks the values of every option Beam knows, as Beam would when it
-  first reads them (lazily, and then by printing its whole usage and
-  exiting with 2).
-
-  Raises:
-    UsageError: A value Beam would refuse, named in one sentence.
-  """
-  parser = _option_parser()
-  try:
-    parser.parse_known_args(list(argv))
-  except argparse.ArgumentError as e:
-    raise UsageError(_bad_value(parser, e)) from None
-
-
 class HelpRequested(Exception):
   """--help was given: print the options instead of running."""
 
 
 def print_help() -> None:
   """Prints preprocess's --help."""
-  import argparse  # pylint: disable=import-outside-toplevel
-  parser = argparse.ArgumentParser(
-      prog='python -m pipelines.preprocess',
-      description='Turns labelled images, documents or sensor rows into a '
-      'sharded, validated TFRecord dataset. Any other option goes to Apache '
-      'Beam (--runner, --direct_running_mode, --direct_num_workers, ...).')
-  options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
-  parser.print_help()
+  preprocess_parser().print_help()
 
 
 class _ValidateParser(argparse.ArgumentParser):

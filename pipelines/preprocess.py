@@ -447,13 +447,12 @@ def _configure(argv: List[str]):
   and --output become absolute; remote ones must answer within seconds, and
   a table input must hold a data row.
   """
-  if '--help' in argv or '-h' in argv:
+  if command_line.help_requested(argv):
     raise command_line.HelpRequested()
-  command_line.check_beam_options(argv)
+  unknown = command_line.read(command_line.preprocess_parser(), argv)
   options = options_lib.BeamOptions(argv)
-  unknown = command_line.unknown_flags(argv)
   if unknown:
-    raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
+    raise UsageError(command_line.unknown_sentence(unknown))
   _check_runner(options)
   _absolute_paths(options)
   cfg = options_lib.resolve_config(options)

@@ -96,11 +96,9 @@ def run(argv: Optional[List[str]] = None) -> dict:
       __doc__.split('\n')[0]).parse_known_args(argv)
   compat_beam.cache_dofn_introspection()
   thresholds = _thresholds(args)
-  command_line.check_beam_options(beam_args)
-  unknown = command_line.unknown_flags(beam_args)
+  unknown = command_line.read(command_line.beam_parser(), beam_args)
   if unknown:
-    raise UsageError(f'unknown option {", ".join(unknown)} '
-                                '(see --help).')
+    raise UsageError(command_line.unknown_sentence(unknown))
   runner = runner_setup.check_runner(_runner(beam_args),
                                     args.allow_unverified_runner)
   if runner is not None:

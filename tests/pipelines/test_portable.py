@@ -226,8 +226,9 @@ def test_flink_execution_mode_reaches_the_job_server():
   from apache_beam.runners.portability import portable_runner
   argv = ['--runner', 'FlinkRunner', '--execution_mode_for_batch',
           'BATCH_FORCED']
-  assert command_line.unknown_flags(argv) == []
-  assert command_line.unknown_flags(['--execution_mode_for_batchh', 'x']) == [
+  parser = command_line.preprocess_parser()
+  assert command_line.read(parser, argv) == []
+  assert command_line.read(parser, ['--execution_mode_for_batchh', 'x']) == [
       '--execution_mode_for_batchh']
   options = PipelineOptions(argv)
   assert options.get_all_options()['execution_mode_for_batch'] == (
