@@ -1,9 +1,9 @@
 """How both commands (preprocess, validate) set up Beam's runner: the
-Beam options' values and the runner checked before Beam reads them (a
-verified runner, or one allowed), which flags no one declares, and on this
-machine the DirectRunner's mode and workers, no construction-time type
-checks, no timed flush in the local data plane, and Beam's FnApiRunner
-rather than Prism.
+runner checked before Beam reads it (a verified runner, or one allowed),
+and on this machine the DirectRunner's mode and workers, no
+construction-time type checks, no timed flush in the local data plane, and
+Beam's FnApiRunner rather than Prism. (The values of Beam's options and the
+flags no one declares are checked by pipelines/command_line.py.)
 """
 
 import os
