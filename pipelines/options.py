@@ -94,21 +94,28 @@ class PreprocessOptions(PipelineOptions):
 
   @classmethod
   def _add_argparse_args(cls, parser):
-    # The groups of --help are the groups of the guide's option tables
-    # (docs/command-line.md); tests/docs checks they agree.
-    def group(title):
-      return parser.add_argument_group(title).add_argument
+    add_preprocess_flags(parser)
 
-    _input_and_output_flags(group('input and output'))
-    _split_and_label_flags(group('splits and labels'))
-    _normalization_flags(group('normalization, rebalancing and shuffling'))
-    _output_format_flags(group('output format'))
-    _quality_gate_flags(group('quality gate'))
-    _scheduled_run_flags(group('scheduled and concurrent runs'))
-    _local_run_flags(group('local runs (DirectRunner)'))
-    _runner_flags(group('runners and diagnostics'))
-    for name in modalities.names():
-      modalities.get(name).add_arguments(group(f'{name} options'))
+
+def add_preprocess_flags(parser) -> None:
+  """Declares the flags of `python -m pipelines.preprocess` on `parser`.
+
+  The groups of --help are the groups of the guide's option tables
+  (docs/command-line.md); tests/docs checks they agree.
+  """
+  def group(title):
+    return parser.add_argument_group(title).add_argument
+
+  _input_and_output_flags(group('input and output'))
+  _split_and_label_flags(group('splits and labels'))
+  _normalization_flags(group('normalization, rebalancing and shuffling'))
+  _output_format_flags(group('output format'))
+  _quality_gate_flags(group('quality gate'))
+  _scheduled_run_flags(group('scheduled and concurrent runs'))
+  _local_run_flags(group('local runs (DirectRunner)'))
+  _runner_flags(group('runners and diagnostics'))
+  for name in modalities.names():
+    modalities.get(name).add_arguments(group(f'{name} options'))
 
 
 def _input_and_output_flags(add) -> None:

@@ -16,10 +16,8 @@ The last line on stdout is always one JSON object with the run's summary
 (status, exit code, output, counts, dead letters, duration, error).
 """
 
-import calendar
 import logging
 import os
-import re
 import secrets
 import shutil
 import sys
@@ -46,12 +44,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.options.pipeline_options import TestOptions
 
+from pipelines import command_line
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import outcome
 from pipelines import preflight
 from pipelines import progress as progress_lib
 from pipelines import runner_hooks
+from pipelines import run_folders
 from pipelines import runner_setup
 from pipelines import signals
 from pipelines.options import UsageError
@@ -63,40 +63,6 @@ from transforms.core import skeleton
 from transforms.core.errors import DataQualityError
 
 _LOG = logging.getLogger('pipelines.preprocess')
-
-class _HelpRequested(Exception):
-  """--help was given: print the options instead of running."""
-
-
-def print_help() -> None:
-  import argparse  # pylint: disable=import-outside-toplevel
-  parser = argparse.ArgumentParser(
-      prog='python -m pipelines.preprocess',
-      description='Turns labelled images, documents or sensor rows into a '
-      'sharded, validated TFRecord dataset. Any other option goes to Apache '
-      'Beam (--runner, --direct_running_mode, --direct_num_workers, ...).')
-  options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
-  parser.print_help()
-
-
-def check_output(cfg) -> None:
-  """Refuses an output that holds a dataset (unless --overwrite)."""
-  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
-  if cfg.overwrite:
-    return
-  if FileSystems.exists(manifest_lib.join(cfg.output, manifest_lib.MANIFEST)):
-    raise UsageError(f'the output {cfg.output} already holds a dataset; pass '
-                     '--overwrite to replace it.')
-  try:
-    leftovers = FileSystems.match(
-        [manifest_lib.join(cfg.output, '*.tfrecord*')])[0].metadata_list
-  except Exception:  # pylint: disable=broad-except
-    leftovers = []
-  if leftovers:
-    raise UsageError(f'the output {cfg.output} holds TFRecord files but no '
-                     'manifest (from a failed run?); pass --overwrite to '
-                     'replace them.')
-
 
 def _dataflow_only(options: PipelineOptions, given: bool,
                    refusal: str) -> bool:
@@ -139,66 +105,6 @@ def _stale_staging_hours(options: PipelineOptions) -> float:
   return hours
 
 
-# Run folders (output/manifest.py), and the staging folders of runs from
-# before run folders existed.
-_STAGING_NAMES = (manifest_lib.RUN_FOLDER,
-                  re.compile(r'^\.staging-(\d{8}T\d{6})-[0-9a-f]+$'))
-
-
-def remove_stale_staging(output: str, hours: float, now: float) -> List[str]:
-  """Deletes run folders in `output` older than `hours` that the published
-  manifest does not name: those of failed or killed runs.
-
-  A run's id starts with its UTC start time, which is what "older" means
-  here; folders whose names do not parse are left alone. Runs that are
-  still going are younger than any sensible limit (and hold the output's
-  lease, so none is going when this runs).
-
-  Returns:
-    The names of the folders deleted.
-  """
-  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
-  try:
-    found = FileSystems.match([manifest_lib.join(output, pattern, '**')
-                               for pattern in ('run-*', '.staging-*')])
-    found = [m for result in found for m in result.metadata_list]
-  except Exception:  # pylint: disable=broad-except
-    return []  # no output yet, or nothing to match
-  try:
-    published = (manifest_lib.read_manifest(output) or {}).get('data_dir')
-  except ValueError:
-    published = None
-  prefix = manifest_lib.join(output, '')
-  names = {m.path[len(prefix):].split('/', 1)[0] for m in found
-           if m.path.startswith(prefix)}
-  removed = []
-  for name in sorted(names):
-    match = next((m for m in (p.match(name) for p in _STAGING_NAMES) if m),
-                 None)
-    if not match or name == published:
-      continue
-    started = calendar.timegm(time.strptime(match.group(1), '%Y%m%dT%H%M%S'))
-    if now - started > hours * 3600:
-      _remove_tree(manifest_lib.join(output, name))
-      removed.append(name)
-  return removed
-
-
-def _make_staging(cfg, run_id: str) -> str:
-  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
-  staging = manifest_lib.join(cfg.output, manifest_lib.run_folder(run_id))
-  try:
-    FileSystems.mkdirs(staging)
-    probe = manifest_lib.join(staging, '.write_test')
-    with FileSystems.create(probe) as f:
-      f.write(b'ok')
-    FileSystems.delete([probe])
-  except Exception as e:  # pylint: disable=broad-except
-    raise UsageError(f'cannot write to the output {cfg.output} '
-                     f'({type(e).__name__}: {e}).') from None
-  return staging
-
-
 def run(argv: Optional[List[str]] = None,
         progress: Optional[dict] = None) -> dict:
   """Builds and runs the preprocessing pipeline, then returns the manifest.
@@ -233,7 +139,7 @@ def run(argv: Optional[List[str]] = None,
   shown = progress_lib.mode(
       options.view_as(options_lib.PreprocessOptions).progress)
   if not dry_run:
-    check_output(cfg)
+    run_folders.check_output(cfg)
   modality = cfg.plugin
   runner_setup.apply_local_defaults(options, argv,
                        modality.default_workers(os.cpu_count() or 1, cfg))
@@ -305,7 +211,7 @@ def _take_output(options, cfg, run_id: str):
                      ) from None
   try:
     # Again, now that no other run can publish: one may have, meanwhile.
-    check_output(cfg)
+    run_folders.check_output(cfg)
   except BaseException:
     lease.release()
     raise
@@ -336,12 +242,13 @@ def _publish_run(options, cfg, run_info: dict, plan, stale_hours: float,
   progress as `shown` says (pipelines/progress.mode; 'off' for --detach);
   returns what _run_pipeline returns."""
   detach = _detach(options)
-  removed = remove_stale_staging(cfg.output, stale_hours, time.time())
+  removed = run_folders.remove_stale_staging(cfg.output, stale_hours,
+                                             time.time())
   if removed:
     _LOG.info('removed %d run folder(s) older than %g hours left by '
               'failed or killed runs: %s', len(removed), stale_hours,
               ', '.join(removed))
-  staging = _make_staging(cfg, run_info['run_id'])
+  staging = run_folders.make_staging(cfg, run_info['run_id'])
   run_info['tft_temp'] = manifest_lib.join(staging, manifest_lib.TFT_TEMP)
   progress.update(staging=staging)
   try:
@@ -351,7 +258,7 @@ def _publish_run(options, cfg, run_info: dict, plan, stale_hours: float,
       try:
         pipeline = _build(options, cfg, run_info, staging, plan)
       except Exception:
-        _remove_tree(staging)
+        run_folders.remove_tree(staging)
         raise
       _LOG.info('pipeline built %.1f s after start; running it',
                 time.time() - outcome.PROCESS_START)
@@ -404,53 +311,9 @@ def _cancel(lease, staging: str, progress: dict,
     # A worker in the middle of a bundle when the job was cancelled may
     # still create a file in the run folder (and the folders it needs) a
     # moment after the launcher removed it.
-    _remove_until_gone(staging)
+    run_folders.remove_until_gone(staging)
   else:
-    _remove_tree(staging)
-
-
-# A cancelled remote job's run folder counts as gone once it has stayed
-# gone this many seconds; the launcher stops trying after LIMIT seconds
-# (a later run removes what is left: --stale_staging_hours).
-GONE_FOR_SECONDS = 3.0
-GONE_LIMIT_SECONDS = 20.0
-
-
-def _remove_until_gone(path: str, gone_for: float = GONE_FOR_SECONDS,
-                       limit: float = GONE_LIMIT_SECONDS,
-                       interval: float = 0.25) -> bool:
-  """Removes the folder `path`, and again each time something appears
-  in it, until nothing has for `gone_for` seconds (True) or `limit`
-  seconds have passed (False, with a warning)."""
-  start = time.monotonic()
-  _remove_tree(path)
-  gone_since = time.monotonic()
-  while time.monotonic() - gone_since < gone_for:
-    if time.monotonic() - start > limit:
-      _LOG.warning('the cancelled job\'s workers were still writing into '
-                   '%s %.0f s after it was cancelled; a later run removes '
-                   'what is left (--stale_staging_hours)', path, limit)
-      return False
-    time.sleep(interval)
-    if _folder_has_anything(path):
-      _LOG.info('a worker of the cancelled job wrote into %s; removing it '
-                'again', path)
-      _remove_tree(path)
-      gone_since = time.monotonic()
-  return True
-
-
-def _folder_has_anything(path: str) -> bool:
-  """Whether the folder `path` exists (local disk) or holds an object
-  (an object store, which has no folders)."""
-  if '://' not in path:
-    return os.path.lexists(path)
-  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
-  try:
-    found = FileSystems.match([manifest_lib.join(path, '**')])
-  except Exception:  # pylint: disable=broad-except
-    return False
-  return any(m.metadata_list for m in found)
+    run_folders.remove_tree(staging)
 
 
 def _configure(argv: List[str]):
@@ -461,13 +324,12 @@ def _configure(argv: List[str]):
   and --output become absolute; remote ones must answer within seconds, and
   a table input must hold a data row.
   """
-  if '--help' in argv or '-h' in argv:
-    raise _HelpRequested()
-  runner_setup.check_beam_options(argv)
+  if command_line.help_requested(argv):
+    raise command_line.HelpRequested()
+  unknown = command_line.read(command_line.preprocess_parser(), argv)
   options = options_lib.BeamOptions(argv)
-  unknown = runner_setup.unknown_flags(argv)
   if unknown:
-    raise UsageError(f'unknown option {", ".join(unknown)} (see --help).')
+    raise UsageError(command_line.unknown_sentence(unknown))
   _check_runner(options)
   _absolute_paths(options)
   cfg = options_lib.resolve_config(options)
@@ -556,7 +418,7 @@ def _run_pipeline(pipeline, detach: bool, staging: str,
     failure = manifest_lib.join(staging, manifest_lib.FAILURE)
     from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
     if FileSystems.exists(failure):
-      failed = _read_json(failure)
+      failed = run_folders.read_json(failure)
       progress['failed_manifest'] = failed
       raise DataQualityError(
           f'{"; ".join(failed.get("failures", []))}; nothing was published '
@@ -564,7 +426,7 @@ def _run_pipeline(pipeline, detach: bool, staging: str,
     if _published_before_failing(progress):
       return None
     # Nothing in a crashed run's folder is worth keeping.
-    _remove_tree(staging)
+    run_folders.remove_tree(staging)
     raise
   return None
 
@@ -586,21 +448,6 @@ def _published_before_failing(progress: dict) -> bool:
   return True
 
 
-def _remove_tree(path: str) -> None:
-  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
-  try:
-    FileSystems.delete([path])
-  except Exception:  # pylint: disable=broad-except
-    _LOG.warning('could not remove %s', path)
-
-
-def _read_json(path: str) -> dict:
-  import json  # pylint: disable=import-outside-toplevel
-  from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
-  with FileSystems.open(path, compression_type='uncompressed') as f:
-    return json.loads(f.read().decode('utf-8'))
-
-
 def _read_nothing(progress: dict) -> bool:
   """Whether a refused run had no input at all (nothing to refuse: an
   empty input is a bad invocation)."""
@@ -614,7 +461,7 @@ def _empty_input(progress: dict) -> UsageError:
   failed = progress.get('failed_manifest') or {}
   where = (failed.get('config') or {}).get('input')
   if progress.get('staging'):
-    _remove_tree(progress['staging'])
+    run_folders.remove_tree(progress['staging'])
   return UsageError(f'the input{" " + where if where else ""} holds no '
                     'records: it is empty, or has a header but no data rows.')
 
@@ -642,7 +489,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(argv: Optional[List[str]]) -> int:
   progress: dict = {}
   manifest, error = None, None
-  verbose = runner_setup.flag_given(argv, '--verbose')
+  verbose = command_line.flag_given(argv, '--verbose')
   with errors.Capture(verbose) as capture:
     try:
       manifest = run(argv, progress)
@@ -653,8 +500,8 @@ def _main(argv: Optional[List[str]]) -> int:
                'published and the run\'s folder was removed')
       print(f'error: {error}.', file=sys.stderr)
       code = signals.exit_code(signum)
-    except _HelpRequested:
-      print_help()
+    except command_line.HelpRequested:
+      command_line.print_help()
       return outcome.EXIT_OK
     except UsageError as e:
       error = outcome.usage_sentence(e)

@@ -1,47 +1,22 @@
 """How both commands (preprocess, validate) set up Beam's runner: the
-Beam options' values and the runner checked before Beam reads them (a
-verified runner, or one allowed), which flags no one declares, and on this
-machine the DirectRunner's mode and workers, no construction-time type
-checks, no timed flush in the local data plane, and Beam's FnApiRunner
-rather than Prism.
+runner checked before Beam reads it (a verified runner, or one allowed),
+and on this machine the DirectRunner's mode and workers, no
+construction-time type checks, no timed flush in the local data plane, and
+Beam's FnApiRunner rather than Prism. (The values of Beam's options and the
+flags no one declares are checked by pipelines/command_line.py.)
 """
 
-import argparse
 import os
-import re
 from typing import List, Optional
 
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import TypeOptions
 
+from pipelines import command_line
 from pipelines import options as options_lib
 from transforms.compat import beam as compat_beam
 from transforms.core.errors import UsageError
-
-
-def flag_given(argv: List[str], flag: str) -> bool:
-  """Whether `flag` is on the command line (as --flag or --flag=value)."""
-  return any(a == flag or a.startswith(flag + '=') for a in argv)
-
-
-def unknown_flags(argv: List[str]) -> List[str]:
-  """Flags neither we nor any Beam options class declare (typos)."""
-  parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
-  seen = set()
-  pending = [PipelineOptions]
-  while pending:
-    cls = pending.pop()
-    for sub in cls.__subclasses__():
-      if sub not in seen:
-        seen.add(sub)
-        pending.append(sub)
-        try:
-          sub._add_argparse_args(parser)  # pylint: disable=protected-access
-        except argparse.ArgumentError:
-          pass  # declared twice by two classes; either is fine
-  _, rest = parser.parse_known_args(argv)
-  return [a.split('=')[0] for a in rest if a.startswith('--')]
 
 
 def apply_local_defaults(options: PipelineOptions, argv: List[str],
@@ -73,9 +48,9 @@ def apply_local_defaults(options: PipelineOptions, argv: List[str],
   else:
     workers = (default_workers if default_workers is not None else
                os.cpu_count() or 1)
-  if not flag_given(argv, '--direct_num_workers'):
+  if not command_line.flag_given(argv, '--direct_num_workers'):
     direct.direct_num_workers = workers
-  if not flag_given(argv, '--direct_running_mode'):
+  if not command_line.flag_given(argv, '--direct_running_mode'):
     direct.direct_running_mode = ('multi_threading'
                                   if direct.direct_num_workers > 1 else
                                   'in_memory')
@@ -120,74 +95,6 @@ _DASK_REFUSAL = (
     "Beam 2.77's DaskRunner drops outputs emitted in finish_bundle, merges "
     "the outputs of multi-output steps and recomputes side inputs, so it "
     "would lose or mix up records")
-
-
-def _option_parser():
-  """An argument parser holding every option Beam's own parser holds (the
-  direct subclasses of PipelineOptions, as Beam collects them), whose
-  errors raise argparse.ArgumentError or UsageError instead of printing
-  the usage and exiting."""
-  from apache_beam.options import pipeline_options as beam_options  # pylint: disable=import-outside-toplevel
-  base = getattr(beam_options, '_BeamArgumentParser', argparse.ArgumentParser)
-
-  class _Parser(base):
-
-    def error(self, message):
-      # Beam's parser lets an ambiguous abbreviation pass; so do we.
-      if message.startswith('ambiguous option: '):
-        return
-      raise UsageError(f'bad Beam option: {message} (see --help).')
-
-  parser = _Parser(allow_abbrev=False, add_help=False, exit_on_error=False)
-  classes = {}
-  for cls in PipelineOptions.__subclasses__():
-    classes.setdefault(str(cls), cls)
-  for cls in classes.values():
-    try:
-      cls._add_argparse_args(parser)  # pylint: disable=protected-access
-    except argparse.ArgumentError:
-      pass  # declared twice; Beam's own parser would fail the same way
-  return parser
-
-
-def _bad_value(parser, err) -> str:
-  """One sentence for argparse's complaint about one option's value."""
-  name = (err.argument_name or '').split('/')[0]
-  action = parser._option_string_actions.get(name)  # pylint: disable=protected-access
-  message = err.message
-  got = None
-  quoted = re.search(r"invalid (?:choice|.+? value): ('.*?'|\".*?\")",
-                     message)
-  if quoted:
-    got = quoted.group(1)
-  if message.startswith('expected ') and name:
-    return f'{name} needs a value'
-  if got is None:
-    return f'{name}: {message}' if name else message
-  if action is not None and action.choices:
-    return (f'{name} must be one of '
-            f'{", ".join(str(c) for c in action.choices)} (got {got})')
-  kind = getattr(action, 'type', None)
-  if kind is int:
-    return f'{name} must be a whole number (got {got})'
-  if kind is float:
-    return f'{name} must be a number (got {got})'
-  return f'{name} has a value Beam cannot use (got {got})'
-
-
-def check_beam_options(argv: List[str]) -> None:
-  """Checks the values of every option Beam knows, as Beam would when it
-  first reads them (lazily, and then by printing its whole usage and
-  exiting with 2).
-
-  Raises:
-    UsageError: A value Beam would refuse, named in one sentence.
-  """
-  parser = _option_parser()
-  try:
-    parser.parse_known_args(list(argv))
-  except argparse.ArgumentError as e:
-    raise UsageError(_bad_value(parser, e)) from None
 
 
 def _runner_class(path: str):

@@ -22,7 +22,6 @@ published dataset (the summary says why); 2 bad invocation; 1 the
 validation pipeline itself failed.
 """
 
-import argparse
 import json
 import os
 import posixpath
@@ -46,6 +45,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines import command_line
 from pipelines import errors
 from pipelines import options as options_lib
 from pipelines import preflight
@@ -59,7 +59,7 @@ from transforms.sources import files
 from transforms.validation import dataset_checks
 from transforms.validation import pipeline as validation_pipeline
 
-REPORT = 'validation_report.json'
+REPORT = command_line.REPORT
 EXIT_SOUND = outcome.EXIT_OK
 # Same code as preprocess's data-quality failure, so a scheduler can treat
 # "the data is not sound" alike wherever it is found.
@@ -85,55 +85,6 @@ def _unlisted_files(output: str, manifest: dict) -> List[str]:
   return sorted(n for n in names if n not in listed)
 
 
-class _Parser(argparse.ArgumentParser):
-  """Says what is wrong in one sentence (a UsageError) instead of printing
-  the usage and exiting."""
-
-  def error(self, message):
-    raise UsageError(f'{message} (see --help).')
-
-
-def _parser() -> argparse.ArgumentParser:
-  """The validation flags (any other goes to Beam)."""
-  parser = _Parser(description=__doc__.split('\n')[0])
-  # The groups of the guide's validation page (docs/validation.md).
-  dataset = parser.add_argument_group('dataset and report')
-  dataset.add_argument('--output', required=True,
-                       help='The dataset folder to validate.')
-  dataset.add_argument('--report', default=None,
-                       help='Where to write the JSON report (default: '
-                       f'<output>/{REPORT}).')
-  defaults = dataset_checks.Thresholds()
-  limits = parser.add_argument_group('thresholds')
-  limits.add_argument('--feature_drift_warn', default=str(
-      defaults.feature_drift_warn), help='Warn when a feature\'s mean in a '
-                      'split is this many training standard deviations from '
-                      'the training mean (default %(default)s).')
-  limits.add_argument('--feature_drift_fail', default='none',
-                      help='Fail above this feature drift (default none).')
-  limits.add_argument('--class_drift_warn', default=str(
-      defaults.class_drift_warn), help='Warn when a split\'s class shares '
-                      'are this far (total variation distance, 0-1) from '
-                      'the training split\'s (default %(default)s).')
-  limits.add_argument('--class_drift_fail', default='none',
-                      help='Fail above this class drift (default none).')
-  limits.add_argument('--record_warn_mib', default=str(
-      defaults.record_warn_bytes / 2**20), help='Warn about records larger '
-                      'than this many MiB (default %(default)s; protobuf '
-                      'refuses 2 GiB).')
-  limits.add_argument('--strict', action='store_true',
-                      help='Every warning fails the dataset.')
-  runs = parser.add_argument_group('runners and diagnostics')
-  runs.add_argument('--verbose', action='store_true',
-                    help='When the validation pipeline fails, also print '
-                    'the full traceback on stderr (it is always written '
-                    'to the log file the error names).')
-  runs.add_argument('--allow_unverified_runner', action='store_true',
-                    help='Run on a Beam runner this pipeline has not been '
-                    'verified on (see docs/runners.md).')
-  return parser
-
-
 def run(argv: Optional[List[str]] = None) -> dict:
   """Validates a dataset; returns the report.
 
@@ -141,14 +92,13 @@ def run(argv: Optional[List[str]] = None) -> dict:
     reader.DatasetError: The folder is not a published dataset.
     UsageError: A bad invocation.
   """
-  args, beam_args = _parser().parse_known_args(argv)
+  args, beam_args = command_line.validate_parser(
+      __doc__.split('\n')[0]).parse_known_args(argv)
   compat_beam.cache_dofn_introspection()
   thresholds = _thresholds(args)
-  runner_setup.check_beam_options(beam_args)
-  unknown = runner_setup.unknown_flags(beam_args)
+  unknown = command_line.read(command_line.beam_parser(), beam_args)
   if unknown:
-    raise UsageError(f'unknown option {", ".join(unknown)} '
-                                '(see --help).')
+    raise UsageError(command_line.unknown_sentence(unknown))
   runner = runner_setup.check_runner(_runner(beam_args),
                                     args.allow_unverified_runner)
   if runner is not None:

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from pipelines import options as options_lib
+from pipelines import command_line
 from pipelines import validate
 from repo import ROOT
 
@@ -72,11 +72,14 @@ def test_the_pages_commands_run(page, tmp_path):
 # --- --help and the option tables ------------------------------------------
 
 def _groups(parser):
-  """{group title: [option, ...]} of an argparse parser, without --help."""
+  """{group title: [option, ...]} of an argparse parser, as --help lists
+  them (without --help itself, and without Beam's flags, which it leaves
+  out)."""
   out = {}
   for group in parser._action_groups:  # pylint: disable=protected-access
     names = [a.option_strings[0] for a in group._group_actions  # pylint: disable=protected-access
-             if a.option_strings and a.option_strings[0] != '-h']
+             if a.option_strings and a.option_strings[0] != '-h'
+             and a.help != argparse.SUPPRESS]
     if names:
       out[group.title] = names
   return out
@@ -122,10 +125,9 @@ def _command_line_groups(command):
 @pytest.mark.parametrize('command', ['preprocess', 'validate'])
 def test_help_lists_the_options_in_the_guides_groups(command):
   if command == 'preprocess':
-    parser = argparse.ArgumentParser()
-    options_lib.PreprocessOptions._add_argparse_args(parser)  # pylint: disable=protected-access
+    parser = command_line.preprocess_parser()
   else:
-    parser = validate._parser()  # pylint: disable=protected-access
+    parser = command_line.validate_parser(validate.__doc__.split('\n')[0])
   groups = _groups(parser)
   documented = _command_line_groups(command)
   assert list(groups) == list(documented)

@@ -66,7 +66,8 @@ EXPLICIT: Dict[str, Tuple[str, ...]] = {
         'pipeline for real.',
         '--detach only applies to --runner DataflowRunner (a local job runs '
         'inside this process and cannot outlive it).',
-        # pipelines/runner_setup.py: _DASK_REFUSAL and _bad_value.
+        # pipelines/runner_setup.py's _DASK_REFUSAL and
+        # pipelines/command_line.py's _bad_value.
         "Beam 2.77's DaskRunner drops outputs emitted in finish_bundle, "
         'merges the outputs of multi-output steps and recomputes side '
         'inputs, so it would lose or mix up records',

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import readback
+from pipelines import command_line
 from pipelines import outcome
 from pipelines import preprocess
 from pipelines import validate
@@ -142,13 +143,13 @@ def test_validation_finds_the_dataset_sound(numbers_run):
 
 def test_help_lists_it_and_its_flags_only_while_registered(numbers, capsys):
   del numbers
-  preprocess.print_help()
+  command_line.print_help()
   shown = ' '.join(capsys.readouterr().out.split())
   assert 'Kind of input: image, text, sensor or numbers.' in shown
   assert '--value_column' in shown
   with pytest.MonkeyPatch.context() as patch:
     patch.delitem(modalities._REGISTRY, 'numbers')  # pylint: disable=protected-access
-    preprocess.print_help()
+    command_line.print_help()
     shown = ' '.join(capsys.readouterr().out.split())
   assert 'Kind of input: image, text or sensor.' in shown
   assert '--value_column' not in shown

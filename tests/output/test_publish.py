@@ -22,6 +22,7 @@ import pytest
 
 import imagegen
 from pipelines import preprocess
+from pipelines import run_folders
 from pipelines import validate
 from transforms.output import lease as lease_lib
 from transforms.output import manifest as manifest_lib
@@ -57,7 +58,7 @@ def states(tmp_path_factory):
   with pytest.MonkeyPatch.context() as mp:
     mp.setattr(manifest_lib, 'publish', stop_before_publishing)
     # Keep B's run folder, which a failed run removes.
-    mp.setattr(preprocess, '_remove_tree', lambda path: None)
+    mp.setattr(run_folders, 'remove_tree', lambda path: None)
     with pytest.raises(Exception):
       preprocess.run(['--input', str(root / 'photos'), '--output', str(out),
                       '--overwrite', '--num_shards', '3'] +

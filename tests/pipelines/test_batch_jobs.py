@@ -16,6 +16,7 @@ from pipelines import options
 from pipelines import outcome
 from pipelines import preprocess
 from pipelines import reader
+from pipelines import run_folders
 from pipelines import validate
 import repo
 
@@ -210,16 +211,16 @@ def test_stale_staging_folders_are_removed_by_age(tmp_path):
   _staging(out, 'run-20261117T090000-3d4e5f')  # older, but published
   (out / 'manifest.json').write_text(
       '{"data_dir": "run-20261117T090000-3d4e5f"}')
-  removed = preprocess.remove_stale_staging(str(out), 72, now)
+  removed = run_folders.remove_stale_staging(str(out), 72, now)
   # Folders of runs from before run folders existed, and run folders.
   assert removed == ['.staging-20261117T110000-a1b2c3',
                      'run-20261117T100000-0a1b2c']
   assert sorted(p.name for p in out.iterdir()) == [
       '.staging-20261118T130000-d4e5f6', '.staging-notarunid',
       'manifest.json', 'run-20261117T090000-3d4e5f']
-  assert preprocess.remove_stale_staging(str(out), 0, now) == [
+  assert run_folders.remove_stale_staging(str(out), 0, now) == [
       '.staging-20261118T130000-d4e5f6']
-  assert preprocess.remove_stale_staging(str(tmp_path / 'none'), 0, now) == []
+  assert run_folders.remove_stale_staging(str(tmp_path / 'none'), 0, now) == []
 
 
 def test_a_run_clears_old_staging_and_keeps_recent(tmp_path, capsys,

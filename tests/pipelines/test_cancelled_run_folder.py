@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 
-from pipelines import preprocess
+from pipelines import run_folders
 
 
 def _late_writer(folder, delays):
@@ -41,7 +41,7 @@ def test_files_written_after_the_removal_are_removed_until_none_come(
   (staging / 'hold_tmp' / 'early.hold').write_bytes(b'x')
   thread, wrote = _late_writer(staging, [0.3, 0.9])
   try:
-    gone = preprocess._remove_until_gone(  # pylint: disable=protected-access
+    gone = run_folders.remove_until_gone(
         str(staging), gone_for=1.0, limit=10.0, interval=0.05)
     returned = time.monotonic()
   finally:
@@ -59,8 +59,8 @@ def test_writers_that_never_stop_are_left_to_a_later_run_with_a_warning(
   staging.mkdir(parents=True)
   thread, _ = _late_writer(staging, [0.1 * i for i in range(1, 16)])
   try:
-    with caplog.at_level(logging.WARNING, logger='pipelines.preprocess'):
-      gone = preprocess._remove_until_gone(  # pylint: disable=protected-access
+    with caplog.at_level(logging.WARNING, logger='pipelines.run_folders'):
+      gone = run_folders.remove_until_gone(
           str(staging), gone_for=0.5, limit=1.0, interval=0.05)
   finally:
     thread.join()
@@ -74,7 +74,7 @@ def test_a_folder_nobody_writes_to_again_takes_gone_for_seconds(tmp_path):
   staging = tmp_path / 'run-20261129T120000-abcdef'
   (staging / 'shards').mkdir(parents=True)
   start = time.monotonic()
-  assert preprocess._remove_until_gone(  # pylint: disable=protected-access
+  assert run_folders.remove_until_gone(
       str(staging), gone_for=0.3, limit=5.0, interval=0.05)
   assert 0.3 <= time.monotonic() - start < 5.0
   assert not staging.exists()

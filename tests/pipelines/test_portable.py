@@ -20,10 +20,10 @@ import pytest
 
 import imagegen
 import sensorgen
+from pipelines import command_line
 from pipelines import flink
 from pipelines import launch
 from pipelines import preprocess
-from pipelines import runner_setup
 from pipelines.options import UsageError
 import repo
 
@@ -226,8 +226,9 @@ def test_flink_execution_mode_reaches_the_job_server():
   from apache_beam.runners.portability import portable_runner
   argv = ['--runner', 'FlinkRunner', '--execution_mode_for_batch',
           'BATCH_FORCED']
-  assert runner_setup.unknown_flags(argv) == []
-  assert runner_setup.unknown_flags(['--execution_mode_for_batchh', 'x']) == [
+  parser = command_line.preprocess_parser()
+  assert command_line.read(parser, argv) == []
+  assert command_line.read(parser, ['--execution_mode_for_batchh', 'x']) == [
       '--execution_mode_for_batchh']
   options = PipelineOptions(argv)
   assert options.get_all_options()['execution_mode_for_batch'] == (

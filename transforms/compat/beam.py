@@ -12,8 +12,11 @@ record the new fingerprints and pin.
   fn_api_runner(options)       the DirectRunner's FnApiRunner, no Prism
   no_gcs_credentials()         anonymous GCS clients for an emulator
   dataflow_environment_version()  for a Dataflow --dry_run description
+  argument_parser_class()      Beam's ArgumentParser, for options classes
+  declare_every_option(parser) every options class's flags, as Beam's own
 """
 
+import argparse
 import logging
 import threading
 import types
@@ -51,6 +54,12 @@ FINGERPRINTS = {
         '2c41658108437cb4cc313c14112f4f4a61f8f4b7a1f49799a7027679c47f7823',
     'apache_beam.runners.dataflow.internal.apiclient.Environment.__init__':
         '770973fab4af2d811773f3f8b481b239c0ff001daeaf0c264fb83fdcc0695e8d',
+    # How Beam's parser collects the options classes' flags, and the
+    # parser class they are declared on.
+    'apache_beam.options.pipeline_options.PipelineOptions.get_all_options':
+        '7f8f069407e782867e039d03179846520dc886f89db5d191307c1b9f04d7cb10',
+    'apache_beam.options.pipeline_options._BeamArgumentParser':
+        '43e7c093c5ab87fbc66516677bb9bf2b37bc92050544707aaaa057f551fd20c5',
 }
 
 
@@ -198,3 +207,35 @@ def dataflow_environment_version() -> str:
   pinned()
   from apache_beam.runners.dataflow.internal import apiclient  # pylint: disable=import-outside-toplevel
   return apiclient._FNAPI_ENVIRONMENT_MAJOR_VERSION  # pylint: disable=protected-access
+
+
+def argument_parser_class():
+  """Beam's ArgumentParser (`pipeline_options._BeamArgumentParser`): the
+  options classes declare their flags on it, some with its
+  add_value_provider_argument. argparse's own where it is gone."""
+  pinned()
+  from apache_beam.options import pipeline_options  # pylint: disable=import-outside-toplevel
+  return getattr(pipeline_options, '_BeamArgumentParser',
+                 argparse.ArgumentParser)
+
+
+def declare_every_option(parser) -> None:
+  """Declares on `parser` the flags of every options class imported, as
+  Beam's own parser collects them (PipelineOptions.get_all_options: each
+  direct subclass of PipelineOptions once, by name, through its
+  `_add_argparse_args`).
+
+  A class whose flag `parser` already declares (the command's own flags,
+  or another class's) adds none from that flag on: it was declared twice,
+  and either declaration is fine.
+  """
+  pinned()
+  from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
+  classes = {}
+  for cls in PipelineOptions.__subclasses__():
+    classes.setdefault(str(cls), cls)
+  for cls in classes.values():
+    try:
+      cls._add_argparse_args(parser)  # pylint: disable=protected-access
+    except argparse.ArgumentError:
+      pass

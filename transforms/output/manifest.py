@@ -404,41 +404,9 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
   data_dir = run.get('data_dir') or run_folder(run['run_id'])
   splits = _split_entries(cfg, values, inputs, dead, data_dir)
   section, normalization = cfg.plugin.manifest_section(cfg, values, splits)
-  total_inputs = sum(inputs.values())
-  total_dead = sum(dead.values())
-  contents = values.get('contents')
-  # Examples the content rules dropped on request are dead letters too, but
-  # not bad inputs: they do not count against --max_bad_fraction.
-  dropped = sum(contents['dropped'].values()) if contents else 0
-  # And near-duplicates dropped by --near_duplicates drop or their label
-  # conflicts (core/near_duplicates.py).
-  near = (contents or {}).get('near_duplicates') or {}
-  dropped += sum(near.get('dropped', {}).values())
-  if contents and contents['conflicting_contents']:
-    _LOG.warning(
-        '%d contents have more than one label (%d examples; '
-        '--label_conflicts %s), e.g. %s', contents['conflicting_contents'],
-        contents['conflicting_examples'], contents['label_conflicts'],
-        '; '.join(', '.join(f'{i} ({label})' for i, label in
-                            zip(c['ids'], c['labels']))
-                  for c in contents['conflict_examples'][:3]))
-  if near.get('label_conflicts'):
-    listed = [g for g in near.get('examples', []) if len(g['labels']) > 1]
-    _LOG.warning(
-        '%d near-duplicate groups have more than one label (%d examples; '
-        '--label_conflicts %s)%s', near['label_conflicts'],
-        near['conflicting_examples'], contents['label_conflicts'],
-        ', e.g. ' + '; '.join(
-            ', '.join(g['ids']) + ' (' + ', '.join(
-                f'{label} {n}' for label, n in g['labels'].items()) + ')'
-            for g in listed[:3]) if listed else '')
-  case_variants = label_text.case_variants(values['labels'])
-  if case_variants:
-    _LOG.warning(
-        'label names that differ only by case stay separate classes: %s',
-        '; '.join(', '.join(g) for g in case_variants[:5]))
+  _warn_label_conflicts(values.get('contents'))
+  case_variants = _case_variants(values['labels'])
   finished = time.time()
-  dead_files = values['dead_files']
   return {
       'format_version': FORMAT_VERSION,
       'modality': cfg.modality,
@@ -459,30 +427,14 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
       'data_dir': data_dir,
       'transform_dir': data_dir,
       'splits': splits,
-      'totals': {
-          'inputs': total_inputs,
-          'examples': sum(s['examples'] for s in splits.values()),
-          'dead_lettered': total_dead,
-          # Of those, dropped by --label_conflicts, --drop_duplicates or
-          # --near_duplicates drop.
-          'dropped_by_content_rules': dropped,
-          'records': sum(s['records'] for s in splits.values()),
-          'skipped_files': sum(values['skipped']),
-          'bad_fraction': bad_fraction(total_dead - dropped, total_inputs),
-      },
+      'totals': _totals(values, inputs, dead, splits),
       # Split key, label conflicts and duplicates (core/contents.py); None
       # for modalities without a content key.
       'contents': values.get('contents'),
       'fingerprint': shards_lib.combine_fingerprints(
           s['fingerprint'] for s in splits.values()),
-      'dead_letter': {
-          'files': sorted(_in_run_folder(data_dir, p) for p in dead_files),
-          'count': total_dead,
-          # What validation checks the files against (one may be deleted
-          # or emptied by hand).
-          'sha256': {_in_run_folder(data_dir, p): file_sha256(p)
-                     for p in sorted(dead_files)},
-      },
+      'dead_letter': _dead_letter_entry(values['dead_files'],
+                                        sum(dead.values()), data_dir),
       # Filled by FinalizeDataset when TFDS metadata is written.
       'tfds': None,
       'config': cfg.to_json(),
@@ -494,6 +446,83 @@ def build_manifest(cfg, run: dict, feature_spec: dict, values: dict) -> dict:
           'seconds': round(finished - run['started'], 3),
       },
   }
+
+
+def _dropped_by_content_rules(contents: Optional[dict]) -> int:
+  """Examples the content rules dropped on request: dead letters too, but
+  not bad inputs, so they do not count against --max_bad_fraction."""
+  dropped = sum(contents['dropped'].values()) if contents else 0
+  # And near-duplicates dropped by --near_duplicates drop or their label
+  # conflicts (core/near_duplicates.py).
+  near = (contents or {}).get('near_duplicates') or {}
+  return dropped + sum(near.get('dropped', {}).values())
+
+
+def _totals(values: dict, inputs: Dict[str, int], dead: Dict[str, int],
+            splits: Dict[str, dict]) -> dict:
+  """The manifest's 'totals': counts over every split."""
+  total_inputs = sum(inputs.values())
+  total_dead = sum(dead.values())
+  dropped = _dropped_by_content_rules(values.get('contents'))
+  return {
+      'inputs': total_inputs,
+      'examples': sum(s['examples'] for s in splits.values()),
+      'dead_lettered': total_dead,
+      # Of those, dropped by --label_conflicts, --drop_duplicates or
+      # --near_duplicates drop.
+      'dropped_by_content_rules': dropped,
+      'records': sum(s['records'] for s in splits.values()),
+      'skipped_files': sum(values['skipped']),
+      'bad_fraction': bad_fraction(total_dead - dropped, total_inputs),
+  }
+
+
+def _dead_letter_entry(dead_files: List[str], count: int,
+                       data_dir: str) -> dict:
+  """The manifest's 'dead_letter': the files, the count and each file's
+  SHA-256."""
+  return {
+      'files': sorted(_in_run_folder(data_dir, p) for p in dead_files),
+      'count': count,
+      # What validation checks the files against (one may be deleted
+      # or emptied by hand).
+      'sha256': {_in_run_folder(data_dir, p): file_sha256(p)
+                 for p in sorted(dead_files)},
+  }
+
+
+def _warn_label_conflicts(contents: Optional[dict]) -> None:
+  """Logs contents, and groups of near-duplicates, that have more than one
+  label (a few of each as examples)."""
+  near = (contents or {}).get('near_duplicates') or {}
+  if contents and contents['conflicting_contents']:
+    _LOG.warning(
+        '%d contents have more than one label (%d examples; '
+        '--label_conflicts %s), e.g. %s', contents['conflicting_contents'],
+        contents['conflicting_examples'], contents['label_conflicts'],
+        '; '.join(', '.join(f'{i} ({label})' for i, label in
+                            zip(c['ids'], c['labels']))
+                  for c in contents['conflict_examples'][:3]))
+  if near.get('label_conflicts'):
+    listed = [g for g in near.get('examples', []) if len(g['labels']) > 1]
+    _LOG.warning(
+        '%d near-duplicate groups have more than one label (%d examples; '
+        '--label_conflicts %s)%s', near['label_conflicts'],
+        near['conflicting_examples'], contents['label_conflicts'],
+        ', e.g. ' + '; '.join(
+            ', '.join(g['ids']) + ' (' + ', '.join(
+                f'{label} {n}' for label, n in g['labels'].items()) + ')'
+            for g in listed[:3]) if listed else '')
+
+
+def _case_variants(labels: List[str]) -> List[List[str]]:
+  """Groups of label names that differ only by case (logged if any)."""
+  case_variants = label_text.case_variants(labels)
+  if case_variants:
+    _LOG.warning(
+        'label names that differ only by case stay separate classes: %s',
+        '; '.join(', '.join(g) for g in case_variants[:5]))
+  return case_variants
 
 
 def quality_failures(cfg, manifest: dict) -> List[str]:
