@@ -125,18 +125,18 @@ def _previous_resize(img, cfg):
 
 def previous_decode_and_resize(data, cfg):
   """The previous decode + resize: (Pillow image, height, width)."""
-  img = file_formats._open(data)
+  img = file_formats.open_image(data)
   w, h = img.size
   orientation = 1
   if img.format == 'JPEG':
-    orientation = exif._orientation(img)
+    orientation = exif.orientation(img)
     if cfg.draft:
       _previous_draft(img, cfg, orientation)
   img.load()
   if isinstance(img, JpegImagePlugin.JpegImageFile):
-    jpeg._check_jpeg_complete(img, data, (w, h))
+    jpeg.check_jpeg_complete(img, data, (w, h))
   if img.format != 'JPEG':
-    orientation = exif._orientation(img)
+    orientation = exif.orientation(img)
   if orientation != 1:
     img = ImageOps.exif_transpose(img)
   img = pillow_decode._flatten_alpha(img, cfg.background_rgb)

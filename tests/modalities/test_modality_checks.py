@@ -107,7 +107,7 @@ def test_image_of_one_colour_is_flagged_blank():
 @pytest.mark.parametrize('storage', ['png', 'jpeg'])
 def test_blank_input_between_the_bars_of_fit_is_flagged(storage):
   # A 64x64 input stored at 96x64 with --resize_mode fit: 16 black columns
-  # each side (resize._resize), white content between them.
+  # each side (resize.resize_pixels), white content between them.
   arr = np.zeros((64, 96, 3), np.uint8)
   arr[:, 16:80] = 255
   values = {'image': [_encoded(arr, storage)], 'original_height': [64],

@@ -281,7 +281,7 @@ class _PairsFn(_SpillReadingFn):
       # after the loop, and place every crowded bucket's pairs at the
       # last one's rows.)
       found.append([(lo + a, lo + b, v)
-                    for a, b, v in near_duplicates._verified(
+                    for a, b, v in near_duplicates.verified(
                         measure, run, hi - lo)])
     for a, b, values in itertools.chain.from_iterable(found):
       da, db = names[a].tobytes().hex(), names[b].tobytes().hex()

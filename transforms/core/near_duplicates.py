@@ -197,12 +197,12 @@ def verified_pairs(sigs: Sequence[bytes], rules: NearDuplicateRules
   measure = measure_of(rules)
   raw = np.frombuffer(b''.join(sigs), np.uint8).reshape(len(sigs), -1)
   state = measure.prepared(measure.carried(raw))
-  return [(a, b, *values) for a, b, values in _verified(
+  return [(a, b, *values) for a, b, values in verified(
       measure, state, len(sigs))]
 
 
-def _verified(measure, state, n: int, lo: int = 0
-              ) -> List[Tuple[int, int, tuple]]:
+def verified(measure, state, n: int, lo: int = 0
+             ) -> List[Tuple[int, int, tuple]]:
   """(i, j, values), i < j, of every verified pair of rows lo..n-1 of
   `state`, a block of rows at a time (memory: rows x n)."""
   out = []

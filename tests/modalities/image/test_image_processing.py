@@ -500,8 +500,8 @@ def test_grey_color_gives_one_channel(storage):
 def _assert_fast_path(data, orientation=1, cfg=None):
   """Asserts that the JPEG `data` takes the fast (simplejpeg) path."""
   img = Image.open(io.BytesIO(data))
-  assert jpeg._decode_jpeg(img, data, cfg or config.ImageConfig(),
-                           orientation) is not None
+  assert jpeg.decode_jpeg(img, data, cfg or config.ImageConfig(),
+                          orientation) is not None
 
 
 def test_exif_orientation_6_rotates_clockwise_and_swaps_original_size():
@@ -643,10 +643,10 @@ def test_fast_path_decodes_as_pillows_path_does(kind, mode, color, size):
   data = _noisy_jpeg(640, 480, **dict(_FAST_KINDS[kind]))
   cfg = config.ImageConfig(width=size[0], height=size[1], resize_mode=mode,
                            color=color)
-  fast = jpeg._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg, 1)
+  fast = jpeg.decode_jpeg(Image.open(io.BytesIO(data)), data, cfg, 1)
   assert fast is not None
-  slow, _ = pillow_decode._decode_with_pillow(Image.open(io.BytesIO(data)),
-                                              data, cfg, 1)
+  slow, _ = pillow_decode.decode_with_pillow(Image.open(io.BytesIO(data)),
+                                             data, cfg, 1)
   if fast.ndim == 2 and slow.ndim == 3:  # a grey file, for RGB output
     fast = np.repeat(fast[:, :, None], 3, axis=2)
   assert fast.shape == slow.shape
@@ -659,9 +659,9 @@ def test_fast_path_orients_as_exif_transpose(orientation):
   data = _with_exif_orientation(_quadrants(640, 480), orientation)
   cfg = config.ImageConfig(width=96, height=128)  # reduced 4x either way
   img = Image.open(io.BytesIO(data))
-  assert exif._orientation(img) == orientation
-  fast = jpeg._decode_jpeg(img, data, cfg, orientation)
-  slow, applied = pillow_decode._decode_with_pillow(
+  assert exif.orientation(img) == orientation
+  fast = jpeg.decode_jpeg(img, data, cfg, orientation)
+  slow, applied = pillow_decode.decode_with_pillow(
       Image.open(io.BytesIO(data)), data, cfg, orientation)
   assert applied == orientation
   assert fast.shape == slow.shape == (
@@ -689,10 +689,10 @@ def test_fast_path_leaves_other_jpegs_to_pillows_path():
   cfg = config.ImageConfig(width=64, height=64)
   for name, data in declined.items():
     img = Image.open(io.BytesIO(data))
-    assert jpeg._decode_jpeg(img, data, cfg, 1) is None, name
+    assert jpeg.decode_jpeg(img, data, cfg, 1) is None, name
   for data in (sound, progressive):
-    assert jpeg._decode_jpeg(Image.open(io.BytesIO(data)), data, cfg,
-                             1) is not None
+    assert jpeg.decode_jpeg(Image.open(io.BytesIO(data)), data, cfg,
+                            1) is not None
 
 
 # ---------------------------------------------------------- resize quality

@@ -156,7 +156,7 @@ def _content(arr: np.ndarray, values: Dict[str, list], manifest: dict
              ) -> np.ndarray:
   """The part of a stored [h, w, c] image that shows the input: without
   the black bars --resize_mode fit adds to an input of another aspect
-  ratio (placed as resize._resize places them, from the record's
+  ratio (placed as resize.resize_pixels places them, from the record's
   original size), and, for JPEG storage, without the pixels next to them
   that compression blurred into the bars."""
   img = manifest['image']

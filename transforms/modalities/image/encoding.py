@@ -12,7 +12,7 @@ import simplejpeg
 from transforms.modalities.image import config
 
 
-def _pixels(img: Union[Image.Image, np.ndarray]) -> np.ndarray:
+def pixels(img: Union[Image.Image, np.ndarray]) -> np.ndarray:
   """The uint8 pixels of an 8-bit 'RGB' or 'L' image or of such an array."""
   if isinstance(img, Image.Image):
     if img.mode not in ('RGB', 'L'):
@@ -39,7 +39,7 @@ def encode(img: Union[Image.Image, np.ndarray],
       or [h, w] array.
     cfg: The image options.
   """
-  arr = _pixels(img)
+  arr = pixels(img)
   if cfg.storage == 'jpeg':
     grey = arr.ndim == 2
     return simplejpeg.encode_jpeg(

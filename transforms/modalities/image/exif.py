@@ -8,10 +8,10 @@ from PIL import Image
 
 _EXIF_ORIENTATION = 0x0112
 # EXIF orientations that swap width and height.
-_TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
+TRANSPOSED_ORIENTATIONS = (5, 6, 7, 8)
 
 
-def _orientation(img: Image.Image) -> int:
+def orientation(img: Image.Image) -> int:
   try:
     return int(img.getexif().get(_EXIF_ORIENTATION, 1))
   except Exception:  # pylint: disable=broad-except
@@ -19,7 +19,7 @@ def _orientation(img: Image.Image) -> int:
     return 1
 
 
-def _orient(arr: np.ndarray, orientation: int) -> np.ndarray:
+def orient(arr: np.ndarray, orientation: int) -> np.ndarray:
   """The pixels of an array as EXIF `orientation` says to show them, as
   ImageOps.exif_transpose turns an image (a view where numpy allows)."""
   if orientation == 2:

@@ -100,7 +100,7 @@ def _not_readable(data: bytes, name: str) -> config.BadImageError:
   return config.BadImageError('decode', f'not a {expected}: {what} ({why})')
 
 
-def _decode_error(fmt: str, e: Exception) -> config.BadImageError:
+def decode_error(fmt: str, e: Exception) -> config.BadImageError:
   """A decoding exception as a dead letter: 'truncated <fmt>: ...' when
   the file ends inside its image data, else 'corrupt or truncated image
   data: ...'."""
@@ -112,7 +112,7 @@ def _decode_error(fmt: str, e: Exception) -> config.BadImageError:
                        f'{type(e).__name__}: {e}')
 
 
-def _open(data: bytes, name: str = '') -> Image.Image:
+def open_image(data: bytes, name: str = '') -> Image.Image:
   if not data:
     raise config.BadImageError('decode', 'empty file (0 bytes)')
   try:
@@ -127,5 +127,5 @@ def _open(data: bytes, name: str = '') -> Image.Image:
     try:
       Image.open(io.BytesIO(data)).verify()
     except Exception as e:  # pylint: disable=broad-except
-      raise _decode_error(content_format(img.format), e) from None
+      raise decode_error(content_format(img.format), e) from None
   return img

@@ -112,8 +112,8 @@ def _grey_corner(img: Image.Image) -> bool:
                                          (px,)))
 
 
-def _check_jpeg_complete(img: Image.Image, data: bytes,
-                         declared: Tuple[int, int]) -> None:
+def check_jpeg_complete(img: Image.Image, data: bytes,
+                        declared: Tuple[int, int]) -> None:
   """Raises BadImageError('truncated JPEG: ...') for a JPEG whose data
   ends before its picture does, though Pillow decoded it.
 
@@ -174,7 +174,7 @@ def _draft_size(cfg: config.ImageConfig, w: int, h: int,
                 orientation: int) -> Tuple[int, int]:
   """The smallest size a w x h JPEG may be decoded at, in its own
   (unrotated) orientation: the size its content is resized to."""
-  if orientation in exif._TRANSPOSED_ORIENTATIONS:
+  if orientation in exif.TRANSPOSED_ORIENTATIONS:
     dst_w, dst_h = cfg.height, cfg.width  # in the file's own orientation
   else:
     dst_w, dst_h = cfg.width, cfg.height
@@ -201,7 +201,7 @@ def _draft_reduction(cfg: config.ImageConfig, w: int, h: int,
   return next((n for n in (8, 4, 2) if ratio >= n), 1)
 
 
-def _draft(img: Image.Image, cfg: config.ImageConfig, orientation: int) -> None:
+def draft(img: Image.Image, cfg: config.ImageConfig, orientation: int) -> None:
   """Asks Pillow's JPEG decoder for a DCT-scaled decode no smaller than
   needed (see _draft_reduction).
 
@@ -225,8 +225,8 @@ def _draft(img: Image.Image, cfg: config.ImageConfig, orientation: int) -> None:
 _FAST_JPEG_COLORSPACES = ('YCbCr', 'RGB', 'Gray')
 
 
-def _decode_jpeg(img: Image.Image, data: bytes, cfg: config.ImageConfig,
-                 orientation: int) -> Optional[np.ndarray]:
+def decode_jpeg(img: Image.Image, data: bytes, cfg: config.ImageConfig,
+                orientation: int) -> Optional[np.ndarray]:
   """A plain JPEG decoded by libjpeg-turbo through simplejpeg, at the DCT
   scaling Pillow's draft() would use, and oriented; None for a file this
   path does not decode exactly as Pillow's path would.
@@ -266,4 +266,4 @@ def _decode_jpeg(img: Image.Image, data: bytes, cfg: config.ImageConfig,
     return None
   if grey:
     arr = arr.reshape(arr.shape[:2])
-  return exif._orient(arr, orientation)
+  return exif.orient(arr, orientation)

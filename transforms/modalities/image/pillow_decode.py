@@ -72,8 +72,8 @@ def _to_8bit(img: Image.Image, color: str) -> Image.Image:
   return img
 
 
-def _decode_with_pillow(img: Image.Image, data: bytes, cfg: config.ImageConfig,
-                        orientation: int) -> Tuple[np.ndarray, int]:
+def decode_with_pillow(img: Image.Image, data: bytes, cfg: config.ImageConfig,
+                       orientation: int) -> Tuple[np.ndarray, int]:
   """Any image Pillow opens, decoded (DCT-scaled for a JPEG), checked for
   truncation (a JPEG), oriented, composited onto the background (alpha)
   and made 8-bit in cfg.color.
@@ -84,14 +84,14 @@ def _decode_with_pillow(img: Image.Image, data: bytes, cfg: config.ImageConfig,
   """
   declared = img.size  # before draft() makes it the reduced size
   if img.format == 'JPEG' and cfg.draft:
-    jpeg._draft(img, cfg, orientation)
+    jpeg.draft(img, cfg, orientation)
   img.load()
   if isinstance(img, JpegImagePlugin.JpegImageFile):
-    jpeg._check_jpeg_complete(img, data, declared)
+    jpeg.check_jpeg_complete(img, data, declared)
   if img.format != 'JPEG':
     # Other formats may keep EXIF after the pixel data; read it only after
     # a successful decode, so a decoding error is never swallowed here.
-    orientation = exif._orientation(img)
+    orientation = exif.orientation(img)
   if orientation != 1:
     img = ImageOps.exif_transpose(img)  # keeps info['transparency']
   img = _flatten_alpha(img, cfg.background_rgb)

@@ -99,7 +99,7 @@ def _decode_pixels(data: bytes, cfg: config.ImageConfig, name: str = ''
   uint8 pixels ([h, w] for grey, [h, w, 3] for RGB, C-contiguous), the
   original height and width after EXIF orientation and the content's
   format."""
-  img = file_formats._open(data, name)
+  img = file_formats.open_image(data, name)
   source_format = file_formats.content_format(img.format or '')
   w, h = img.size
   if w * h > cfg.max_pixels:
@@ -114,22 +114,22 @@ def _decode_pixels(data: bytes, cfg: config.ImageConfig, name: str = ''
     if img.format == 'JPEG':
       # EXIF sits before the pixels in a JPEG: read it without decoding, so
       # the reduced-size decode can take the rotation into account.
-      orientation = exif._orientation(img)
-      arr = jpeg._decode_jpeg(img, data, cfg, orientation)
+      orientation = exif.orientation(img)
+      arr = jpeg.decode_jpeg(img, data, cfg, orientation)
     if arr is None:
-      arr, orientation = pillow_decode._decode_with_pillow(img, data, cfg,
-                                                           orientation)
+      arr, orientation = pillow_decode.decode_with_pillow(img, data, cfg,
+                                                          orientation)
   except config.BadImageError:
     raise
   except Exception as e:  # pylint: disable=broad-except
     # Pillow reports truncated and corrupt data with OSError, SyntaxError,
     # ValueError and, for some formats, other types; all mean the same here.
-    raise file_formats._decode_error(source_format, e) from None
+    raise file_formats.decode_error(source_format, e) from None
   # Fewer pixels than the file has: a reduced-size (DCT-scaled) decode.
   reduced = arr.shape[0] * arr.shape[1] < w * h
-  if orientation in exif._TRANSPOSED_ORIENTATIONS:
+  if orientation in exif.TRANSPOSED_ORIENTATIONS:
     w, h = h, w
-  arr = resize._resize(arr, cfg, reduced)
+  arr = resize.resize_pixels(arr, cfg, reduced)
   if cfg.color != 'grey' and arr.ndim == 2:
     arr = cv2.cvtColor(arr, cv2.COLOR_GRAY2RGB)  # a grey JPEG, resized grey
   return np.ascontiguousarray(arr), h, w, source_format
@@ -179,7 +179,7 @@ def content_digest(img: Union[Image.Image, np.ndarray]) -> str:
       or [h, w] array (the same digest: the array's bytes are what
       Image.tobytes() gives).
   """
-  arr = encoding._pixels(img)
+  arr = encoding.pixels(img)
   h, w = arr.shape[:2]
   mode = 'L' if arr.ndim == 2 else 'RGB'
   digest = hashlib.sha256(f'{mode}:{w}x{h}:'.encode())

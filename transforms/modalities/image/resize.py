@@ -87,8 +87,8 @@ def _resize_to(arr: np.ndarray, size: Tuple[int, int],
   return cv2.resize(arr, size, interpolation=cv2.INTER_AREA)
 
 
-def _resize(arr: np.ndarray, cfg: config.ImageConfig,
-            reduced: bool = False) -> np.ndarray:
+def resize_pixels(arr: np.ndarray, cfg: config.ImageConfig,
+                  reduced: bool = False) -> np.ndarray:
   """Decoded pixels at the configured size, by cfg.resize_mode.
 
   Args:

@@ -72,7 +72,7 @@ def signature_of_pixels(img: Union[Image.Image, np.ndarray]) -> bytes:
     img: An 'RGB' or 'L' Pillow image, or its pixels as a uint8 [h, w, 3]
       or [h, w] array.
   """
-  arr = encoding._pixels(img)
+  arr = encoding.pixels(img)
   side = (SIGNATURE_SIDE, SIGNATURE_SIDE)
   small = cv2.resize(arr, side, interpolation=cv2.INTER_AREA)
   # (A grey picture's grey levels are its own: OpenCV's grey of three equal
