@@ -1,13 +1,12 @@
 """Python's cyclic garbage collector around a command-line run.
 
 Starting a run imports Apache Beam, TensorFlow and tf.Transform and traces
-the preprocessing function: about 730,000 objects, 450,000 of them still
-alive when the pipeline runs. With the collector's default thresholds,
-those imports set off 7 full collections, each walking every object made
-so far (0.5-0.7 s of a 3.6 s import on this project's 2-core machine).
-While the pipeline runs, every later full collection walks those 450,000
-long-lived objects again: 1.7 s of a 200,000-document text run, 0.24 s of
-a 4,000,000-row sensor run.
+the preprocessing function: hundreds of thousands of objects, most of them
+still alive when the pipeline runs. With the collector's default
+thresholds those imports set off several full collections, each walking
+every object made so far, and every later full collection walks the
+long-lived ones again (the figures: benchmarks/TRIED.md, "Whole runs and
+fixed cost").
 
 So the command lines (pipelines/preprocess.py and pipelines/validate.py,
 only when run as commands: a program or test that imports them keeps its
@@ -20,10 +19,9 @@ collector as it is):
   objects instead of every 700 (a run makes lists and tuples by the
   million, and each young collection has a fixed cost).
 
-The garbage of the start (cycles among the imports' temporary objects,
-about a third of the objects) is frozen with the rest instead of being
-collected: one collection of it costs 0.26 s, and small runs peak 13-18 MiB
-higher for it. Nothing else changes: every object made during the run is
+The garbage of the start (cycles among the imports' temporary objects) is
+frozen with the rest instead of being collected, which costs small runs a
+little memory. Nothing else changes: every object made during the run is
 collected as before. Local worker processes keep Python's defaults: their
 heaps are small, and the same treatment measured no faster there.
 """

@@ -35,8 +35,9 @@ Beam's own --environment_type is passed on as given instead.
 
 --environment_cache_millis defaults to 86400000 (a day) unless given: with
 Beam's default (0) a Spark executor gives its SDK worker back after every
-task and starts a new Python process for the next one, which made 200
-images take 250 s instead of 46 s; a cache longer than any job keeps one
+task and starts a new Python process for the next one (several times
+slower: benchmarks/TRIED.md, "Whole runs and fixed cost"); a cache longer
+than any job keeps one
 worker per executor for the whole application (executors end with their
 application, their workers with them).
 

@@ -7,11 +7,10 @@ A batch is written straight in protobuf's wire format with NumPy: a few
 array operations per feature for the whole batch, giving the bytes that
 protobuf's deterministic serialization gives (map entries in its order of
 names, packed int64 and float lists, an empty list kept as an empty
-list), so equal examples are equal bytes (the fingerprint relies on it).
-Text examples of 128 token ids, 2,048 a batch, take about 4 us each this
-way; building each Example in C++ with tfx_bsl and then parsing and
-serializing it again with sorted keys (its map order varies between
-calls), as before, took about 13. Fewer than BATCH_MIN_EXAMPLES examples
+list), so equal examples are equal bytes (the fingerprint relies on it),
+at about a third of the cost of building each Example with tfx_bsl and
+serializing it again with sorted keys (benchmarks/TRIED.md, "Text").
+Fewer than BATCH_MIN_EXAMPLES examples
 are built as protos, which costs less than the arrays' set-up, and so are
 examples of more than LARGE_EXAMPLE_BYTES (pictures), whose bytes protobuf
 copies faster than the grid lays them out. Both ways give the same bytes

@@ -16,12 +16,8 @@ with fewer shingles than bins) takes the value of the first non-empty bin
 along a probe sequence fixed per bin, the same for every document. Two
 documents agree on a bin with probability equal to the Jaccard similarity
 of their shingle sets, as with BINS independent permutations, for the
-cost of one hash per shingle rather than BINS. (Measured here on the text
-benchmark's documents, a k-permutation MinHash, the kind datasketch
-computes one document at a time, took 0.5 to 0.9 s of one core per
-100,000 documents for 32 values even batched in NumPy; this takes about
-0.3 s for 64, the words found and hashed included, in compiled loops
-(NumPy array steps took 0.6 s).)
+cost of one hash per shingle rather than BINS (the comparison with a
+k-permutation MinHash: benchmarks/TRIED.md, "Text").
 
 A word's hash is the polynomial sum of its UTF-8 bytes (plus one) in
 powers of a fixed odd base, modulo 2^64, mixed by MurmurHash3's 64-bit
