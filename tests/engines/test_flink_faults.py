@@ -296,9 +296,8 @@ def disturb_each_part(short, what, victim_of, inputs, direct, folder):
   """Runs the image job on the cluster (named after `short`) and kills
   `what` in each of its parts (kill_in_parts; victim_of() gives the
   victim function for a job); a part a job passed unhit is disturbed in
-  another job (up to MAX_JOBS).
-  Asserts of every job that it recovered and published the
-  DirectRunner's dataset; returns every job's kills."""
+  another job (up to MAX_JOBS). Asserts of every job that it recovered
+  and published the DirectRunner's dataset; returns every job's kills."""
   parts, all_kills = list(TASKMANAGER_KILLS), []
   for attempt in range(1, MAX_JOBS + 1):
     before_tms = flink_taskmanager_ids()
