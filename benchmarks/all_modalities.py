@@ -353,12 +353,25 @@ def figures(modality, summary, sizes, tiny):
 # -------------------------------------------------------------- rendering --
 
 
-def _f(value, fmt, suffix='', missing='-'):
+def figure_text(value, fmt, suffix='', missing='-'):
+  """A figure as a table shows it: `missing` when there is none."""
   return missing if value is None else f'{value:{fmt}}{suffix}'
 
 
-def _verdict(met):
+def verdict(met):
+  """A target's cell: PASS or MISS."""
   return 'PASS' if met else 'MISS'
+
+
+# Short names for the tables below (engine_report.py uses the same).
+_f, _verdict = figure_text, verdict
+
+
+def records_cell(result, who):
+  """The record-count cell of one side (or runner) of a result: how many
+  of its runs wrote the wrong records."""
+  wrong = sum(p.startswith(f'{who}@') for p in result['record_problems'])
+  return f'{wrong} run(s) WRONG' if wrong else 'as expected'
 
 
 def target_value(t, unit):
@@ -418,11 +431,8 @@ def table_rows(result):
   rows.append(('other load (max share of CPUs, noise)',
                *both(lambda w: _f(f['other_load_share_max'][w], '.0%')),
                '', ''))
-  def records(who):
-    wrong = sum(p.startswith(f'{who}@') for p in result['record_problems'])
-    return f'{wrong} run(s) WRONG' if wrong else 'as expected'
-
-  rows.append(('record counts', *both(records), '', ''))
+  rows.append(('record counts',
+               *both(lambda who: records_cell(result, who)), '', ''))
   return rows
 
 
@@ -582,14 +592,16 @@ def parse_args(argv):
   return args
 
 
-def print_targets(results):
-  """Every modality's targets, met or missed, with their values."""
+def print_targets(results, value_text=None):
+  """Every modality's targets, met or missed, with their values
+  (value_text(target, result), by default target_value's)."""
+  value_text = value_text or (lambda t, r: target_value(t, r['unit']))
   print()
   print('targets (information, not an exit code):')
   for r in results:
     for t in r['targets']:
       print(f'  {r["modality"]:7s} {_verdict(t["met"])}  {t["target"]}: '
-            f'{target_value(t, r["unit"])}')
+            f'{value_text(t, r)}')
 
 
 def write_json(path, results, args, machine, command, when):

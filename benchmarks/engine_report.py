@@ -16,13 +16,9 @@ import engine_processes
 import harness
 # pylint: enable=g-import-not-at-top,wrong-import-position
 
-
-def _f(value, fmt, suffix='', missing='-'):
-  return missing if value is None else f'{value:{fmt}}{suffix}'
-
-
-def _verdict(met):
-  return 'PASS' if met else 'MISS'
+# The cells of the tables, as all_modalities draws them.
+_f = all_modalities.figure_text
+_verdict = all_modalities.verdict
 
 
 def table_rows(result):
@@ -69,11 +65,9 @@ def table_rows(result):
                *each(lambda r: _f(f['other_load_share_max'][r], '.0%')),
                '', ''))
 
-  def records(r):
-    wrong = sum(p.startswith(f'{r}@') for p in result['record_problems'])
-    return f'{wrong} run(s) WRONG' if wrong else 'as expected'
-
-  rows.append(('record counts', *each(records), '', ''))
+  rows.append(('record counts',
+               *each(lambda r: all_modalities.records_cell(result, r)), '',
+               ''))
   return rows
 
 
@@ -153,12 +147,8 @@ def print_table(result):
 
 def print_targets(results):
   """Every modality's targets, met or missed, with their values."""
-  print()
-  print('targets (information, not an exit code):')
-  for r in results:
-    for t in r['targets']:
-      print(f'  {r["modality"]:7s} {_verdict(t["met"])}  {t["target"]}: '
-            f'{_f(t["value"], ".2f", "x", missing="n/a")}')
+  all_modalities.print_targets(
+      results, lambda t, r: _f(t['value'], '.2f', 'x', missing='n/a'))
 
 
 def describe_clusters(clusters):
