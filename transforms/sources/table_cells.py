@@ -69,8 +69,11 @@ NO_BAD: BadCells = (np.zeros(0, np.int64), [])
 
 
 def as_array(column) -> pa.Array:
-  """A column as one Arrow array (a chunked array's chunks combined)."""
+  """A column as one Arrow array (a chunked array's chunks combined; one
+  chunk is taken as it is)."""
   if isinstance(column, pa.ChunkedArray):
+    if column.num_chunks == 1:
+      return column.chunk(0)
     return column.combine_chunks()
   return column
 
@@ -92,6 +95,24 @@ def json_text(value) -> Optional[str]:
   return json.dumps(value, ensure_ascii=False)
 
 
+def decode_cells(array: pa.Array, replace: bool = False
+                 ) -> Tuple[pa.Array, List[int]]:
+  """A binary column holding invalid UTF-8, decoded cell by cell (rare:
+  only this column of this batch): its strings, the invalid cells null or,
+  with `replace`, decoded with U+FFFD; and the positions of those cells."""
+  cells, bad = [], []
+  for i, raw in enumerate(array.to_pylist()):
+    if raw is None:
+      cells.append(None)
+      continue
+    try:
+      cells.append(raw.decode('utf-8'))
+    except UnicodeDecodeError:
+      bad.append(i)
+      cells.append(raw.decode('utf-8', 'replace') if replace else None)
+  return pa.array(cells, pa.string()), bad
+
+
 def to_text(array: pa.Array, name: str) -> Tuple[pa.Array, BadCells]:
   """Any column as a string array; cells with invalid UTF-8 become null."""
   t = array.type
@@ -104,20 +125,9 @@ def to_text(array: pa.Array, name: str) -> Tuple[pa.Array, BadCells]:
       return pc.cast(array, pa.string()), NO_BAD
     except pa.ArrowInvalid:
       pass
-    # Rare: find the bad cells one by one (only this column of this batch).
-    cells, bad = [], []
-    for i, raw in enumerate(array.to_pylist()):
-      if raw is None:
-        cells.append(None)
-        continue
-      try:
-        cells.append(raw.decode('utf-8'))
-      except UnicodeDecodeError:
-        cells.append(None)
-        bad.append(i)
+    strings, bad = decode_cells(array)
     reason = f'column {name!r} holds invalid UTF-8'
-    return pa.array(cells, pa.string()), (np.array(bad, np.int64),
-                                          [reason] * len(bad))
+    return strings, (np.array(bad, np.int64), [reason] * len(bad))
   if pa.types.is_dictionary(t):
     return to_text(array.dictionary_decode(), name)
   try:

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transforms.core import label_text
+from transforms.sources import table_cells
 
 EMPTY_TEXT = 'empty text'
 MISSING_LABEL = 'missing label'
@@ -62,21 +63,6 @@ class TextBatch:
 BadRows = List[Tuple[int, str]]
 
 
-def as_array(array) -> pa.Array:
-  """A column as one Arrow array (a chunked array's chunks combined)."""
-  if isinstance(array, pa.ChunkedArray):
-    if array.num_chunks == 1:
-      return array.chunk(0)
-    return array.combine_chunks()
-  return array
-
-
-def _mask(array) -> np.ndarray:
-  """A boolean pyarrow array as numpy, nulls as False."""
-  return np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False),
-                    dtype=bool)
-
-
 def _decode(array: pa.Array, replace: bool) -> Tuple[pa.Array, np.ndarray]:
   """A text column as strings, and where it held invalid UTF-8.
 
@@ -101,19 +87,10 @@ def _decode(array: pa.Array, replace: bool) -> Tuple[pa.Array, np.ndarray]:
     return pc.cast(array, pa.string()), no_bad
   except pa.ArrowInvalid:
     pass
-  # Rare: decode this column of this batch cell by cell.
-  cells = []
-  bad = no_bad.copy()
-  for i, raw in enumerate(array.to_pylist()):
-    if raw is None:
-      cells.append(None)
-      continue
-    try:
-      cells.append(raw.decode('utf-8'))
-    except UnicodeDecodeError:
-      bad[i] = True
-      cells.append(raw.decode('utf-8', 'replace') if replace else None)
-  return pa.array(cells, pa.string()), bad
+  strings, bad = table_cells.decode_cells(array, replace)
+  mask = no_bad.copy()
+  mask[bad] = True
+  return strings, mask
 
 
 def _as_list(array: pa.Array) -> List[str]:
@@ -147,15 +124,16 @@ def check_batch(text, label, rows: np.ndarray,
   Returns:
     (TextBatch of the good documents, [(id, reason)] sorted by row).
   """
+  mask = table_cells.as_mask
   rows = np.asarray(rows, np.int64)
   n = len(rows)
-  text, text_invalid = _decode(as_array(text), replace)
-  label, label_invalid = _decode(as_array(label), False)
-  empty = (_mask(pc.is_null(text)) | _mask(pc.equal(pc.utf8_length(text), 0))
-           | _mask(pc.utf8_is_space(text)))
+  text, text_invalid = _decode(table_cells.as_array(text), replace)
+  label, label_invalid = _decode(table_cells.as_array(label), False)
+  empty = (mask(pc.is_null(text)) | mask(pc.equal(pc.utf8_length(text), 0))
+           | mask(pc.utf8_is_space(text)))
   label = pc.utf8_trim_whitespace(label)
-  label_missing = _mask(pc.is_null(label)) | _mask(pc.equal(label, ''))
-  too_long = _mask(pc.greater(pc.binary_length(text), MAX_TEXT_BYTES))
+  label_missing = mask(pc.is_null(label)) | mask(pc.equal(label, ''))
+  too_long = mask(pc.greater(pc.binary_length(text), MAX_TEXT_BYTES))
   checks = [(empty, EMPTY_TEXT), (too_long, TOO_LONG),
             (label_invalid, INVALID_LABEL), (label_missing, MISSING_LABEL)]
   if not replace:

@@ -56,6 +56,7 @@ import pyarrow.csv as pa_csv
 
 from transforms.modalities.text import documents
 from transforms.modalities.text import inputs
+from transforms.sources import table_cells
 from transforms.sources import table_csv
 from transforms.sources import table_formats
 from transforms.sources import table_jsonl
@@ -363,7 +364,7 @@ def _fast_column(table: pa.Table, name: str, n: int) -> Optional[pa.Array]:
   """A column read by pyarrow.json when its type converts exactly, or None."""
   if name not in table.column_names:
     return pa.nulls(n, pa.string())
-  column = documents.as_array(table.column(name))
+  column = table_cells.as_array(table.column(name))
   t = column.type
   if (pa.types.is_string(t) or pa.types.is_large_string(t)
       or pa.types.is_null(t) or pa.types.is_integer(t)
