@@ -263,6 +263,10 @@ def kill_in_parts(launch, jid, victim, parts):
   seconds into the job, supervisor place)], and the parts the job passed
   (or ended) before one of them could be hit."""
   kills, missed = [], []
+  # The JVMs of the TaskManagers hit so far: one whose SDK worker was
+  # killed lives on for a moment until the pool ends it, and is not hit
+  # again (one loss, one restart).
+  doomed = set()
   started = time.monotonic()
   for what, pattern in parts:
     def busy():
@@ -271,7 +275,9 @@ def kill_in_parts(launch, jid, victim, parts):
       tms, passed = vertices_of_part(jid, pattern)
       # (Flink lists a killed TaskManager's subtasks as running until it
       # notices the loss: only live processes count.)
-      live = {tm: pid for tm in tms for pid in [victim(tm)] if pid}
+      live = {tm: pid for tm in tms
+              if flink_taskmanager_pid(tm) not in doomed
+              for pid in [victim(tm)] if pid}
       return live or (passed and 'passed')
     # No waiting for the replacements in between: the parts overlap
     # (records are written while the analysis runs).
@@ -286,6 +292,7 @@ def kill_in_parts(launch, jid, victim, parts):
     places = {tm: supervisor_place(tm) for tm in busy_tms}
     tm = min(busy_tms, key=lambda t: (hits[places[t]], t))
     assert not flink_active_jobs() - {jid}
+    doomed.add(flink_taskmanager_pid(tm))
     os.kill(busy_tms[tm], signal.SIGKILL)
     kills.append((what, tm, busy_tms[tm], time.monotonic() - started,
                   places[tm]))
